@@ -1,0 +1,168 @@
+"""Command line: `fusion-analyze MODEL --vllm-root ...` plus subcommands (locate, list-models, fetch, ...)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from typing import Optional
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from . import __version__
+from .errors import UserError
+
+
+class _DefaultToAnalyze(TyperGroup):
+    """`fusion-analyze qwen3 ...` means `fusion-analyze analyze qwen3 ...`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["analyze", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_DefaultToAnalyze,
+    add_completion=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Find fused and still-open operator-fusion scenarios of a vLLM model on Ascend NPUs.\n\n"
+    "Run `fusion-analyze MODEL --vllm-root PATH [--ascend-root PATH]` to analyze one model.",
+    pretty_exceptions_enable=False,
+)
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class Backend(str, Enum):
+    ascend = "ascend"
+    cuda = "cuda"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"fusion-analyze {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    pass
+
+
+VllmRoot = typer.Option(None, "--vllm-root", help="Directory containing vllm/ (checkout, sdist, site-packages), or vllm==VERSION.")
+AscendRoot = typer.Option(None, "--ascend-root", help="Directory containing vllm_ascend/, or vllm-ascend==VERSION.")
+
+
+def _fail(exc: UserError) -> None:
+    typer.echo(f"error: {exc.message}", err=True)
+    raise typer.Exit(exc.code)
+
+
+@app.command("locate")
+def locate_cmd(
+    query: str = typer.Argument(..., help="Architecture, model type, marketing name or path to config.json."),
+    vllm_root: Optional[str] = VllmRoot,
+    ascend_root: Optional[str] = AscendRoot,
+    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+) -> None:
+    """Resolve a model to its file and class, with the lines that prove it."""
+    from .session import Session
+
+    try:
+        session = Session.open(vllm_root, ascend_root)
+        loc = session.resolver.resolve(query)
+    except UserError as exc:
+        _fail(exc)
+    if fmt is Fmt.json:
+        typer.echo(json.dumps(loc.to_json(), indent=2, sort_keys=True))
+        return
+    src = loc.sources
+    lines = [
+        f"architecture: {loc.architecture}",
+        f"file:         {loc.file}",
+        f"class:        {loc.class_name} (L{loc.line})",
+        f"vllm:         {src['vllm']['version'] or 'unknown version'}",
+        f"vllm-ascend:  {src['vllm_ascend']['version'] if src['vllm_ascend'] else 'not given (Ascend status unknown)'}",
+        "verification:",
+    ]
+    lines += [f"  {e.file}:{e.line}: {e.text}" for e in loc.verification] or ["  (no line of the file names it)"]
+    o = loc.ascend_override
+    lines.append(f"ascend override: {o.class_name} ({o.file}:{o.line})" if o else "ascend override: none")
+    lines.append("patches:" if loc.patches else "patches: none")
+    lines += [f"  {p.file}:{p.line}: {p.target}" for p in loc.patches]
+    typer.echo("\n".join(lines))
+
+
+@app.command("list-models")
+def list_models_cmd(
+    vllm_root: Optional[str] = VllmRoot,
+    ascend_root: Optional[str] = AscendRoot,
+    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+) -> None:
+    """List every architecture of the tree's registry with its file."""
+    from .session import Session
+
+    try:
+        session = Session.open(vllm_root, ascend_root)
+    except UserError as exc:
+        _fail(exc)
+    rows = []
+    for e in session.resolver.entries:
+        found = session.index.module_path(e.module)
+        rel = session.vllm.rel(found[0]) if found else None
+        rows.append({"architecture": e.architecture, "file": rel, "class": e.class_name, "table": e.table})
+    rows.sort(key=lambda r: r["architecture"])
+    if fmt is Fmt.json:
+        typer.echo(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        width = max(len(r["architecture"]) for r in rows)
+        for r in rows:
+            typer.echo(f"{r['architecture']:<{width}}  {r['file'] or '(missing file)'}")
+
+
+@app.command("fetch")
+def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION or vllm-ascend==VERSION")) -> None:
+    """Download released source trees into the user cache (once) and print their paths."""
+    from .sources.fetch import fetch_spec
+
+    for spec in specs:
+        try:
+            typer.echo(str(fetch_spec(spec)))
+        except UserError as exc:
+            _fail(exc)
+
+
+@app.command("analyze")
+def analyze_cmd(
+    model: str = typer.Argument(..., help="Architecture, model type, marketing name or path to config.json."),
+    vllm_root: Optional[str] = VllmRoot,
+    ascend_root: Optional[str] = AscendRoot,
+    backend: Optional[Backend] = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given)."),
+    fmt: Optional[str] = typer.Option("md", "--format", help="md or json"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout)."),
+) -> None:
+    """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
+    from .pipeline import analyze, write_output
+
+    try:
+        result = analyze(model, vllm_root, ascend_root, backend.value if backend else None)
+        write_output(result, fmt or "md", output)
+    except UserError as exc:
+        _fail(exc)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

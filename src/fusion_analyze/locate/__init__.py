@@ -1,0 +1,1 @@
+"""Locate: from a model query to the registry entry, its file and class, with evidence."""

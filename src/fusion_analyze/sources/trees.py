@@ -1,0 +1,118 @@
+"""Turn a --vllm-root / --ascend-root argument into a checked source tree."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from .fetch import fetch_spec, is_spec
+
+# package dir name -> (what the tree must contain to be that package, the CLI flag)
+_KINDS = {
+    "vllm": ("model_executor", "--vllm-root"),
+    "vllm_ascend": ("ops", "--ascend-root"),
+}
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    package: str  # "vllm" or "vllm_ascend"
+    root: Path  # the directory that contains the package directory
+    version: str | None
+    spec: str | None = None  # "vllm==0.30.0" when fetched on demand
+
+    @property
+    def package_dir(self) -> Path:
+        return self.root / self.package
+
+    def rel(self, path: Path) -> str:
+        """Path relative to the root, with forward slashes (never absolute in reports)."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return path.name
+
+    def describe(self) -> dict:
+        return {"version": self.version}
+
+
+def open_tree(arg: str | None, package: str, *, required: bool) -> SourceTree | None:
+    """Resolve a root argument (path, package dir or pip spec); fall back to an installed package."""
+    marker, flag = _KINDS[package]
+    if arg is None:
+        found = _installed_package_root(package)
+        if found is None:
+            if required:
+                raise UserError(
+                    f"no vLLM source tree given and no installed '{package}' package found: "
+                    f"pass {flag} PATH (a checkout or unpacked sdist) or {flag} vllm==VERSION"
+                )
+            return None
+        return _checked(found, package, arg_text=str(found))
+    spec = None
+    if is_spec(arg):
+        spec = arg
+        path = fetch_spec(arg)
+    else:
+        path = Path(arg).expanduser()
+    return _checked(path, package, arg_text=arg, spec=spec)
+
+
+def _checked(path: Path, package: str, *, arg_text: str, spec: str | None = None) -> SourceTree:
+    marker, flag = _KINDS[package]
+    if not path.exists():
+        raise UserError(f"{flag} {arg_text}: no such directory; pass the directory that contains '{package}/'")
+    if not path.is_dir():
+        raise UserError(f"{flag} {arg_text}: not a directory; pass the directory that contains '{package}/'")
+    root = path
+    if (path / "__init__.py").is_file() and path.name == package:
+        root = path.parent  # the package directory itself was given
+    pkg = root / package
+    if not (pkg / marker).is_dir():
+        what = "vLLM" if package == "vllm" else "vllm-ascend"
+        raise UserError(
+            f"{flag} {arg_text}: not a {what} tree (no {package}/{marker}/ inside); "
+            f"pass the directory that contains '{package}/'"
+        )
+    return SourceTree(package=package, root=root.resolve(), version=detect_version(root, package), spec=spec)
+
+
+def _installed_package_root(package: str) -> Path | None:
+    # find_spec on a top-level name locates it without executing the package.
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]).parent
+
+
+_VERSION_RE = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=.*?['"]([^'"]+)['"]""", re.M)
+_META_RE = re.compile(r"^Version:\s*(\S+)", re.M)
+
+
+def detect_version(root: Path, package: str) -> str | None:
+    """Version from _version.py, then PKG-INFO / egg-info / dist-info metadata."""
+    vfile = root / package / "_version.py"
+    if vfile.is_file():
+        m = _VERSION_RE.search(vfile.read_text(encoding="utf-8", errors="replace"))
+        if m:
+            return m.group(1)
+    dist = package.replace("_", "-")
+    candidates = [root / "PKG-INFO", root / f"{package}.egg-info" / "PKG-INFO"]
+    candidates += sorted(root.glob(f"{package}-*.dist-info/METADATA"))
+    candidates += sorted(root.glob(f"{dist}-*.dist-info/METADATA"))
+    for meta in candidates:
+        if meta.is_file():
+            text = meta.read_text(encoding="utf-8", errors="replace")
+            name = re.search(r"^Name:\s*(\S+)", text, re.M)
+            if name and name.group(1).lower().replace("_", "-") != dist:
+                continue
+            m = _META_RE.search(text)
+            if m:
+                return m.group(1)
+    return None

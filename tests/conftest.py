@@ -1,0 +1,55 @@
+"""Shared fixtures: the hand-written mini trees and released trees fetched (and cached) with pip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fusion_analyze.cli import app
+from fusion_analyze.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+MINI = FIXTURES / "mini"
+
+
+@pytest.fixture
+def mini(tmp_path) -> Path:
+    """A private copy of the mini tree, so a test may change it."""
+    dest = tmp_path / "mini"
+    shutil.copytree(MINI, dest)
+    return dest
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+
+    def _run(*args: str):
+        result = runner.invoke(app, list(args))
+        return result
+
+    return _run
+
+
+_FETCHED: dict[str, Path] = {}
+
+
+def real_tree(spec: str) -> Path:
+    """A released tree, fetched once into the user cache; skipped offline unless in CI."""
+    if spec in _FETCHED:
+        return _FETCHED[spec]
+    from fusion_analyze.sources.fetch import fetch_spec
+
+    try:
+        path = fetch_spec(spec)
+    except UserError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"cannot fetch {spec}: {exc.message}")
+    _FETCHED[spec] = path
+    return path
