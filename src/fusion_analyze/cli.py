@@ -161,8 +161,18 @@ def analyze_cmd(
 
 
 def main() -> None:
+    debug = "--debug" in sys.argv
+    if debug:
+        sys.argv.remove("--debug")
     try:
-        app()
+        app(standalone_mode=True)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # an internal error: one line, the traceback only with --debug
+        if debug:
+            raise
+        typer.echo(f"internal error: {exc.__class__.__name__}: {exc}; rerun with --debug and report it", err=True)
+        sys.exit(3)

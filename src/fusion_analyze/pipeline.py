@@ -3,16 +3,73 @@
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import dataclass
 
+from .errors import UserError
+from .locate.resolve import Location
 from .session import Session
+from .walk.walker import Walker, WalkResult
 
 
-def analyze(model: str, vllm_root, ascend_root, backend):
+@dataclass
+class Analysis:
+    session: Session
+    location: Location
+    walk: WalkResult
+
+
+def analyze(model: str, vllm_root, ascend_root, backend) -> Analysis:
     session = Session.open(vllm_root, ascend_root, backend)
+    return analyze_in(session, model)
+
+
+def analyze_in(session: Session, model: str) -> Analysis:
     loc = session.resolver.resolve(model)
-    return {"model": loc.to_json()}
+    walker = Walker(session.index, session.resolver.patches)
+    result = walker.walk_model(loc.definition)
+    return Analysis(session, loc, result)
 
 
-def write_output(result, fmt: str, output):
-    import sys
-    sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+def to_json(a: Analysis) -> dict:
+    from . import __version__
+
+    errors = [{"file": e.file, "reason": e.reason} for e in sorted(a.session.index.errors.values(), key=lambda e: e.file)]
+    return {
+        "schema_version": 1,
+        "tool": {"name": "fusion-analyze", "version": __version__},
+        "backend": a.session.backend,
+        "sources": a.location.sources,
+        "model": a.location.to_json(),
+        "locations": {k: v.to_json() for k, v in sorted(a.walk.locations.items())},
+        "repeat": a.walk.repeat,
+        "ops": [op.to_json() for op in a.walk.ops],
+        "alternatives": [{**alt, "others": [list(o) for o in alt["others"]]} for alt in a.walk.alternatives],
+        "errors": errors,
+        "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
+    }
+
+
+def write_output(a: Analysis, fmt: str, output: str | None) -> None:
+    if fmt == "json":
+        text = json.dumps(to_json(a), indent=2, sort_keys=True) + "\n"
+    elif fmt == "md":
+        from .render.markdown import render_markdown
+
+        text = render_markdown(a)
+    else:
+        raise UserError(f"unknown --format {fmt}: use md or json")
+    if output in (None, "-"):
+        sys.stdout.write(text)
+        return
+    from pathlib import Path
+
+    path = Path(output)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # a Ctrl-C never leaves a half-written report
+    except OSError as exc:
+        tmp.unlink(missing_ok=True) if tmp.exists() else None
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}; choose a writable -o path")

@@ -30,8 +30,11 @@ class Definition:
     name: str
     module: "ModuleInfo"
     node: cst.CSTNode
-    line: int
     condition: str | None = None
+
+    @property
+    def line(self) -> int:
+        return self.module.line_of(self.node)
 
     @property
     def qualname(self) -> str:
@@ -56,6 +59,9 @@ class ModuleInfo:
     star_imports: list[str] = field(default_factory=list)
 
     def line_of(self, node: cst.CSTNode) -> int:
+        # Positions cost a full pass over the tree: computed only for modules whose lines are asked for.
+        if self.positions is None:
+            self.positions = MetadataWrapper(self.tree, unsafe_skip_copy=True).resolve(PositionProvider)
         try:
             return self.positions[node].start.line
         except KeyError:
@@ -140,15 +146,13 @@ class ModuleIndex:
                 raise ValueError(f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
             source = path.read_bytes()
             mod = cst.parse_module(source)
-            wrapper = MetadataWrapper(mod, unsafe_skip_copy=True)
-            positions = wrapper.resolve(PositionProvider)
         except cst.ParserSyntaxError as exc:
             self.errors[rel] = FileError(rel, f"syntax error at line {exc.raw_line}: {exc.message}")
             return None
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
             self.errors[rel] = FileError(rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
             return None
-        info = ModuleInfo(module, path, rel, is_pkg, mod, positions)
+        info = ModuleInfo(module, path, rel, is_pkg, mod)
         _collect(info, mod.body, None)
         return info
 
@@ -277,7 +281,7 @@ def _join(a: str | None, b: str) -> str:
 
 
 def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode, condition: str | None) -> None:
-    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, info.line_of(node), condition))
+    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition))
 
 
 def _dotted_name(node) -> str:
@@ -289,7 +293,7 @@ def _dotted_name(node) -> str:
 
 
 def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) -> None:
-    line = info.line_of(line_node)
+    line = 0  # import lines are not reported; skip the position pass
     if isinstance(small, cst.Import):
         for alias in small.names:
             full = _dotted_name(alias.name)
@@ -318,7 +322,7 @@ def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) ->
         for target in targets:
             if isinstance(target, cst.Name):
                 info.defs.setdefault(target.value, []).append(
-                    Definition("assign", target.value, info, value, line, condition)
+                    Definition("assign", target.value, info, value, condition)
                 )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from ..index.modules import Definition, ModuleIndex, ModuleRef
+from ..index.modules import ModuleIndex
 
 ASCEND_MODELS = "vllm_ascend.models"
 
@@ -80,20 +80,14 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
 
 
 def _target_name(index: ModuleIndex, info, expr) -> str | None:
+    # Named through the patch file's own imports, without parsing the vLLM modules they name:
+    # the patch files import half of vLLM, and only the spelled target matters here.
     if isinstance(expr, tuple):  # setattr(obj, "name", value)
         obj, attr = expr
-        base = _target_name(index, info, obj)
+        base = index.dotted(info, obj)
         return f"{base}.{attr}" if base else None
     if isinstance(expr, cst.Attribute):
-        base = expr.value
-        attr = expr.attr.value
-        resolved = index.resolve_expr(info, base)
-        if isinstance(resolved, Definition):
-            return f"{resolved.qualname}.{attr}"
-        if isinstance(resolved, ModuleRef):
-            return f"{resolved.name}.{attr}"
-        dotted = index.dotted(info, base)
-        return f"{dotted}.{attr}" if dotted else None
+        return index.dotted(info, expr)
     return None
 
 

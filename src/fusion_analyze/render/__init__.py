@@ -1,0 +1,1 @@
+"""Render: the Mode-A Markdown report (Jinja2 templates under templates/)."""

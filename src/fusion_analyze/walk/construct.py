@@ -1,0 +1,475 @@
+"""Which class builds `self.x`: read __init__ chains, factories, layer lists and conditional construction."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..index.modules import Definition, ModuleIndex, ModuleRef
+
+MAX_DEPTH = 8
+_MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
+
+
+@dataclass
+class Scope:
+    """Names visible while evaluating an __init__ or factory body."""
+
+    module: object  # ModuleInfo the code lives in
+    params: dict[str, tuple] = field(default_factory=dict)  # name -> (expr, Scope) bound at the call
+    defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, condition)]
+    owner: "Instance | None" = None  # the instance whose __init__ this is (for self.y)
+
+
+@dataclass
+class Instance:
+    cls: Definition | None  # None for a value that is not a module (None, a tensor, ...)
+    call: cst.Call | None = None
+    scope: Scope | None = None  # where `call` was evaluated (to bind the class's __init__ params)
+    condition: str | None = None
+    alternatives: list["Instance"] = field(default_factory=list)
+    element: "Instance | None" = None  # for layer lists
+    repeat: str | None = None  # config name that sets the list length
+    factory: str | None = None  # qualified name of the factory that returned it
+    _attrs: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.cls.name if self.cls else "None"
+
+
+class Constructor:
+    def __init__(self, index: ModuleIndex):
+        self.index = index
+
+    # -- classes -----------------------------------------------------------------------------
+    def mro(self, cls: Definition, _seen: set | None = None) -> list[Definition]:
+        """Linearised bases (depth-first, left-to-right, duplicates dropped); cycles end."""
+        seen = _seen if _seen is not None else set()
+        if cls.qualname in seen or len(seen) > 40:
+            return []
+        seen.add(cls.qualname)
+        out = [cls]
+        for base in cls.node.bases:
+            target = self.index.resolve_expr(cls.module, _strip_subscript(base.value))
+            if isinstance(target, Definition) and target.kind == "class":
+                for c in self.mro(target, seen):
+                    if c.qualname not in {o.qualname for o in out}:
+                        out.append(c)
+        return out
+
+    def base_names(self, cls: Definition) -> list[str]:
+        names = [c.name for c in self.mro(cls)]
+        for base in cls.node.bases:  # bases outside the trees (nn.Module) still count by name
+            expr = _strip_subscript(base.value)
+            if isinstance(expr, cst.Attribute):
+                names.append(expr.attr.value)
+            elif isinstance(expr, cst.Name):
+                names.append(expr.value)
+        return names
+
+    def method(self, cls: Definition, name: str) -> tuple[Definition, cst.FunctionDef] | None:
+        for c in self.mro(cls):
+            fn = class_method(c, name)
+            if fn is not None:
+                return c, fn
+        return None
+
+    # -- __init__ chains -----------------------------------------------------------------------
+    def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
+        """(class, __init__, scope) from the most derived class down through super().__init__ calls."""
+        out = []
+        if inst.cls is None:
+            return out
+        call, call_scope = inst.call, inst.scope
+        mro = self.mro(inst.cls)
+        i = 0
+        while i < len(mro):
+            c = mro[i]
+            fn = class_method(c, "__init__")
+            if fn is None:
+                i += 1
+                continue
+            scope = Scope(module=c.module, owner=inst)
+            bind_params(fn, call, call_scope, scope, skip_self=True)
+            out.append((c, fn, scope))
+            sup = _super_init_call(fn, c)
+            if sup is None:
+                break
+            call, call_scope = sup, scope
+            i += 1
+        return out
+
+    def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
+        """The instance assigned to `self.<name>` in the __init__ chain (most derived assignment wins)."""
+        if inst.cls is None or depth > MAX_DEPTH:
+            return None
+        key = ("attr", name)
+        if key in inst._attrs:
+            return inst._attrs[key]
+        inst._attrs[key] = None  # cycle guard
+        result = None
+        for c, fn, scope in self.init_scopes(inst):
+            found = _self_assignments(fn, name, c.module)
+            if not found:
+                continue
+            options: list[Instance] = []
+            for expr, cond, pos in found:
+                self._fill_locals(fn, scope, c.module, before=pos)
+                for alt in self.evaluate(expr, scope, depth + 1):
+                    alt.condition = _join(cond, alt.condition)
+                    options.append(alt)
+            result = pick(options)
+            break
+        inst._attrs[key] = result
+        return result
+
+    def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
+        scope.locals = {}
+        for expr_target, value, cond, pos in _local_assignments(fn, module):
+            if pos < before:
+                scope.locals.setdefault(expr_target, []).append((value, cond))
+
+    # -- expressions -----------------------------------------------------------------------------
+    def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
+        """Instances an expression builds (several when it is conditional)."""
+        if depth > MAX_DEPTH or expr is None:
+            return []
+        if isinstance(expr, cst.IfExp):
+            cond = scope.module.code(expr.test).strip()
+            out = []
+            for alt in self.evaluate(expr.body, scope, depth + 1):
+                alt.condition = _join(cond, alt.condition)
+                out.append(alt)
+            for alt in self.evaluate(expr.orelse, scope, depth + 1):
+                alt.condition = _join(f"not ({cond})", alt.condition)
+                out.append(alt)
+            return out
+        if isinstance(expr, cst.Name) and expr.value == "None":
+            return [Instance(None)]
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return [i for i in self._value_of(expr, scope, depth) if i is not None]
+        if isinstance(expr, cst.Call):
+            return self._call(expr, scope, depth)
+        if isinstance(expr, cst.Subscript):  # LAYER_TYPES[config.x] -> every value of the dict
+            base = self._dict_values(expr.value, scope, depth)
+            if base:
+                return base
+        return []
+
+    def _value_of(self, expr, scope: Scope, depth: int) -> list[Instance]:
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            if scope.owner is not None:
+                found = self.attr(scope.owner, expr.attr.value, depth + 1)
+                return [found] if found is not None else []
+            return []
+        if isinstance(expr, cst.Name):
+            name = expr.value
+            if name in scope.locals:
+                out = []
+                for value, cond in scope.locals[name]:
+                    for alt in self.evaluate(value, scope, depth + 1):
+                        alt.condition = _join(cond, alt.condition)
+                        out.append(alt)
+                return out
+            if name in scope.params:
+                value, where = scope.params[name]
+                return self.evaluate(value, where, depth + 1)
+            if name in scope.defaults:
+                return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
+        target = self.index.resolve_expr(scope.module, expr)
+        if isinstance(target, Definition) and target.kind == "class":
+            return [Instance(target)]  # a class object (called later)
+        if isinstance(target, Definition) and target.kind == "assign":
+            return self.evaluate(target.node, Scope(module=target.module), depth + 1)
+        return []
+
+    def _dict_values(self, expr, scope: Scope, depth: int) -> list[Instance]:
+        node = None
+        if isinstance(expr, cst.Name):
+            target = self.index.lookup(scope.module.name, expr.value)
+            if isinstance(target, Definition) and target.kind == "assign" and isinstance(target.node, cst.Dict):
+                node, where = target.node, Scope(module=target.module)
+        if node is None:
+            return []
+        out = []
+        for el in node.elements:
+            if isinstance(el, cst.DictElement):
+                out += self.evaluate(el.value, where, depth + 1)
+        return out
+
+    def _call(self, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
+        func = call.func
+        # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
+        lam = next((a.value for a in call.args if isinstance(a.value, cst.Lambda)), None)
+        fname = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if lam is not None and isinstance(lam.body, cst.Call):
+            elems = self.evaluate(lam.body, scope, depth + 1)
+            repeat = scope.module.code(call.args[0].value).strip() if call.args and call.args[0].value is not lam else None
+            return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+        if fname == "ModuleList" and call.args:
+            arg = call.args[0].value
+            if isinstance(arg, cst.ListComp):
+                elems = self.evaluate(arg.elt, scope, depth + 1)
+                repeat = _range_arg(arg.for_in, scope.module)
+                return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+            if isinstance(arg, cst.List) and arg.elements:
+                elems = self.evaluate(arg.elements[0].value, scope, depth + 1)
+                return [_layer_list(e, str(len(arg.elements))) for e in elems[:1]] if elems else []
+        if isinstance(func, cst.Attribute) and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
+            return self.evaluate(func.value, scope, depth + 1)
+        callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute)) else []
+        if callees:
+            return [Instance(c.cls, call, scope, c.condition) for c in callees if c.cls is not None]
+        target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, Definition) and target.kind == "function":
+            return self._factory(target, call, scope, depth)
+        return []
+
+    def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
+        fn = fn_def.node
+        inner = Scope(module=fn_def.module)
+        bind_params(fn, call, scope, inner, skip_self=False)
+        out: list[Instance] = []
+        from .conditions import Facts, evaluate
+
+        # Parameters the call leaves at a None default decide some of the factory's branches.
+        facts = Facts(none={p: True for p, d in inner.defaults.items()
+                            if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
+        for target, value, cond, _pos in _local_assignments(fn, fn_def.module):
+            decided = _decide_text(cond, facts)
+            if decided is not False:
+                inner.locals.setdefault(target, []).append((value, decided if decided is not True else None))
+        for ret, cond in _returns_decided(fn, fn_def.module, facts, evaluate):
+            for alt in self.evaluate(ret, inner, depth + 1):
+                alt.condition = _join(cond, alt.condition)
+                alt.factory = fn_def.qualname
+                out.append(alt)
+        return _prefer_plain(_dedupe(out))
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def pick(options: list[Instance]) -> Instance | None:
+    """Default of conditional constructions: a MoE block where one exists, else the first real module."""
+    real = [o for o in options if o.cls is not None and o.cls.name not in ("PPMissingLayer", "Identity")]
+    if not real:
+        return options[0] if options else None
+    moe = [o for o in real if _MOE_NAME.search(o.cls.name)]
+    chosen = moe[0] if moe else _prefer_plain(real)[0]
+    chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
+    return chosen
+
+
+def _prefer_plain(options: list[Instance]) -> list[Instance]:
+    """A factory's plain product first: the class the taxonomy names (RotaryEmbedding), then the rest."""
+    from .taxonomy import taxonomy
+
+    leaves = taxonomy()["classes"]
+    plain = [o for o in options if o.cls is not None and o.cls.name in leaves]
+    return plain[:1] + [o for o in options if o not in plain[:1]]
+
+
+def _dedupe(items: list[Instance]) -> list[Instance]:
+    seen, out = set(), []
+    for i in items:
+        key = (i.cls.qualname if i.cls else None, i.condition)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
+
+
+def _layer_list(element: Instance, repeat: str | None) -> Instance:
+    return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat)
+
+
+def _range_arg(for_in, module) -> str | None:
+    it = for_in.iter
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and it.args:
+        return module.code(it.args[-1].value if len(it.args) == 1 else it.args[1].value).strip()
+    return None
+
+
+def _strip_subscript(expr):
+    return expr.value if isinstance(expr, cst.Subscript) else expr
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    if a and b:
+        return f"{a} and {b}"
+    return a or b
+
+
+def class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
+    body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
+    found = None
+    for stmt in body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+            found = stmt  # the last definition wins, as at runtime
+        elif isinstance(stmt, cst.If):
+            for s in stmt.body.body:
+                if isinstance(s, cst.FunctionDef) and s.name.value == name and found is None:
+                    found = s
+    return found
+
+
+def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    if skip_self and params and params[0].name.value in ("self", "cls"):
+        params = params[1:]
+    kwonly = list(fn.params.kwonly_params)
+    for p in params + kwonly:
+        if p.default is not None:
+            scope.defaults[p.name.value] = p.default
+    if call is None or call_scope is None:
+        return
+    pos = [a for a in call.args if a.keyword is None and not a.star]
+    for p, a in zip(params, pos):
+        scope.params[p.name.value] = (a.value, call_scope)
+    names = {p.name.value for p in params + kwonly}
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value in names:
+            scope.params[a.keyword.value] = (a.value, call_scope)
+
+
+def _super_init_call(fn: cst.FunctionDef, cls: Definition) -> cst.Call | None:
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            f = node.func
+            if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
+                v = f.value
+                if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
+                    found.append(node)
+                elif isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
+                    found.append(node.with_changes(args=node.args[1:]))
+
+        def visit_FunctionDef(self, node) -> bool:
+            return node is fn
+
+    fn.visit(V())
+    return found[0] if found else None
+
+
+def _is_self(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _walk_stmts(body, module, cond=None):
+    """Yield (stmt, condition) through if/else/try/with/for blocks of a function body."""
+    for stmt in body:
+        yield stmt, cond
+        if isinstance(stmt, cst.If):
+            test = module.code(stmt.test).strip()
+            yield from _walk_stmts(stmt.body.body, module, _join(cond, test))
+            orelse, neg = stmt.orelse, f"not ({test})"
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    t2 = module.code(orelse.test).strip()
+                    yield from _walk_stmts(orelse.body.body, module, _join(cond, f"{neg} and {t2}"))
+                    neg = f"{neg} and not ({t2})"
+                    orelse = orelse.orelse
+                else:
+                    yield from _walk_stmts(orelse.body.body, module, _join(cond, neg))
+                    orelse = None
+        elif isinstance(stmt, (cst.With, cst.For, cst.While)):
+            yield from _walk_stmts(stmt.body.body, module, cond)
+        elif isinstance(stmt, cst.Try):
+            yield from _walk_stmts(stmt.body.body, module, cond)
+
+
+def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
+    out = []
+    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                for t in small.targets:
+                    if _is_self_attr(t.target, name):
+                        out.append((small.value, cond, pos))
+                    elif isinstance(t.target, cst.Tuple):  # a, b, self.layers = make_layers(...)
+                        for el in t.target.elements:
+                            if _is_self_attr(el.value, name):
+                                out.append((small.value, cond, pos))
+            elif isinstance(small, cst.AnnAssign) and small.value is not None and _is_self_attr(small.target, name):
+                out.append((small.value, cond, pos))
+    return out
+
+
+def _local_assignments(fn: cst.FunctionDef, module):
+    out = []
+    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                for t in small.targets:
+                    if isinstance(t.target, cst.Name):
+                        out.append((t.target.value, small.value, cond, pos))
+            elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                out.append((small.target.value, small.value, cond, pos))
+    return out
+
+
+def _returns(fn: cst.FunctionDef, module):
+    out = []
+    for stmt, cond in _walk_stmts(fn.body.body, module):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Return) and small.value is not None:
+                    out.append((small.value, cond))
+    return out
+
+
+def _decide_text(cond: str | None, facts) -> str | bool | None:
+    """Drop conjuncts `p is None` / `p is not None` that the facts decide; False if one is false."""
+    if not cond:
+        return None
+    kept = []
+    for part in cond.split(" and "):
+        m = re.fullmatch(r"\(?(not \()?(\w+) is (not )?None\)?\)?", part.strip())
+        if m and m.group(2) in facts.none:
+            value = facts.none[m.group(2)]
+            if m.group(3):
+                value = not value
+            if m.group(1):
+                value = not value
+            if not value:
+                return False
+            continue
+        kept.append(part)
+    return " and ".join(kept) if kept else True
+
+
+def _returns_decided(fn, module, facts, evaluate):
+    """Return statements with their path condition; branches the facts decide are dropped or implied."""
+    out = []
+
+    def visit(body, cond):
+        for stmt in body:
+            if isinstance(stmt, cst.If):
+                value = evaluate(stmt.test, module, facts)
+                test = module.code(stmt.test).strip()
+                if value is not False:
+                    visit(stmt.body.body, cond if value else _join(cond, test))
+                if stmt.orelse is not None and value is not True:
+                    neg = cond if value is False else _join(cond, f"not ({test})")
+                    visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg)
+            elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
+                visit(stmt.body.body, cond)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Return) and small.value is not None:
+                        out.append((small.value, cond))
+
+    visit(fn.body.body, None)
+    return out
+
+
+def _is_self_attr(expr, name: str) -> bool:
+    return isinstance(expr, cst.Attribute) and _is_self(expr.value) and expr.attr.value == name

@@ -1,0 +1,347 @@
+"""Per backend: which class implements a vLLM layer, and which device kernels its forward runs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..index.modules import Definition, ModuleIndex
+from .conditions import Facts, evaluate
+from .construct import Constructor, _join
+from .taxonomy import is_kernel
+
+MAX_KERNEL_DEPTH = 6
+ASCEND_UTILS = "vllm_ascend.utils"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    file: str
+    line: int
+    condition: str | None = None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+
+
+class Backends:
+    def __init__(self, index: ModuleIndex, ctor: Constructor):
+        self.index = index
+        self.ctor = ctor
+        self._oot: dict[str, Definition] | None = None
+        self._custom_ops: dict[str, Definition] | None = None
+        self._cache: dict = {}
+
+    # -- out-of-tree replacements -----------------------------------------------------------------
+    @property
+    def oot(self) -> dict[str, Definition]:
+        """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
+        if self._oot is None:
+            self._oot = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
+        return self._oot
+
+    def implementation(self, cls: Definition) -> Definition:
+        if self.index.backend == "ascend":
+            return self.oot.get(cls.name, cls)
+        return cls
+
+    def forward_name(self, cls: Definition) -> str:
+        """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""
+        from .construct import class_method
+
+        if "CustomOp" not in self.ctor.base_names(cls):
+            return "forward"
+        for c in self.ctor.mro(cls):
+            if c.name == "CustomOp":
+                break
+            if class_method(c, "forward") is not None:
+                return "forward"
+        return "forward_oot" if self.index.backend == "ascend" else "forward_cuda"
+
+    # -- torch.ops.vllm.<name> -> the Python function behind it -----------------------------------
+    @property
+    def custom_ops(self) -> "CustomOps":
+        if self._custom_ops is None:
+            self._custom_ops = CustomOps(self.index)
+        return self._custom_ops
+
+    # -- kernels ----------------------------------------------------------------------------------
+    def kernels_of(self, cls: Definition, facts: Facts, method: str | None = None) -> list[Kernel]:
+        impl = self.implementation(cls)
+        method = method or self.forward_name(impl)
+        key = (impl.qualname, method, facts.key())
+        if key not in self._cache:
+            found = self.ctor.method(impl, method)
+            out: list[Kernel] = []
+            if found is not None:
+                owner, fn = found
+                self._collect(impl, owner.module, fn, facts, out, 0, set())
+            self._cache[key] = _dedupe(out)
+        return self._cache[key]
+
+    def kernels_of_function(self, fn_def: Definition, facts: Facts) -> list[Kernel]:
+        out: list[Kernel] = []
+        self._collect(None, fn_def.module, fn_def.node, facts, out, 0, set())
+        return _dedupe(out)
+
+    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Facts, out: list, depth: int, seen: set) -> None:
+        if depth > MAX_KERNEL_DEPTH or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        backends = self
+
+        def visit_block(stmts, cond):
+            for stmt in stmts:
+                if isinstance(stmt, cst.If):
+                    test = module.code(stmt.test).strip()
+                    value = evaluate(stmt.test, module, facts)
+                    if value is not False:
+                        visit_block(stmt.body.body, cond if value else _join(cond, test))
+                    neg = f"not ({test})"
+                    if stmt.orelse is not None and value is not True:
+                        orelse = stmt.orelse
+                        if isinstance(orelse, cst.If):
+                            visit_block([orelse], cond if value is False else _join(cond, neg))
+                        else:
+                            visit_block(orelse.body.body, cond if value is False else _join(cond, neg))
+                    if _returns_at_end(stmt.body.body):
+                        if value is True:
+                            return  # early return: what follows does not run on this path
+                        if value is None:
+                            cond = _join(cond, neg)
+                    continue
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+                    visit_expr_in(stmt, cond, shallow=True)
+                    visit_block(stmt.body.body, cond)
+                    for h in getattr(stmt, "handlers", ()):
+                        pass  # exception paths are not the steady state
+                    continue
+                visit_expr_in(stmt, cond)
+
+        def visit_expr_in(node, cond, shallow=False):
+            calls: list[cst.Call] = []
+
+            class V(cst.CSTVisitor):
+                def visit_Call(self, c: cst.Call) -> None:
+                    calls.append(c)
+
+                def visit_Lambda(self, n) -> bool:
+                    return False
+
+                def visit_IndentedBlock(self, n) -> bool:
+                    return not shallow
+
+            if shallow:
+                for part in ("iter", "items", "test"):
+                    sub = getattr(node, part, None)
+                    if sub is not None and isinstance(sub, cst.CSTNode):
+                        sub.visit(V())
+            else:
+                node.visit(V())
+            for c in calls:
+                backends._call(impl, module, c, cond, facts, out, depth, seen)
+
+        visit_block(fn.body.body, None)
+
+    def _call(self, impl, module, call: cst.Call, cond, facts: Facts, out: list, depth: int, seen: set) -> None:
+        func = call.func
+        dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
+            dotted = dotted[:-4]
+        if is_kernel(dotted):
+            out.append(Kernel(dotted, module.rel, module.line_of(call), cond))
+            if dotted.startswith("torch.ops.vllm."):
+                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
+                if target is not None:
+                    self._collect(None, target.module, target.node, facts, out, depth + 1, seen)
+            return
+        # self.helper(...) inside the implementation
+        if impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            found = self.ctor.method(impl, func.attr.value)
+            if found is not None:
+                owner, fn = found
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call, module), out, depth + 1, seen)
+            return
+        # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
+        if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
+                and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"):
+            from .construct import Instance
+
+            sub = self.ctor.attr(Instance(impl), func.value.attr.value)
+            if sub is not None and sub.cls is not None:
+                sub_impl = self.implementation(sub.cls)
+                name = func.attr.value
+                if name == "forward" or name == "__call__":
+                    name = self.forward_name(sub_impl)
+                found = self.ctor.method(sub_impl, name)
+                if found is not None:
+                    owner, fn = found
+                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, module), out, depth + 1, seen)
+            return
+        if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self") is False and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            pass
+        # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func)
+            if isinstance(target, Definition) and target.kind == "function":
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, module), out, depth + 1, seen)
+
+
+def _returns_at_end(stmts) -> bool:
+    last = stmts[-1] if stmts else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+
+
+def _dedupe(items: list[Kernel]) -> list[Kernel]:
+    seen, out = set(), []
+    for k in items:
+        key = (k.name, k.file, k.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(k)
+    return out
+
+
+def read_registered_ops(index: ModuleIndex) -> dict[str, Definition]:
+    """Parse REGISTERED_ASCEND_OPS = {...} (and later item assignments) in vllm_ascend/utils.py."""
+    info = index.get(ASCEND_UTILS)
+    if info is None:
+        return {}
+    found: dict[str, Definition] = {}
+    for fn in _functions(info.tree):
+        local = _local_imports(fn, info, index)
+        for stmt, conditional in _statements(fn.body.body):
+            if conditional:
+                continue  # hardware-specific overrides (310P compatibility paths) are not the standard path
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+                pairs = []
+                if isinstance(small, cst.Assign):
+                    for t in small.targets:
+                        if _is_name(t.target, "REGISTERED_ASCEND_OPS") and isinstance(small.value, cst.Dict):
+                            pairs += _dict_pairs(small.value)
+                        elif isinstance(t.target, cst.Subscript) and _is_name(t.target.value, "REGISTERED_ASCEND_OPS"):
+                            key = t.target.slice[0].slice
+                            if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+                                pairs.append((key.value.evaluated_value, small.value))
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    f = small.value.func
+                    if isinstance(f, cst.Attribute) and f.attr.value == "update" and _is_name(f.value, "REGISTERED_ASCEND_OPS"):
+                        if small.value.args and isinstance(small.value.args[0].value, cst.Dict):
+                            pairs += _dict_pairs(small.value.args[0].value)
+                for key, value in pairs:
+                    if isinstance(value, cst.Name) and value.value in local:
+                        mod, name = local[value.value]
+                        target = index.lookup(mod, name)
+                    else:
+                        target = index.resolve_expr(info, value)
+                    if isinstance(target, Definition) and target.kind == "class":
+                        found[key] = target
+    return found
+
+
+_REGISTER_RE = re.compile(
+    r"direct_register_custom_op\(\s*(?:op_name\s*=\s*)?[\"'](\w+)[\"']\s*,\s*(?:op_func\s*=\s*)?([A-Za-z_][\w.]*)"
+)
+
+
+class CustomOps:
+    """torch.ops.vllm.<name> -> the Python function registered for it (text scan, parse on demand)."""
+
+    def __init__(self, index: ModuleIndex):
+        self.index = index
+        self._where: dict[str, tuple[str, str]] | None = None
+        self._resolved: dict[str, Definition | None] = {}
+
+    def _scan(self) -> dict[str, tuple[str, str]]:
+        where: dict[str, tuple[str, str]] = {}
+        for tree in sorted(self.index.trees.values(), key=lambda t: t.package):
+            for path in sorted(tree.package_dir.rglob("*.py")):
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if "direct_register_custom_op(" not in text:
+                    continue
+                module = self.index.module_name_for(path)
+                for m in _REGISTER_RE.finditer(text):
+                    where.setdefault(m.group(1), (module, m.group(2)))
+        return where
+
+    def get(self, name: str) -> Definition | None:
+        if self._where is None:
+            self._where = self._scan()
+        if name not in self._resolved:
+            target = None
+            if name in self._where:
+                module, func = self._where[name]
+                info = self.index.get(module)
+                if info is not None:
+                    import libcst as _cst
+
+                    expr = _cst.parse_expression(func)
+                    found = self.index.resolve_expr(info, expr)
+                    target = found if isinstance(found, Definition) and found.kind == "function" else None
+            self._resolved[name] = target
+        return self._resolved[name]
+
+
+def _functions(module: cst.Module) -> list[cst.FunctionDef]:
+    return [s for s in module.body if isinstance(s, cst.FunctionDef)]
+
+
+def _statements(body, conditional=False):
+    for stmt in body:
+        if isinstance(stmt, cst.If):
+            yield from _statements(stmt.body.body, True)
+            if stmt.orelse is not None and not isinstance(stmt.orelse, cst.If):
+                yield from _statements(stmt.orelse.body.body, conditional)  # the else of a hardware check is standard
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            yield from _statements(stmt.body.body, conditional)
+        else:
+            yield stmt, conditional
+
+
+def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:
+    from ..index.modules import _absolute, _dotted_name
+
+    out = {}
+
+    class V(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if isinstance(node.names, cst.ImportStar):
+                return
+            mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
+            for alias in node.names:
+                name = _dotted_name(alias.name)
+                bound = alias.asname.name.value if alias.asname else name
+                out[bound] = (mod, name)
+
+    fn.visit(V())
+    return out
+
+
+def _dict_pairs(node: cst.Dict):
+    for el in node.elements:
+        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+            yield el.key.evaluated_value, el.value
+
+
+def _is_name(node, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _all_calls(module: cst.Module) -> list[cst.Call]:
+    out = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node):
+            out.append(node)
+
+    module.visit(V())
+    return out

@@ -1,0 +1,62 @@
+"""The leaf taxonomy (patterns/catalog/leaf_ops.yaml) as lookups."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import yaml
+
+from ..resources import data_dir
+
+
+@lru_cache(maxsize=1)
+def taxonomy() -> dict:
+    path = data_dir("patterns") / "catalog" / "leaf_ops.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["_assume"] = [(re.compile(a["match"]), bool(a["value"])) for a in data.get("assume", [])]
+    return data
+
+
+def leaf_for_class_names(names: list[str]) -> tuple[str, dict] | None:
+    """First of `names` (a class and its bases, nearest first) that the taxonomy lists."""
+    classes = taxonomy()["classes"]
+    for n in names:
+        if n in classes:
+            return n, classes[n]
+    return None
+
+
+def function_kind(dotted: str | None) -> str | None:
+    if not dotted:
+        return None
+    funcs = taxonomy()["functions"]
+    if dotted in funcs:
+        return funcs[dotted]["kind"]
+    tail = dotted.rsplit(".", 1)[-1]
+    if tail in funcs and "." not in tail:
+        return funcs[tail]["kind"]
+    # F.silu / nn.functional.silu spelled through an alias
+    for key, val in funcs.items():
+        if key.startswith("torch.nn.functional.") and dotted.endswith("functional." + key.rsplit(".", 1)[-1]):
+            return val["kind"]
+    return None
+
+
+def is_kernel(dotted: str | None) -> bool:
+    return bool(dotted) and any(dotted.startswith(p) for p in taxonomy()["kernel_prefixes"])
+
+
+def tensor_method_kind(name: str) -> str | None:
+    return taxonomy()["tensor_methods"].get(name)
+
+
+def operator_kind(op_class: str) -> str | None:
+    return taxonomy()["operators"].get(op_class)
+
+
+def assumed(condition: str) -> bool | None:
+    for rx, value in taxonomy()["_assume"]:
+        if rx.search(condition):
+            return value
+    return None
