@@ -11,6 +11,7 @@ from ..index.modules import Definition, ModuleIndex, ModuleRef
 
 MAX_DEPTH = 8
 _MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
+_MLA_NAME = re.compile(r"MLA|LatentAttention")
 
 
 @dataclass
@@ -124,8 +125,36 @@ class Constructor:
                     options.append(alt)
             result = pick(options)
             break
+        if result is None:
+            result = self._class_attr(inst, name, depth)
         inst._attrs[key] = result
         return result
+
+    def external_class(self, inst: Instance, name: str) -> str | None:
+        """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, _cond, _pos in _self_assignments(fn, name, c.module):
+                if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+                    dotted = self.index.dotted(c.module, expr.func)
+                    if dotted and not dotted.startswith(("vllm.", "vllm_ascend.")):
+                        return dotted
+            return None
+        return None
+
+    def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
+        for c in self.mro(inst.cls):
+            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
+            for stmt in body:
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+                        [small.target] if isinstance(small, cst.AnnAssign) and small.value is not None else [])
+                    if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                        found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
+                        return pick(found)
+        return None
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
@@ -257,8 +286,11 @@ def pick(options: list[Instance]) -> Instance | None:
     real = [o for o in options if o.cls is not None and o.cls.name not in ("PPMissingLayer", "Identity")]
     if not real:
         return options[0] if options else None
+    # The richest structure is the default (it is what the large checkpoints of a family use); the
+    # others stay listed as alternatives with their conditions.
     moe = [o for o in real if _MOE_NAME.search(o.cls.name)]
-    chosen = moe[0] if moe else _prefer_plain(real)[0]
+    mla = [o for o in real if _MLA_NAME.search(o.cls.name)]
+    chosen = moe[0] if moe else mla[0] if mla else _prefer_plain(real)[0]
     chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
     return chosen
 

@@ -103,6 +103,7 @@ class Walker:
         self.section = "prologue"
         self.repeat: str | None = None
         self._stack: list[str] = []
+        self._walked_lists: set = set()
 
     # -- entry ------------------------------------------------------------------------------------
     def walk_model(self, model_cls: Definition) -> WalkResult:
@@ -241,6 +242,10 @@ class Walker:
         layer_list = self._layer_list(frame, stmt.iter)
         if layer_list is not None and layer_list.element is not None:
             element = layer_list.element
+            key = element.cls.qualname if element.cls else None
+            if key in self._walked_lists:
+                return  # a second loop over the same layers (another PP / aux path): walked once
+            self._walked_lists.add(key)
             target = stmt.target
             names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
             if names and isinstance(names[-1], cst.Name):
@@ -390,6 +395,12 @@ class Walker:
             sub = self.ctor.attr(frame.inst, name)
             args, kwargs = self._args(frame, call, cond, steady, stmt)
             if sub is None or sub.cls is None:
+                external = self.ctor.external_class(frame.inst, name)
+                leaf = leaf_for_class_names([external.rsplit(".", 1)[-1]]) if external else None
+                if leaf is not None:
+                    return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], stmt, _flat(args, kwargs),
+                                    hint, cond, steady, attrs={"external": external},
+                                    path=f"{frame.path}.{name}" if frame.path else name)
                 return self._unknown_op(frame, stmt, name, _flat(args, kwargs), hint, cond, steady,
                                         f"cannot tell which class builds self.{name}")
             return self._module_call(frame, sub, name, call, args, kwargs, cond, steady, stmt, hint)
@@ -449,7 +460,8 @@ class Walker:
         if len(self._stack) > MAX_DEPTH:
             return []
         key = f"{module.name}.{fn.name.value}"
-        if self._stack.count(key) >= 1:
+        if self._stack.count(key) >= 1 or any(k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:]):
+            self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
             return []
         sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Facts(dict(), dict(frame.facts.attr_classes)))
         if free:

@@ -1,0 +1,178 @@
+"""The forward walker on the mini tree: construction idioms, dataflow, backends, robustness."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from fusion_analyze.pipeline import analyze, to_json
+
+from .conftest import MINI
+
+
+def _steady_layer(a):
+    return [op for op in a.walk.ops if op.section == "layer" and op.steady and op.kind not in ("view",)]
+
+
+@pytest.fixture(scope="module")
+def qwen3():
+    return analyze("Qwen3ForCausalLM", str(MINI), str(MINI), None)
+
+
+def test_qwen3_layer_sequence_and_lines(qwen3):
+    seq = [(op.kind, op.name, op.layer_class, op.file.rsplit("/", 1)[-1], op.line) for op in _steady_layer(qwen3)]
+    assert seq == [
+        ("add_rmsnorm", "input_layernorm", "RMSNorm", "qwen3.py", 75),
+        ("matmul", "qkv_proj", "QKVParallelLinear", "qwen3.py", 32),
+        ("split", "split", None, "qwen3.py", 33),
+        ("rmsnorm", "q_norm", "RMSNorm", "qwen3.py", 36),
+        ("rmsnorm", "k_norm", "RMSNorm", "qwen3.py", 39),
+        ("rope", "rotary_emb", "RotaryEmbedding", "qwen3.py", 41),
+        ("attention", "attn", "Attention", "qwen3.py", 42),
+        ("matmul", "o_proj", "RowParallelLinear", "qwen3.py", 43),
+        ("add_rmsnorm", "post_attention_layernorm", "RMSNorm", "qwen3.py", 82),
+        ("matmul", "gate_up_proj", "MergedColumnParallelLinear", "qwen2.py", 35),
+        ("silu_mul", "act_fn", "SiluAndMul", "qwen2.py", 36),
+        ("matmul", "down_proj", "RowParallelLinear", "qwen2.py", 37),
+    ]
+
+
+def test_first_layer_branch_is_kept_but_not_steady(qwen3):
+    first = [op for op in qwen3.walk.ops if op.name == "input_layernorm" and not op.steady]
+    assert len(first) == 1 and first[0].kind == "rmsnorm" and first[0].condition == "residual is None"
+
+
+def test_subclass_passes_layer_type_to_base(qwen3):
+    loc = qwen3.walk.locations
+    assert loc["backbone"].cls == "Qwen3Model"
+    assert (loc["backbone"].forward_file, loc["backbone"].forward_line) == ("vllm/model_executor/models/qwen2.py", 106)
+    assert loc["decoder_layer"].cls == "Qwen3DecoderLayer"
+    assert loc["attention"].cls == "Qwen3Attention"
+    assert loc["mlp"].cls == "Qwen2MLP"  # imported as Qwen3MLP
+    assert qwen3.walk.repeat == "config.num_hidden_layers"
+
+
+def test_dataflow_edges(qwen3):
+    ops = {op.id: op for op in qwen3.walk.ops}
+    producer = {v: op.id for op in qwen3.walk.ops for v in op.outputs}
+    split = ops["model.layers.self_attn:split"]
+    assert producer[split.inputs[0]] == "model.layers.self_attn.qkv_proj:qkv_proj"
+    q_norm = ops["model.layers.self_attn.q_norm:q_norm"]
+    view = ops[producer[q_norm.inputs[0]]]
+    assert view.kind == "view" and producer[view.inputs[0]] == split.id
+    rope = ops["model.layers.self_attn.rotary_emb:rotary_emb"]
+    assert {ops[producer[v]].kind for v in rope.inputs if v in producer} == {"view"}
+    act = ops["model.layers.mlp.act_fn:act_fn"]
+    assert producer[act.inputs[0]] == "model.layers.mlp.gate_up_proj:gate_up_proj"
+
+
+def test_ascend_kernels(qwen3):
+    ops = {op.id: op for op in qwen3.walk.ops}
+    norm = ops["model.layers.post_attention_layernorm:post_attention_layernorm"]
+    assert [k.name for k in norm.kernels] == ["torch.ops._C_ascend.npu_add_rms_norm_bias"]
+    assert norm.attrs["ascend_class"] == "AscendRMSNorm"
+    q_norm = ops["model.layers.self_attn.q_norm:q_norm"]
+    assert [k.name for k in q_norm.kernels] == ["torch_npu.npu_rms_norm"]
+    act = ops["model.layers.mlp.act_fn:act_fn"]
+    assert [(k.name, k.file, k.line) for k in act.kernels] == [("torch_npu.npu_swiglu", "vllm_ascend/ops/activation.py", 8)]
+
+
+def test_cuda_backend_walks_forward_cuda():
+    a = analyze("Qwen3ForCausalLM", str(MINI), str(MINI), "cuda")
+    ops = {op.id: op for op in a.walk.ops}
+    norm = ops["model.layers.post_attention_layernorm:post_attention_layernorm"]
+    assert [k.name for k in norm.kernels] == ["torch.ops._C.fused_add_rms_norm"]
+    assert "ascend_class" not in norm.attrs
+    assert [k.name for k in ops["model.layers.mlp.act_fn:act_fn"].kernels] == ["torch.ops._C.silu_and_mul"]
+
+
+def test_row_parallel_all_reduce_condition(qwen3):
+    o_proj = next(op for op in qwen3.walk.ops if op.name == "o_proj")
+    assert o_proj.attrs["all_reduce"] == "when tp_size > 1"
+    assert qwen3.walk.ops[0].kind == "embedding" and qwen3.walk.ops[0].section == "prologue"
+    assert [op.kind for op in qwen3.walk.ops if op.section == "epilogue"][0] == "add_rmsnorm"
+
+
+def test_moe_block_conditional_construction_router_and_patch():
+    a = analyze("Qwen3MoeForCausalLM", str(MINI), str(MINI), None)
+    layer = _steady_layer(a)
+    kinds = [op.kind for op in layer]
+    assert kinds.index("matmul") < kinds.index("moe")
+    router = next(op for op in layer if op.attrs.get("role") == "router")
+    moe = next(op for op in layer if op.kind == "moe")
+    assert router.layer_class == "ReplicatedLinear" and router.line == moe.line
+    assert "torch_npu.npu_moe_gating_top_k" in [k.name for k in moe.kernels]
+    assert "torch_npu.npu_grouped_matmul" in [k.name for k in moe.kernels]
+    assert a.walk.locations["moe"].cls == "Qwen3MoeSparseMoeBlock"
+    alt = next(x for x in a.walk.alternatives if x["path"] == "model.layers.mlp")
+    assert alt["chosen"] == "Qwen3MoeSparseMoeBlock"
+    assert any(name == "Qwen3MoeMLP" and "mlp_only_layers" in cond for name, cond in alt["others"])
+    # vllm_ascend/patch replaces Qwen3MoeAttention.forward on Ascend
+    att = a.walk.locations["attention"]
+    assert att.forward_file == "vllm_ascend/patch/worker/patch_qwen3_moe.py"
+    assert att.patched_by == "vllm_ascend/patch/worker/patch_qwen3_moe.py:15"
+    fused = next(op for op in layer if op.kind == "kernel")
+    assert fused.name == "split_qkv_rmsnorm_rope" and fused.file == "vllm_ascend/patch/worker/patch_qwen3_moe.py"
+
+
+def test_moe_on_cuda_is_not_patched():
+    a = analyze("Qwen3MoeForCausalLM", str(MINI), str(MINI), "cuda")
+    att = a.walk.locations["attention"]
+    assert att.forward_file == "vllm/model_executor/models/qwen3_moe.py" and att.patched_by is None
+    assert [op.name for op in _steady_layer(a) if op.kind == "rmsnorm"] == ["q_norm", "k_norm"]
+
+
+def test_inheritance_and_call_cycles_end():
+    a = analyze("CyclicForCausalLM", str(MINI), str(MINI), None)
+    assert any("recursi" in u["reason"] for u in a.walk.unknowns)  # reported, not followed forever
+    assert a.walk.locations["model"].cls == "CyclicForCausalLM"
+
+
+def test_broken_file_is_reported_and_walk_continues(run):
+    result = run("UsesBrokenForCausalLM", "--vllm-root", str(MINI), "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["errors"][0]["file"] == "vllm/model_executor/layers/broken_layer.py"
+    assert "syntax error" in data["errors"][0]["reason"]
+    kinds = [op["kind"] for op in data["ops"]]
+    assert kinds[0] == "rmsnorm" and "unknown" in kinds
+
+
+def test_json_output_shape_and_determinism(run):
+    args = ("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "json")
+    first, second = run(*args), run(*args)
+    assert first.exit_code == 0 and first.stdout == second.stdout
+    data = json.loads(first.stdout)
+    assert set(data["locations"]) == {"model", "backbone", "decoder_layer", "attention", "mlp"}
+    op = data["ops"][1]
+    assert set(op) >= {"id", "kind", "name", "layer_class", "file", "line", "scope", "inputs", "outputs", "condition", "kernels"}
+    assert str(MINI) not in first.stdout  # no absolute paths
+
+
+def test_markdown_sections(run):
+    result = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI))
+    assert result.exit_code == 0
+    md = result.stdout
+    assert md.startswith("## 模型算子分析报告: Qwen3ForCausalLM")
+    assert "### 1. 模型代码位置" in md and "### 2. 算子序列分析" in md
+    assert "- Decoder层: `vllm/model_executor/models/qwen3.py` L47" in md
+    assert "vllm/model_executor/models/qwen3.py:75" in md
+
+
+def test_sources_are_not_written(run, mini):
+    def digest():
+        h = hashlib.sha256()
+        for p in sorted(mini.rglob("*")):
+            h.update(str(p.relative_to(mini)).encode())
+            if p.is_file():
+                h.update(p.read_bytes())
+        return h.hexdigest()
+
+    before = digest()
+    out = mini.parent / "out.md"
+    assert run("qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "-o", str(out)).exit_code == 0
+    assert run("Qwen3MoeForCausalLM", "--vllm-root", str(mini), "--format", "json").exit_code == 0
+    assert digest() == before
+    assert out.read_text().startswith("## ")
