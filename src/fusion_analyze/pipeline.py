@@ -44,10 +44,19 @@ def to_json(a: Analysis) -> dict:
         "locations": {k: v.to_json() for k, v in sorted(a.walk.locations.items())},
         "repeat": a.walk.repeat,
         "ops": [op.to_json() for op in a.walk.ops],
-        "alternatives": [{**alt, "others": [list(o) for o in alt["others"]]} for alt in a.walk.alternatives],
+        "alternatives": _alternatives(a.walk.alternatives),
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
     }
+
+
+def _alternatives(items: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for alt in items:
+        if alt["path"] not in seen:
+            seen.add(alt["path"])
+            out.append({**alt, "others": [list(o) for o in alt["others"]]})
+    return out
 
 
 def write_output(a: Analysis, fmt: str, output: str | None) -> None:

@@ -118,7 +118,9 @@ class Constructor:
             if not found:
                 continue
             options: list[Instance] = []
+            local_text = {t: c.module.code(v).strip() for t, v, _c, _p in _local_assignments(fn, c.module)}
             for expr, cond, pos in found:
+                cond = _explain(cond, local_text)
                 self._fill_locals(fn, scope, c.module, before=pos)
                 for alt in self.evaluate(expr, scope, depth + 1):
                     alt.condition = _join(cond, alt.condition)
@@ -293,6 +295,15 @@ def pick(options: list[Instance]) -> Instance | None:
     chosen = moe[0] if moe else mla[0] if mla else _prefer_plain(real)[0]
     chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
     return chosen
+
+
+def _explain(cond: str | None, local_text: dict[str, str]) -> str | None:
+    """`is_moe_layer` says little: show what the local flag was computed from."""
+    if not cond:
+        return cond
+    notes = [f"{name} = {' '.join(local_text[name].split())}" for name in re.findall(r"[A-Za-z_]\w*", cond)
+             if name in local_text and len(local_text[name]) < 300]
+    return f"{cond} [{'; '.join(dict.fromkeys(notes))}]" if notes else cond
 
 
 def _prefer_plain(options: list[Instance]) -> list[Instance]:

@@ -1,0 +1,119 @@
+"""The walker on the primary pair (vLLM 0.30.0 + vllm-ascend 0.30.0rc2) and a sweep of the registry."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from fusion_analyze.locate.registry import TEXT_TABLE
+from fusion_analyze.pipeline import analyze_in
+from fusion_analyze.session import Session
+
+from .conftest import real_tree
+
+pytestmark = pytest.mark.realtree
+
+
+@pytest.fixture(scope="module")
+def ascend():
+    return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")), "cuda")
+
+
+def _layer(a):
+    return [op for op in a.walk.ops if op.section == "layer" and op.steady and op.kind not in ("view", "cast")]
+
+
+QWEN3_LAYER = [
+    ("add_rmsnorm", "input_layernorm", "RMSNorm"),
+    ("matmul", "qkv_proj", "QKVParallelLinear"),
+    ("split", "split", None),
+    ("rmsnorm", "q_norm", "RMSNorm"),
+    ("rmsnorm", "k_norm", "RMSNorm"),
+    ("rope", "rotary_emb", "RotaryEmbedding"),
+    ("attention", "attn", "Attention"),
+    ("matmul", "o_proj", "RowParallelLinear"),
+    ("add_rmsnorm", "post_attention_layernorm", "RMSNorm"),
+    ("matmul", "gate_up_proj", "MergedColumnParallelLinear"),
+    ("silu_mul", "act_fn", "SiluAndMul"),
+    ("matmul", "down_proj", "RowParallelLinear"),
+]
+
+
+def test_qwen3_cuda_sequence_at_model_call_sites(cuda):
+    a = analyze_in(cuda, "Qwen3ForCausalLM")
+    layer = _layer(a)
+    assert [(op.kind, op.name, op.layer_class) for op in layer] == QWEN3_LAYER
+    where = [(op.file.rsplit("/", 1)[-1], op.line) for op in layer]
+    assert where == [
+        ("qwen3.py", 237), ("qwen3.py", 158), ("qwen3.py", 159), ("qwen3.py", 162), ("qwen3.py", 165),
+        ("qwen3.py", 167), ("qwen3.py", 168), ("qwen3.py", 169), ("qwen3.py", 244),
+        ("qwen2.py", 112), ("qwen2.py", 113), ("qwen2.py", 114),
+    ]
+
+
+def test_qwen3_ascend_sequence_kernels_and_patch(ascend):
+    a = analyze_in(ascend, "Qwen3ForCausalLM")
+    layer = _layer(a)
+    assert [(op.kind, op.name, op.layer_class) for op in layer] == QWEN3_LAYER
+    by_name = {op.name: op for op in layer if op.layer_class}
+    assert [k.name for k in by_name["input_layernorm"].kernels] == ["torch.ops._C_ascend.npu_add_rms_norm_bias"]
+    assert by_name["input_layernorm"].kernels[0].file == "vllm_ascend/ops/layernorm.py"
+    assert by_name["input_layernorm"].attrs["ascend_class"] == "AscendRMSNorm"
+    assert [k.name for k in by_name["act_fn"].kernels] == ["torch_npu.npu_swiglu"]
+    assert by_name["act_fn"].attrs["ascend_class"] == "AscendSiluAndMul"
+    assert "torch_npu.npu_rms_norm" in [k.name for k in by_name["q_norm"].kernels]
+    assert by_name["o_proj"].attrs["all_reduce"] == "when tp_size > 1"
+    # On Ascend, vllm_ascend/patch/worker/patch_qwen3vl.py replaces Qwen3Attention.forward: walked and said.
+    att = a.walk.locations["attention"]
+    assert att.patched_by == "vllm_ascend/patch/worker/patch_qwen3vl.py:65"
+    assert by_name["qkv_proj"].file == "vllm_ascend/patch/worker/patch_qwen3vl.py"
+    assert by_name["input_layernorm"].file == "vllm/model_executor/models/qwen3.py"
+    assert (by_name["gate_up_proj"].file, by_name["gate_up_proj"].line) == ("vllm/model_executor/models/qwen2.py", 112)
+    assert a.walk.repeat == "config.num_hidden_layers"
+    assert any(k.name.endswith("npu_fused_infer_attention_score") for k in by_name["attn"].kernels)
+
+
+@pytest.mark.parametrize("query, attn_kind, moe_cls", [
+    ("Qwen3MoeForCausalLM", "attention", "Qwen3MoeSparseMoeBlock"),
+    ("DeepSeek-V3", "mla_attention", "DeepseekV2MoE"),
+    ("GLM-4.7", "attention", "Glm4MoE"),
+])
+def test_moe_models_attention_router_experts(ascend, query, attn_kind, moe_cls):
+    a = analyze_in(ascend, query)
+    layer = _layer(a)
+    kinds = [op.kind for op in layer]
+    assert attn_kind in kinds
+    assert "moe" in kinds
+    routers = [op for op in layer if op.attrs.get("role") == "router" or op.name == "gate"]
+    assert routers and kinds.index("matmul", kinds.index(attn_kind)) <= layer.index(routers[0]) < kinds.index("moe")
+    assert a.walk.locations["moe"].cls == moe_cls
+
+
+def test_deepseek_dense_first_layers_are_an_alternative(ascend):
+    a = analyze_in(ascend, "DeepseekV3ForCausalLM")
+    alt = next(x for x in a.walk.alternatives if x["path"] == "model.layers.mlp")
+    assert alt["chosen"] == "DeepseekV2MoE"
+    assert any("first_k_dense_replace" in cond for _name, cond in alt["others"])
+    shared = [op for op in a.walk.ops if op.attrs.get("role") == "shared_expert"]
+    assert shared, "shared experts are walked"
+
+
+def test_sweep_text_generation_architectures(ascend):
+    text = [e.architecture for e in ascend.resolver.entries if e.table == TEXT_TABLE]
+    good, bad = [], []
+    for arch in text:
+        a = analyze_in(ascend, arch)  # must not raise
+        kinds = {op.kind for op in a.walk.ops if op.section == "layer"}
+        has_attn = bool(kinds & {"attention", "mla_attention"})
+        has_ffn = bool(kinds & {"moe", "silu_mul", "gelu_mul", "act_mul", "activation", "matmul"})
+        (good if has_attn and has_ffn and "decoder_layer" in a.walk.locations else bad).append(arch)
+    share = len(good) / len(text)
+    print(f"\nsweep vLLM 0.30.0: {len(good)}/{len(text)} architectures ({share:.1%}) yield a decoder layer "
+          f"with attention and MLP/MoE ops; not: {', '.join(bad)}", file=sys.stderr)
+    assert share >= 0.80
