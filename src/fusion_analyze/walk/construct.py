@@ -185,6 +185,8 @@ class Constructor:
             return [i for i in self._value_of(expr, scope, depth) if i is not None]
         if isinstance(expr, cst.Call):
             return self._call(expr, scope, depth)
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+            return self.evaluate(expr.left, scope, depth + 1) or self.evaluate(expr.right, scope, depth + 1)
         if isinstance(expr, cst.Subscript):  # LAYER_TYPES[config.x] -> every value of the dict
             base = self._dict_values(expr.value, scope, depth)
             if base:
@@ -201,10 +203,14 @@ class Constructor:
             name = expr.value
             if name in scope.locals:
                 out = []
-                for value, cond in scope.locals[name]:
-                    for alt in self.evaluate(value, scope, depth + 1):
-                        alt.condition = _join(cond, alt.condition)
-                        out.append(alt)
+                values = scope.locals.pop(name)  # `x = x or Default` reads the parameter x on the right
+                try:
+                    for value, cond in values:
+                        for alt in self.evaluate(value, scope, depth + 1):
+                            alt.condition = _join(cond, alt.condition)
+                            out.append(alt)
+                finally:
+                    scope.locals[name] = values
                 return out
             if name in scope.params:
                 value, where = scope.params[name]
