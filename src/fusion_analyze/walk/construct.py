@@ -258,6 +258,13 @@ class Constructor:
                 return [_layer_list(e, str(len(arg.elements))) for e in elems[:1]] if elems else []
         if isinstance(func, cst.Attribute) and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
             return self.evaluate(func.value, scope, depth + 1)
+        if (isinstance(func, cst.Attribute) and _is_self(func.value) and scope.owner is not None
+                and scope.owner.cls is not None):
+            found = self.method(scope.owner.cls, func.attr.value)  # self._init_model(...) builds the backbone
+            if found is not None:
+                owner_cls, fn = found
+                as_def = Definition("function", fn.name.value, owner_cls.module, fn)
+                return self._factory(as_def, call, scope, depth, owner=scope.owner, skip_self=True)
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition) for c in callees if c.cls is not None]
@@ -266,10 +273,11 @@ class Constructor:
             return self._factory(target, call, scope, depth)
         return []
 
-    def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
+    def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
+                 skip_self: bool = False) -> list[Instance]:
         fn = fn_def.node
-        inner = Scope(module=fn_def.module)
-        bind_params(fn, call, scope, inner, skip_self=False)
+        inner = Scope(module=fn_def.module, owner=owner)
+        bind_params(fn, call, scope, inner, skip_self=skip_self)
         out: list[Instance] = []
         from .conditions import Facts, evaluate
 
