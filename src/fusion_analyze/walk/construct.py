@@ -439,37 +439,40 @@ def _walk_stmts(body, module, cond=None):
             yield from _walk_stmts(stmt.body.body, module, cond)
 
 
-def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
+def _assignments(fn: cst.FunctionDef, module):
+    """(target expr, value, condition, statement position) of every assignment in a function body;
+    tuple targets yield each element (a, b, self.layers = make_layers(...))."""
     out = []
     for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for small in stmt.body:
             if isinstance(small, cst.Assign):
-                for t in small.targets:
-                    if _is_self_attr(t.target, name):
-                        out.append((small.value, cond, pos))
-                    elif isinstance(t.target, cst.Tuple):  # a, b, self.layers = make_layers(...)
-                        for el in t.target.elements:
-                            if _is_self_attr(el.value, name):
-                                out.append((small.value, cond, pos))
-            elif isinstance(small, cst.AnnAssign) and small.value is not None and _is_self_attr(small.target, name):
-                out.append((small.value, cond, pos))
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            for t in targets:
+                for el in ([e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
+                    out.append((el, small.value, cond, pos))
     return out
 
 
+def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
+    return [(v, c, p) for t, v, c, p in _assignments(fn, module) if _is_self_attr(t, name)]
+
+
 def _local_assignments(fn: cst.FunctionDef, module):
+    # Only plain `x = ...` locals: a tuple-unpacked local is a runtime value, not a constructor.
     out = []
     for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Assign):
-                for t in small.targets:
-                    if isinstance(t.target, cst.Name):
-                        out.append((t.target.value, small.value, cond, pos))
-            elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
-                out.append((small.target.value, small.value, cond, pos))
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign):
+                    out += [(t.target.value, small.value, cond, pos) for t in small.targets if isinstance(t.target, cst.Name)]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                    out.append((small.target.value, small.value, cond, pos))
     return out
 
 

@@ -32,7 +32,7 @@ class Backends:
         self.index = index
         self.ctor = ctor
         self._oot: dict[str, Definition] | None = None
-        self._custom_ops: dict[str, Definition] | None = None
+        self._custom_ops: CustomOps | None = None
         self._cache: dict = {}
 
     # -- out-of-tree replacements -----------------------------------------------------------------
@@ -117,9 +117,7 @@ class Backends:
                     continue
                 if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
                     visit_expr_in(stmt, cond, shallow=True)
-                    visit_block(stmt.body.body, cond)
-                    for h in getattr(stmt, "handlers", ()):
-                        pass  # exception paths are not the steady state
+                    visit_block(stmt.body.body, cond)  # exception handlers are not the steady state
                     continue
                 visit_expr_in(stmt, cond)
 
@@ -183,9 +181,6 @@ class Backends:
                     owner, fn = found
                     self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, module), out, depth + 1, seen)
             return
-        if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                and func.value.value == "self") is False and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            pass
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
@@ -334,14 +329,3 @@ def _dict_pairs(node: cst.Dict):
 
 def _is_name(node, name: str) -> bool:
     return isinstance(node, cst.Name) and node.value == name
-
-
-def _all_calls(module: cst.Module) -> list[cst.Call]:
-    out = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node):
-            out.append(node)
-
-    module.visit(V())
-    return out

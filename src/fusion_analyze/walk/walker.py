@@ -178,12 +178,8 @@ class Walker:
         elif isinstance(value, _InstanceValue):
             frame.loop_vars[name] = value.inst
         else:
-            frame.facts.none[name] = bool(value) and value[0] == "<none>"
-            frame.env[name] = [v for v in value if v != "<none>"] if isinstance(value, list) else [value]
-            if isinstance(value, list) and value and value[0] == "<none>":
-                frame.facts.none[name] = True
-            else:
-                frame.facts.none[name] = False
+            frame.facts.none[name] = False
+            frame.env[name] = list(value) if isinstance(value, list) else [value]
 
     # -- statements -------------------------------------------------------------------------------
     def _block(self, frame: _Frame, stmts, cond: str | None, steady: bool) -> None:
@@ -466,15 +462,7 @@ class Walker:
         sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Facts(dict(), dict(frame.facts.attr_classes)))
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
-            params = list(fn.params.params)
-            for p in params + list(fn.params.kwonly_params):
-                sub.env[p.name.value] = [self._value(p.name.value)]
-            for p, value in zip(params, args):
-                self._assign_param(sub, p.name.value, value)
-            for k, value in kwargs.items():
-                self._assign_param(sub, k, value)
-        else:
-            self._bind(sub, args, kwargs)
+        self._bind(sub, args, kwargs)
         sub.loop_vars = dict(frame.loop_vars)
         self._stack.append(key)
         try:
@@ -612,8 +600,6 @@ class Walker:
         self._role("decoder_layer", element)
 
     def _role_for_submodule(self, frame: _Frame, name: str, sub: Instance, kind: str | None = None) -> None:
-        if "backbone" not in self.locations and frame.cls.qualname == self.locations.get("model") and False:
-            pass
         model = self.locations.get("model")
         if model is not None and frame.inst.cls is not None and frame.inst.cls.name == model.cls and "backbone" not in self.locations and kind is None:
             self._role("backbone", sub)
