@@ -7,7 +7,6 @@ import sys
 from enum import Enum
 from typing import Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -18,7 +17,7 @@ from .errors import UserError
 class _DefaultToAnalyze(TyperGroup):
     """`fusion-analyze qwen3 ...` means `fusion-analyze analyze qwen3 ...`."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # ctx: typer's (vendored) click Context
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = ["analyze", *args]
         return super().parse_args(ctx, args)
