@@ -148,12 +148,13 @@ def analyze_cmd(
     backend: Optional[Backend] = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given)."),
     fmt: Optional[str] = typer.Option("md", "--format", help="md or json"),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout)."),
+    patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
     from .pipeline import analyze, write_output
 
     try:
-        result = analyze(model, vllm_root, ascend_root, backend.value if backend else None)
+        result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns)
         write_output(result, fmt or "md", output)
     except UserError as exc:
         _fail(exc)

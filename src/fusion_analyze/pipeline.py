@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import UserError
 from .locate.resolve import Location
@@ -17,18 +17,24 @@ class Analysis:
     session: Session
     location: Location
     walk: WalkResult
+    opportunities: list = field(default_factory=list)
+    passes: dict = field(default_factory=dict)
 
 
-def analyze(model: str, vllm_root, ascend_root, backend) -> Analysis:
-    session = Session.open(vllm_root, ascend_root, backend)
+def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None) -> Analysis:
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir)
     return analyze_in(session, model)
 
 
 def analyze_in(session: Session, model: str) -> Analysis:
+    from .status.derive import derive
+
     loc = session.resolver.resolve(model)
     walker = Walker(session.index, session.resolver.patches)
     result = walker.walk_model(loc.definition)
-    return Analysis(session, loc, result)
+    ascend, cuda = session.passes()
+    opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
+    return Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda})
 
 
 def to_json(a: Analysis) -> dict:
@@ -45,6 +51,8 @@ def to_json(a: Analysis) -> dict:
         "repeat": a.walk.repeat,
         "ops": [op.to_json() for op in a.walk.ops],
         "alternatives": _alternatives(a.walk.alternatives),
+        "opportunities": [o.to_json() for o in a.opportunities],
+        "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .index.modules import ModuleIndex
 from .locate.resolve import Resolver
@@ -16,12 +16,26 @@ class Session:
     backend: str
     index: ModuleIndex
     resolver: Resolver
+    patterns: list = field(default_factory=list)
+    _passes: tuple | None = None
+
+    def passes(self) -> tuple[list, list]:
+        """The Ascend and CUDA graph passes of the trees, read once per session."""
+        if self._passes is None:
+            from .status.cuda_passes import read_cuda_passes
+            from .status.passes import read_ascend_passes
+
+            self._passes = (read_ascend_passes(self.index), read_cuda_passes(self.index))
+        return self._passes
 
     @classmethod
-    def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None) -> "Session":
+    def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None,
+             patterns_dir: str | None = None) -> "Session":
         vllm = open_tree(vllm_root, "vllm", required=True)
         ascend = open_tree(ascend_root, "vllm_ascend", required=False)
         if backend is None:
             backend = "ascend" if ascend is not None else "cuda"
         index = ModuleIndex([vllm, ascend], backend=backend)
-        return cls(vllm, ascend, backend, index, Resolver(index))
+        from .match.patterns import load_patterns
+
+        return cls(vllm, ascend, backend, index, Resolver(index), load_patterns(patterns_dir))

@@ -492,9 +492,11 @@ class Walker:
         attrs: dict = {}
         if info.get("merged"):
             attrs["merged"] = info["merged"]
-        bias = _kwarg_text(sub.call, "bias", sub.scope)
-        if bias is not None:
-            attrs["bias"] = bias
+        for key in ("bias", "quant_config", "eps"):
+            text = _kwarg_text(sub.call, key, sub.scope)
+            if text is not None:
+                attrs[key] = text
+        attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
         facts = Facts(dict(), self._attr_facts(sub))
         fwd = self._forward_of(impl, self.backends.forward_name(impl))
         nonnull = [a for a in args if not isinstance(a, _NoneValue)] + [v for v in kwargs.values() if not isinstance(v, _NoneValue)]
@@ -720,10 +722,21 @@ def _kwarg(call: cst.Call | None, name: str):
 
 
 def _kwarg_text(call, name, scope) -> str | None:
+    """The source text of a constructor keyword, followed through parameters to where it is set
+    (bias=qkv_bias -> getattr(config, "attention_bias", False))."""
     expr = _kwarg(call, name)
     if expr is None or scope is None:
         return None
-    return scope.module.code(expr).strip()
+    for _ in range(8):
+        if not isinstance(expr, cst.Name) or scope is None:
+            break
+        if expr.value in scope.params:
+            expr, scope = scope.params[expr.value]
+        elif expr.value in scope.defaults and expr.value not in scope.locals:
+            expr = scope.defaults[expr.value]
+        else:
+            break
+    return scope.module.code(expr).strip() if scope is not None else None
 
 
 def _arg_is_name(call: cst.Call, name: str) -> bool:

@@ -1,0 +1,179 @@
+"""Match pattern forms on the op sequence's dataflow (producer -> consumer and shared-input edges)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..walk.walker import Op
+from .patterns import Form, Node, Pattern
+
+MAX_MATCHES = 200  # per form; a model has tens of layers' worth of ops at most once
+
+
+@dataclass
+class Match:
+    pattern: Pattern
+    form: Form
+    ops: dict[str, Op]  # node name -> op
+    inactive: bool = False
+    op_list: list[Op] = field(default_factory=list)  # the matched ops in sequence order
+
+
+class Graph:
+    """The steady-path ops with their producers, so that views between two ops can be looked through.
+
+    The decoder layer is walked once; its loop-carried values (what the layer reads from the prologue,
+    what the epilogue reads from the layer) get back edges so that one layer's output feeds the next
+    layer's first ops (e.g. the MoE output into the next input norm).
+    """
+
+    def __init__(self, ops: list[Op]):
+        self.ops = [op for op in ops if op.steady]
+        self.pos = {op.id: i for i, op in enumerate(self.ops)}
+        self.producer: dict[str, Op] = {}
+        for op in self.ops:
+            for v in op.outputs:
+                self.producer[v] = op
+        layer_out = sorted({v for op in self.ops if op.section == "epilogue" for v in op.inputs
+                            if v in self.producer and self.producer[v].section == "layer"})
+        self.back: dict[str, list[str]] = {}
+        if layer_out:
+            for op in self.ops:
+                if op.section != "layer":
+                    continue
+                for v in op.inputs:
+                    p = self.producer.get(v)
+                    if p is not None and p.section == "prologue":
+                        self.back[v] = layer_out
+
+    def _walk(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> set[str]:
+        out: set[str] = set()
+        here = self.pos[op.id]
+        stack = [(v, False) for v in op.inputs]
+        seen: set[str] = set()
+        while stack:
+            v, carried = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if not carried:
+                stack.extend((w, True) for w in self.back.get(v, ()))
+            p = self.producer.get(v)
+            if p is None or p.id == op.id or (not carried and self.pos[p.id] >= here):
+                if want_roots and p is None:
+                    out.add(v)
+                continue
+            if p.kind in skip:
+                stack.extend((w, carried) for w in p.inputs)
+            else:
+                out.add(p.id)
+        return out
+
+    def sources(self, op: Op, skip: tuple[str, ...]) -> set[str]:
+        """Ids of the first non-skipped ops producing `op`'s inputs (views looked through)."""
+        return self._walk(op, skip, want_roots=False)
+
+    def roots(self, op: Op, skip: tuple[str, ...]) -> set[str]:
+        """The values `op` reads, named by their first non-skipped producer (or themselves)."""
+        return self._walk(op, skip, want_roots=True)
+
+
+def _attr_ok(op: Op, want: dict, negate: bool) -> bool:
+    for key, val in want.items():
+        have = op.attrs.get(key)
+        if val == "*":
+            ok = have is not None
+        elif isinstance(val, list):
+            ok = str(have) in {str(v) for v in val}
+        else:
+            ok = str(have) == str(val) if have is not None else False
+        if ok == negate:
+            return False
+    return True
+
+
+def _node_ok(op: Op, node: Node) -> bool:
+    if op.kind not in node.kinds:
+        return False
+    if node.attrs and not _attr_ok(op, node.attrs, False):
+        return False
+    if node.not_attrs and not _attr_ok(op, node.not_attrs, True):
+        return False
+    if node.op_name and not re.search(node.op_name, op.name):
+        return False
+    if node.kernel and not any(re.search(node.kernel, k.name) for k in op.kernels):
+        return False
+    return True
+
+
+def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = False) -> list[Match]:
+    cands = [[op for op in graph.ops if _node_ok(op, n)] for n in form.nodes]
+    if any(not c for c in cands):
+        return []
+    results: list[Match] = []
+    seen: set[frozenset] = set()
+    src_cache: dict[str, set[str]] = {}
+    root_cache: dict[str, set[str]] = {}
+
+    def sources(op):
+        if op.id not in src_cache:
+            src_cache[op.id] = graph.sources(op, form.skip)
+        return src_cache[op.id]
+
+    def roots(op):
+        if op.id not in root_cache:
+            root_cache[op.id] = graph.roots(op, form.skip)
+        return root_cache[op.id]
+
+    def fits(node: Node, op: Op, chosen: dict[str, Op]) -> bool:
+        if any(o.id == op.id for o in chosen.values()):
+            return False
+        for src in node.sources:
+            if chosen[src].id not in sources(op):
+                return False
+        if node.same_input is not None:
+            other = chosen[node.same_input]
+            if not (roots(op) & roots(other)):
+                return False
+        return True
+
+    def go(i: int, chosen: dict[str, Op]) -> None:
+        if len(results) >= MAX_MATCHES:
+            return
+        if i == len(form.nodes):
+            key = frozenset(o.id for o in chosen.values())
+            if key not in seen:
+                seen.add(key)
+                ordered = sorted(chosen.values(), key=lambda o: graph.pos[o.id])
+                results.append(Match(pattern, form, dict(chosen), inactive, ordered))
+            return
+        node = form.nodes[i]
+        for op in cands[i]:
+            if fits(node, op, chosen):
+                chosen[node.name] = op
+                go(i + 1, chosen)
+                del chosen[node.name]
+
+    go(0, {})
+    return results
+
+
+def match_pattern(graph: Graph, pattern: Pattern) -> list[Match]:
+    """All matches of a pattern's forms; an op set matched by a fused form is not matched again."""
+    out: list[Match] = []
+    taken: list[frozenset] = []
+    for form in pattern.forms:
+        for m in match_form(graph, pattern, form):
+            ids = frozenset(o.id for o in m.ops.values())
+            if any(ids & t for t in taken):
+                continue
+            out.append(m)
+        taken.extend(frozenset(o.id for o in m.ops.values()) for m in out)
+    for form in pattern.inactive:
+        for m in match_form(graph, pattern, form, inactive=True):
+            ids = frozenset(o.id for o in m.ops.values())
+            if any(ids & t for t in taken):
+                continue
+            out.append(m)
+    return out

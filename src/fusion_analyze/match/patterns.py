@@ -1,0 +1,248 @@
+"""Fusion patterns: one YAML file per scenario under patterns/<category>/, validated with file:line errors.
+
+A pattern declares op shapes (`forms`) over the walker's op kinds, matched on dataflow. A form marked
+`fused_in_model` means the model code already does the fusion; `inactive` forms only appear under a
+non-default configuration, given in `when`. `covers` lists the primitive ops a fused kernel or a graph
+pass must do to count as this fusion (see patterns/catalog/kernels.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..resources import data_dir
+
+CATEGORIES = ("norm", "matmul", "moe", "attention", "activation", "vector")
+STATUSES = ("fused_in_model", "fused_by_ascend_kernel", "fused_by_ascend_graph_pass", "inactive", "open")
+SEVERITIES = ("high", "medium", "low")
+
+_TOP = {
+    "id": (str, True), "category": (str, True), "title": (dict, True), "message": (str, True),
+    "severity": (str, True), "covers": (list, True), "optional": (list, False), "forms": (list, True),
+    "inactive": (list, False), "interface": (dict, True), "examples": (list, True), "metadata": (dict, False),
+    "target": (dict, False), "subsumed_by": (list, False),
+}
+_FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused_in_model": (str, False),
+         "when": (str, False), "anchor": (str, False)}
+_NODE = {"as": (str, True), "kind": ((str, list), True), "from": ((str, list), False),
+         "same_input": (str, False), "attrs": (dict, False), "name": (str, False), "kernel": (str, False),
+         "not_attrs": (dict, False)}
+_EXAMPLE = {"name": (str, True), "code": (str, True), "expect": (str, True), "class": (str, False),
+            "backend": (str, False)}
+_INTERFACE = {"name": (str, True), "params": (list, True), "returns": (list, True), "notes": (list, False),
+              "reference": (str, False)}
+
+
+class _Lines(dict):
+    """A mapping that remembers the line of each key (1-based) and its own line."""
+
+    line: int = 0
+    key_lines: dict
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    out = _Lines()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    for knode, vnode in node.value:
+        key = loader.construct_object(knode, deep=True)
+        out[key] = loader.construct_object(vnode, deep=True)
+        out.key_lines[key] = knode.start_mark.line + 1
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass
+class Node:
+    name: str
+    kinds: tuple[str, ...]
+    sources: tuple[str, ...] = ()
+    same_input: str | None = None
+    attrs: dict = field(default_factory=dict)
+    not_attrs: dict = field(default_factory=dict)
+    op_name: str | None = None
+    kernel: str | None = None
+
+
+@dataclass
+class Form:
+    id: str
+    nodes: list[Node]
+    skip: tuple[str, ...] = ("view",)
+    fused_in_model: str | None = None
+    when: str | None = None  # set for inactive forms
+    anchor: str | None = None  # the node whose scope names the opportunity (default: the last)
+
+    @property
+    def anchor_node(self) -> str:
+        return self.anchor or self.nodes[-1].name
+
+
+@dataclass
+class Example:
+    name: str
+    code: str
+    expect: str
+    cls: str | None
+    backend: str
+    line: int
+
+
+@dataclass
+class Pattern:
+    id: str
+    category: str
+    title: dict
+    message: str
+    severity: str
+    covers: tuple[str, ...]
+    optional: tuple[str, ...]
+    forms: list[Form]
+    inactive: list[Form]
+    interface: dict
+    examples: list[Example]
+    target: dict
+    metadata: dict
+    file: str
+    subsumed_by: tuple[str, ...] = ()
+
+
+class PatternError(UserError):
+    pass
+
+
+def _fail(file: str, line: int, msg: str) -> None:
+    raise PatternError(f"{file}:{line}: {msg}")
+
+
+def _check(mapping, spec: dict, file: str, where: str) -> None:
+    if not isinstance(mapping, dict):
+        _fail(file, getattr(mapping, "line", 1), f"{where} must be a mapping")
+    line = getattr(mapping, "line", 1)
+    lines = getattr(mapping, "key_lines", {})
+    for key in mapping:
+        if key not in spec:
+            _fail(file, lines.get(key, line), f"{where}: unknown key `{key}`; allowed: {', '.join(sorted(spec))}")
+    for key, (typ, required) in spec.items():
+        if key not in mapping:
+            if required:
+                _fail(file, line, f"{where}: missing key `{key}`")
+            continue
+        if not isinstance(mapping[key], typ):
+            tname = " or ".join(t.__name__ for t in typ) if isinstance(typ, tuple) else typ.__name__
+            _fail(file, lines.get(key, line), f"{where}: `{key}` must be a {tname}")
+
+
+def _as_tuple(v) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    return (v,) if isinstance(v, str) else tuple(str(x) for x in v)
+
+
+def _form(raw, file: str, where: str, inactive: bool) -> Form:
+    _check(raw, _FORM, file, where)
+    if inactive and "when" not in raw:
+        _fail(file, raw.line, f"{where}: an inactive form needs `when` (the configuration it needs)")
+    names: list[str] = []
+    nodes = []
+    for i, n in enumerate(raw["nodes"]):
+        _check(n, _NODE, file, f"{where}.nodes[{i}]")
+        for ref_key in ("from", "same_input"):
+            for ref in _as_tuple(n.get(ref_key)):
+                if ref not in names:
+                    _fail(file, n.key_lines.get(ref_key, n.line),
+                          f"{where}.nodes[{i}]: `{ref_key}: {ref}` names no earlier node (have: {', '.join(names) or 'none'})")
+        names.append(n["as"])
+        nodes.append(Node(n["as"], _as_tuple(n["kind"]), _as_tuple(n.get("from")), n.get("same_input"),
+                          dict(n.get("attrs") or {}), dict(n.get("not_attrs") or {}), n.get("name"), n.get("kernel")))
+    if raw.get("anchor") is not None and raw["anchor"] not in names:
+        _fail(file, raw.key_lines["anchor"], f"{where}: `anchor: {raw['anchor']}` names no node (have: {', '.join(names)})")
+    return Form(raw["id"], nodes, _as_tuple(raw.get("skip")) or ("view",), raw.get("fused_in_model"), raw.get("when"),
+                raw.get("anchor"))
+
+
+def load_pattern(path: Path, rel: str) -> Pattern:
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        _fail(rel, (mark.line + 1) if mark else 1, f"not valid YAML: {exc.problem or exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PatternError(f"{rel}: cannot read pattern file: {exc}")
+    _check(raw, _TOP, rel, "pattern")
+    kl = raw.key_lines
+    if raw["category"] not in CATEGORIES:
+        _fail(rel, kl["category"], f"`category: {raw['category']}` is not one of {', '.join(CATEGORIES)}")
+    if raw["severity"] not in SEVERITIES:
+        _fail(rel, kl["severity"], f"`severity` must be one of {', '.join(SEVERITIES)}")
+    if path.parent.name != raw["category"]:
+        _fail(rel, kl["category"], f"pattern of category `{raw['category']}` must live in patterns/{raw['category']}/")
+    for lang in ("zh", "en"):
+        if not isinstance(raw["title"].get(lang), str):
+            _fail(rel, kl["title"], f"`title` needs a `{lang}` string")
+    _check(raw["interface"], _INTERFACE, rel, "interface")
+    forms = [_form(f, rel, f"forms[{i}]", False) for i, f in enumerate(raw["forms"])]
+    inactive = [_form(f, rel, f"inactive[{i}]", True) for i, f in enumerate(raw.get("inactive") or [])]
+    examples = []
+    for i, e in enumerate(raw["examples"]):
+        _check(e, _EXAMPLE, rel, f"examples[{i}]")
+        if e["expect"] not in STATUSES + ("none",):
+            _fail(rel, e.key_lines["expect"], f"examples[{i}]: `expect` must be one of {', '.join(STATUSES)}, none")
+        backend = e.get("backend", "cuda")
+        if backend not in ("cuda", "ascend"):
+            _fail(rel, e.key_lines["backend"], f"examples[{i}]: `backend` must be cuda or ascend")
+        examples.append(Example(e["name"], e["code"], e["expect"], e.get("class"), backend, e.line))
+    return Pattern(raw["id"], raw["category"], dict(raw["title"]), raw["message"].strip(), raw["severity"],
+                   _as_tuple(raw["covers"]), _as_tuple(raw.get("optional")), forms, inactive,
+                   _plain(raw["interface"]), examples, _plain(raw.get("target") or {}),
+                   _plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")))
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def builtin_dir() -> Path:
+    return data_dir("patterns")
+
+
+def load_patterns(extra: str | Path | None = None) -> list[Pattern]:
+    """The built-in patterns, then those of `extra` (a directory) adding to or replacing them by id."""
+    found: dict[str, Pattern] = {}
+    roots = [(builtin_dir(), "patterns")]
+    if extra is not None:
+        p = Path(extra)
+        if not p.is_dir():
+            raise PatternError(f"--patterns {extra}: not a directory; give a folder with <category>/<id>.yaml files")
+        roots.append((p, str(extra).rstrip("/")))
+    for root, label in roots:
+        local: dict[str, str] = {}
+        for f in sorted(root.glob("*/*.yaml")):
+            if f.parent.name == "catalog":
+                continue
+            rel = f"{label}/{f.relative_to(root).as_posix()}"
+            pat = load_pattern(f, rel)
+            if pat.id in local:
+                raise PatternError(f"{rel}:1: pattern id `{pat.id}` is also defined in {local[pat.id]}; ids must be unique")
+            local[pat.id] = rel
+            found[pat.id] = pat
+    for pat in found.values():
+        for other in pat.subsumed_by:
+            if other not in found:
+                raise PatternError(f"{pat.file}:1: `subsumed_by` names unknown pattern `{other}`")
+    return [found[k] for k in sorted(found)]

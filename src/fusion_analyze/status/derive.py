@@ -1,0 +1,201 @@
+"""Status of each matched scenario, derived from the trees: the model's layers, the Ascend kernels its
+ops run, the Ascend graph passes whose patterns appear in that kernel sequence, and vLLM's CUDA passes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..match.matcher import Graph, Match, match_pattern
+from ..match.patterns import Pattern
+from ..walk.walker import Op
+from .kernel_table import kernel_covers, kernel_fuses
+from .passes import GraphPass
+
+STATUS_ORDER = {"open": 0, "fused_by_ascend_graph_pass": 1, "fused_by_ascend_kernel": 2, "fused_in_model": 3, "inactive": 4}
+
+
+@dataclass
+class Opportunity:
+    id: str
+    scenario: str
+    category: str
+    status: str
+    conditions: list[str]
+    cuda: dict
+    evidence: list[dict]
+    ops: list[str]
+    file: str
+    line: int
+    scope: str
+    pattern: Pattern
+    matches: list[Match] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def cuda_only(self) -> bool:
+        """Fused on CUDA by a vLLM pass but still open here: the line to read first."""
+        return self.status == "open" and self.cuda.get("status") == "fused_by_pass"
+
+    def to_json(self) -> dict:
+        d = {
+            "id": self.id, "scenario": self.scenario, "category": self.category, "status": self.status,
+            "conditions": list(self.conditions), "cuda": dict(self.cuda), "evidence": list(self.evidence),
+            "ops": list(self.ops), "file": self.file, "line": self.line, "scope": self.scope,
+            "title": dict(self.pattern.title), "cuda_only": self.cuda_only,
+        }
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+def _ev(file: str, line: int | None, what: str) -> dict:
+    return {"file": file, "line": line, "what": what}
+
+
+def _call_sites(ops: list[Op]) -> list[dict]:
+    return [_ev(op.file, op.line, f"{op.name} ({op.layer_class or op.kind})") for op in ops]
+
+
+def _op_conditions(ops: list[Op]) -> list[str]:
+    out: list[str] = []
+    for op in ops:
+        if op.condition and op.condition not in out:
+            out.append(op.condition)
+        ar = op.attrs.get("all_reduce")
+        if ar and f"{op.name}: all-reduce {ar}" not in out:
+            out.append(f"{op.name}: all-reduce {ar}")
+    return out
+
+
+def _fill(text: str, m: Match) -> str:
+    def sub(mo):
+        node, _, key = mo.group(1).partition(".attrs.")
+        op = m.ops.get(node)
+        return str(op.attrs.get(key, "?")) if op is not None else mo.group(0)
+
+    return re.sub(r"\{(\w+\.attrs\.\w+)\}", sub, text)
+
+
+def _covering_kernel(ops: list[Op], need: tuple[str, ...]):
+    found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)]
+    found.sort(key=lambda ok: ok[1].condition is not None)  # an unconditional kernel first
+    return found[0] if found else None
+
+
+def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
+    """Kernel names when the ops' kernels do the scenario only together (no single one covers it)."""
+    union: set[str] = set()
+    names: list[str] = []
+    for op in ops:
+        for k in op.kernels:
+            c = kernel_covers(k.name)
+            if c & set(need):
+                union |= c
+                names.append(k.name)
+    return sorted(set(names)) if set(need) <= union else []
+
+
+def _kernel_names(ops: list[Op]) -> list[str]:
+    return [k.name for op in ops for k in op.kernels]
+
+
+def _ascend_pass(m: Match, passes: list[GraphPass]):
+    """A pass whose pattern fits the scenario and whose kernels all occur in the matched ops' kernels."""
+    names = _kernel_names(m.op_list)
+    for p in passes:
+        pat = p.applies(m.pattern.covers, m.pattern.optional, names)
+        if pat is not None:
+            return p, pat
+    return None
+
+
+def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[str, list[str], list[dict], str | None]:
+    ops = m.op_list
+    need = m.pattern.covers
+    conds = _op_conditions(ops)
+    sites = _call_sites(ops)
+    if m.inactive:
+        return "inactive", [_fill(m.form.when or "", m)] + conds, sites, None
+    if backend == "ascend":
+        hit = _covering_kernel(ops, need)
+        if hit is not None:
+            op, k = hit
+            c = conds + ([f"{k.name} runs when {k.condition}"] if k.condition else [])
+            return "fused_by_ascend_kernel", c, [_ev(k.file, k.line, f"{k.name} (in {op.attrs.get('ascend_class') or op.layer_class})")] + sites, None
+        hit_pass = _ascend_pass(m, ascend_passes)
+        if hit_pass is not None:
+            p, pat = hit_pass
+            return "fused_by_ascend_graph_pass", conds + p.conditions(), [p.evidence(pat)] + sites, None
+    if m.form.fused_in_model:
+        separate = _separate_kernels(ops, need) if backend == "ascend" else []
+        if separate:
+            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "
+                    f"separate kernels: {', '.join(separate)}")
+            return "open", conds, sites, note
+        ev = []
+        for op in ops:
+            if op.attrs.get("class_file"):
+                ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}"))
+                break
+        return "fused_in_model", conds, ev + sites, None
+    return "open", conds, sites, None
+
+
+def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
+    if m.form.fused_in_model and not m.inactive:
+        return {"status": "fused_in_model"}
+    for p in cuda_passes:
+        if p.fuses(m.pattern.covers, m.pattern.optional):
+            return {"status": "fused_by_pass", "pass": p.name, "flag": p.flag, "default": p.default,
+                    "conditions": p.conditions(), "evidence": p.evidence()}
+    return {"status": "inactive" if m.inactive else "open"}
+
+
+def _subsumed(m: Match, by: dict[str, list[frozenset]]) -> bool:
+    ids = frozenset(o.id for o in m.op_list)
+    return any(ids <= other for q in m.pattern.subsumed_by for other in by.get(q, ()))
+
+
+def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
+           cuda_passes: list[GraphPass]) -> list[Opportunity]:
+    graph = Graph(ops)
+    matches = {p.id: match_pattern(graph, p) for p in patterns}
+    opsets = {pid: [frozenset(o.id for o in m.op_list) for m in ms] for pid, ms in matches.items()}
+    groups: dict[tuple, list] = {}
+    for p in patterns:
+        for m in matches[p.id]:
+            if _subsumed(m, opsets):
+                continue
+            anchor = m.ops[m.form.anchor_node]
+            status, conds, ev, note = status_of(m, backend, ascend_passes)
+            key = (p.id, anchor.scope, status)
+            groups.setdefault(key, []).append((m, conds, ev, note))
+    out: list[Opportunity] = []
+    used: dict[str, int] = {}
+    order = sorted(groups, key=lambda k: (k[0], k[1], min(graph.pos[g[0].op_list[0].id] for g in groups[k])))
+    for key in order:
+        pid, scope, status = key
+        items = groups[key]
+        base = f"{pid}@{scope}"
+        used[base] = used.get(base, 0) + 1
+        oid = base if used[base] == 1 else f"{base}#{used[base]}"
+        first = items[0][0].op_list[0]
+        conds = list(dict.fromkeys(c for it in items for c in it[1]))
+        evidence = _dedupe(e for it in items for e in it[2])
+        op_ids = list(dict.fromkeys(o.id for it in items for o in it[0].op_list))
+        pat = items[0][0].pattern
+        out.append(Opportunity(oid, pid, pat.category, status, conds, cuda_status(items[0][0], cuda_passes),
+                               evidence, op_ids, first.file, first.line, scope, pat,
+                               [it[0] for it in items], items[0][3]))
+    return out
+
+
+def _dedupe(evs) -> list[dict]:
+    seen, out = set(), []
+    for e in evs:
+        k = (e["file"], e["line"], e["what"])
+        if k not in seen:
+            seen.add(k)
+            out.append(e)
+    return out

@@ -1,0 +1,301 @@
+"""Graph fusion passes read from the trees: vllm-ascend's (vllm_ascend/compilation/) and vLLM's CUDA ones.
+
+A pass is a class whose patterns are functions named `pattern*` (nested in a pattern class's method or
+in the pass itself). From each pattern we keep the device ops it calls, in order; from the pass manager
+the `if` that adds the pass (its flag) and, from the config dataclass, that flag's default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
+from ..walk.taxonomy import tensor_method_kind
+from .kernel_table import fuses, kernel_covers
+
+# Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
+_METHOD_PRIMS = {"split": "split", "chunk": "split"}
+
+
+@dataclass
+class PassPattern:
+    name: str
+    file: str
+    line: int
+    calls: list[str]  # dotted kernel names, in order
+    prims: frozenset[str]
+
+    def kernels(self) -> list[str]:
+        return [c for c in self.calls if kernel_covers(c)]
+
+
+@dataclass
+class GraphPass:
+    name: str
+    file: str
+    line: int
+    backend: str
+    patterns: list[PassPattern] = field(default_factory=list)
+    enable: str | None = None  # the condition text that adds the pass
+    enable_file: str | None = None
+    enable_line: int | None = None
+    flag: str | None = None
+    default: str | None = None
+    default_file: str | None = None
+    default_line: int | None = None
+    guards: list[str] = field(default_factory=list)
+
+    def fitting(self, covers: tuple[str, ...], optional: tuple[str, ...]) -> list[PassPattern]:
+        return [p for p in self.patterns if fuses(p.prims, covers, optional)]
+
+    def fuses(self, covers: tuple[str, ...], optional: tuple[str, ...]) -> bool:
+        return bool(self.fitting(covers, optional))
+
+    def applies(self, covers, optional, names: list[str]) -> PassPattern | None:
+        """The pattern of this pass that fits the scenario and whose kernels all occur in `names`."""
+        have = {_tail(n) for n in names}
+        for p in self.fitting(covers, optional):
+            ks = p.kernels()
+            if ks and all(_tail(k) in have for k in ks):
+                return p
+        return None
+
+    def default_on(self) -> bool | None:
+        if self.default is None:
+            return None if self.flag else True
+        return self.default.strip() in ("True", "true", "1")
+
+    def conditions(self) -> list[str]:
+        out = []
+        if self.flag:
+            where = f" ({self.default_file}:{self.default_line})" if self.default_file else ""
+            out.append(f"{self.flag} = {self.default if self.default is not None else '?'} by default{where}")
+        if self.enable and self.flag and self.enable.strip() != self.flag:
+            out.append(f"enabled when {self.enable}")
+        out.extend(self.guards)
+        return out
+
+    def evidence(self, pattern: PassPattern | None = None) -> dict:
+        pat = pattern or (self.patterns[0] if self.patterns else None)
+        what = f"{self.name}" + (f" (pattern {pat.name}: {' -> '.join(_tail(k) for k in pat.kernels())})" if pat else "")
+        if self.enable_file:
+            what += f"; added in {self.enable_file}:{self.enable_line}"
+        return {"file": self.file, "line": self.line, "what": what}
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "file": self.file, "line": self.line, "flag": self.flag, "default": self.default,
+                "enable": self.enable, "guards": list(self.guards),
+                "patterns": [{"name": p.name, "line": p.line, "kernels": p.kernels()} for p in self.patterns]}
+
+
+def _tail(name: str) -> str:
+    return name.rsplit(".", 1)[-1] if name not in ("default",) else name
+
+
+def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[str], set[str]]:
+    calls: list[str] = []
+    prims: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            # torch.ops.npu.npu_rms_norm.default(...) and auto_functionalized(torch.ops._C.x.default, ...)
+            targets = [func] + [a.value for a in node.args if isinstance(a.value, cst.Attribute)]
+            for t in targets:
+                d = index.dotted(info, t)
+                if d is None:
+                    continue
+                d = re.sub(r"\.(default|Tensor|out)$", "", d)
+                c = kernel_covers(d)
+                if c:
+                    calls.append(d)
+                    prims.update(c)
+            if isinstance(func, cst.Attribute):
+                m = func.attr.value
+                if m in _METHOD_PRIMS:
+                    prims.add(_METHOD_PRIMS[m])
+                elif index.dotted(info, func) is None and tensor_method_kind(m) is None and m.startswith("npu_"):
+                    pass
+
+    fn.visit(V())
+    return calls, prims
+
+
+def _pattern_fns(node: cst.CSTNode) -> list[cst.FunctionDef]:
+    out: list[cst.FunctionDef] = []
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
+            if n.name.value.startswith("pattern") or n.name.value.startswith("_pattern"):
+                out.append(n)
+
+    node.visit(V())
+    return out
+
+
+def _called_names(node: cst.CSTNode) -> list[str]:
+    out: list[str] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            if isinstance(n.func, cst.Name):
+                out.append(n.func.value)
+
+    node.visit(V())
+    return out
+
+
+def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
+    out: list[str] = []
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+            class V(cst.CSTVisitor):
+                def visit_If(self, n: cst.If) -> None:
+                    text = " ".join(info.code(n.test).split())
+                    if len(text) < 120 and text not in out:
+                        out.append(f"guard in __init__: `{text}`")
+
+                def visit_For(self, n: cst.For) -> None:
+                    pass
+
+            stmt.visit(V())
+    return out
+
+
+def read_pass_module(index: ModuleIndex, modname: str, backend: str) -> list[GraphPass]:
+    """Every pass class of a module with its patterns (pattern classes it instantiates, or its own)."""
+    info = index.get(modname)
+    if info is None:
+        return []
+    classes = {n: d for n, d in info.classes().items()}
+    pattern_of: dict[str, list[PassPattern]] = {}
+    for name, d in classes.items():
+        pats = []
+        for fn in _pattern_fns(d.node):
+            calls, prims = _calls(index, info, fn)
+            if calls:
+                pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims)))
+        if pats:
+            pattern_of[name] = pats
+    # module-level pattern functions (older vLLM trees)
+    for name, ds in info.defs.items():
+        d = ds[-1]
+        if d.kind == "function" and name.startswith(("pattern", "_pattern")):
+            calls, prims = _calls(index, info, d.node)
+            if calls:
+                pattern_of.setdefault(name, []).append(PassPattern(name, info.rel, info.line_of(d.node), calls, frozenset(prims)))
+    out: list[GraphPass] = []
+    for name, d in classes.items():
+        if not name.endswith("Pass"):
+            continue
+        pats: list[PassPattern] = list(pattern_of.get(name, []))
+        for called in dict.fromkeys(_called_names(d.node)):
+            if called != name and called in pattern_of:
+                pats.extend(pattern_of[called])
+        if not pats:
+            continue
+        out.append(GraphPass(name, info.rel, d.line, backend, pats, guards=_init_guards(info, d.node)))
+    return out
+
+
+def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, str, int, str]]:
+    """Pass class name -> (condition, file, line, module) from `if cond: from .passes.x import P; add(P(...))`."""
+    info = index.get(manager)
+    out: dict = {}
+    if info is None:
+        return out
+    base = manager.rsplit(".", 1)[0]
+
+    def scan(body, cond: str | None):
+        for stmt in body:
+            if isinstance(stmt, cst.If):
+                text = " ".join(info.code(stmt.test).split())
+                scan(stmt.body.body, f"{cond} and {text}" if cond else text)
+                if stmt.orelse is not None and isinstance(stmt.orelse, cst.Else):
+                    scan(stmt.orelse.body.body, f"{cond} and not ({text})" if cond else f"not ({text})")
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                scan(stmt.body.body, cond)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                        mod = _dotted_name(small.module) if small.module else ""
+                        level = len(small.relative)
+                        absmod = ".".join(base.split(".")[: len(base.split(".")) - (level - 1)] + ([mod] if mod else [])) if level else mod
+                        for alias in small.names:
+                            n = alias.name.value if isinstance(alias.name, cst.Name) else None
+                            if n and n.endswith("Pass"):
+                                out[n] = (cond, info.rel, info.line_of(stmt), absmod)
+            elif isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+                scan(stmt.body.body, cond)
+
+    scan(info.tree.body, None)
+    return out
+
+
+_FLAG = re.compile(r"\.(\w+)\s*$|\.get\(\s*[\"'](\w+)[\"']")
+
+
+def _flag_of(cond: str | None) -> str | None:
+    if not cond:
+        return None
+    for part in re.split(r"\s+and\s+|\s+or\s+", cond):
+        part = part.strip().removeprefix("not ").strip("() ")
+        m = re.search(r"(?:config|cfg)\w*(?:\.\w+)*\.(\w+)$", part) or re.search(r"\.get\(\s*[\"'](\w+)[\"']", part)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _default_of(index: ModuleIndex, modules: list[str], flag: str) -> tuple[str, str, int] | None:
+    """`flag: bool = True` in a config dataclass, or `.get("flag", True)` / `self.flag = ...`."""
+    for modname in modules:
+        info = index.get(modname)
+        if info is None:
+            continue
+        found: list = []
+
+        class V(cst.CSTVisitor):
+            def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+                t = n.target
+                name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
+                if name == flag and n.value is not None and not found:
+                    found.append((info.code(n.value).strip(), info.line_of(n)))
+
+            def visit_Call(self, n: cst.Call) -> None:
+                if (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
+                        and isinstance(n.args[0].value, cst.SimpleString) and n.args[0].value.evaluated_value == flag
+                        and not found):
+                    found.append((info.code(n.args[1].value).strip(), info.line_of(n)))
+
+        info.tree.visit(V())
+        if found:
+            return found[0][0], info.rel, found[0][1]
+    return None
+
+
+ASCEND_MANAGERS = ["vllm_ascend.compilation.graph_fusion_pass_manager", "vllm_ascend.compilation.npugraph_ex_passes.graphex_fusion_pass_manager"]
+ASCEND_CONFIGS = ["vllm_ascend.ascend_config"]
+
+
+def read_ascend_passes(index: ModuleIndex) -> list[GraphPass]:
+    if "vllm_ascend" not in index.trees:
+        return []
+    out: list[GraphPass] = []
+    seen: set[str] = set()
+    for manager in ASCEND_MANAGERS:
+        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager).items()):
+            for p in read_pass_module(index, modname, "ascend"):
+                if p.name != cls_name or p.name in seen:
+                    continue
+                seen.add(p.name)
+                p.enable, p.enable_file, p.enable_line = cond, file, line
+                p.flag = _flag_of(cond)
+                if p.flag:
+                    d = _default_of(index, ASCEND_CONFIGS, p.flag)
+                    if d:
+                        p.default, p.default_file, p.default_line = d
+                out.append(p)
+    return out
