@@ -128,6 +128,11 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[s
             p, pat = hit_pass
             return "fused_by_ascend_graph_pass", conds + p.conditions(), [p.evidence(pat)] + sites, None
     if m.form.fused_in_model:
+        native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
+        if native:
+            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class} has "
+                    f"{native[0].attrs['native']}")
+            return "open", conds, [_ev(native[0].attrs["class_file"], native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
         separate = _separate_kernels(ops, need) if backend == "ascend" else []
         if separate:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "

@@ -242,10 +242,14 @@ class Constructor:
         func = call.func
         # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
         lam = next((a.value for a in call.args if isinstance(a.value, cst.Lambda)), None)
+        if lam is None:  # the factory passed by name: a nested def recorded as a lambda in the locals
+            lam = next((v for a in call.args if isinstance(a.value, cst.Name)
+                        for v, _c in scope.locals.get(a.value.value, []) if isinstance(v, cst.Lambda)), None)
         fname = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if lam is not None and isinstance(lam.body, cst.Call):
             elems = self.evaluate(lam.body, scope, depth + 1)
-            repeat = scope.module.code(call.args[0].value).strip() if call.args and call.args[0].value is not lam else None
+            first = call.args[0].value if call.args else None
+            repeat = scope.module.code(first).strip() if first is not None and first is not lam and not isinstance(first, cst.Name) or (isinstance(first, cst.Name) and first.value not in scope.locals) else None
             return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
         if fname == "ModuleList" and call.args:
             arg = call.args[0].value
@@ -467,6 +471,12 @@ def _local_assignments(fn: cst.FunctionDef, module):
     # Only plain `x = ...` locals: a tuple-unpacked local is a runtime value, not a constructor.
     out = []
     for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
+        if isinstance(stmt, cst.FunctionDef):
+            # a nested layer factory: make_layers(n, get_layer) with `def get_layer(prefix): return Layer(...)`
+            rets = _returns(stmt, module)
+            if rets and isinstance(rets[0][0], cst.Call):
+                out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+            continue
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign):

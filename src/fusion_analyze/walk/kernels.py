@@ -48,6 +48,20 @@ class Backends:
             return self.oot.get(cls.name, cls)
         return cls
 
+    def runs_native(self, cls: Definition) -> bool:
+        """On Ascend, a CustomOp with no out-of-tree replacement and no forward_oot of its own runs
+        CustomOp.forward_oot -> forward_native: plain PyTorch ops, one kernel each."""
+        from .construct import class_method
+
+        if self.index.backend != "ascend" or self.implementation(cls) is not cls or self.forward_name(cls) != "forward_oot":
+            return False
+        for c in self.ctor.mro(cls):
+            if c.name == "CustomOp":
+                return True
+            if class_method(c, "forward_oot") is not None:
+                return False
+        return False
+
     def forward_name(self, cls: Definition) -> str:
         """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""
         from .construct import class_method
@@ -148,6 +162,21 @@ class Backends:
 
     def _call(self, impl, module, call: cst.Call, cond, facts: Facts, out: list, depth: int, seen: set) -> None:
         func = call.func
+        # kernel[grid](...): a Triton launch; the kernel is the function subscripted
+        if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func.value)
+            if isinstance(target, Definition) and target.kind == "function":
+                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), cond))
+            return
+        # SomeFn.apply(...): an autograd Function runs its static forward
+        if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func.value)
+            if isinstance(target, Definition) and target.kind == "class":
+                found = self.ctor.method(target, "forward")
+                if found is not None:
+                    owner, fn = found
+                    self._collect(None, owner.module, fn, facts, out, depth + 1, seen)
+                return
         dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
             dotted = dotted[:-4]

@@ -381,6 +381,8 @@ class Walker:
         # self.<submodule>(...) or self.<method>(...)
         if _self_attr(func):
             name = func.attr.value
+            if name == "_forward_method" and frame.inst.cls is not None:
+                name = self._dispatch_target(frame.inst)  # per-platform dispatch set in __init__
             method = self.ctor.method(frame.cls, name) if frame.inst.cls is not None else None
             if method is None and frame.inst.cls is not None:
                 method = self.ctor.method(frame.inst.cls, name)
@@ -452,6 +454,21 @@ class Walker:
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, "callee not in the taxonomy or the trees")
 
+    def _dispatch_target(self, inst: Instance) -> str:
+        """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the
+        assume table does not rule out), else CustomOp's own per-backend method."""
+        from .construct import _self_assignments
+        from .taxonomy import assumed
+
+        for c, fn, _scope in self.ctor.init_scopes(inst):
+            for value, vcond, _pos in _self_assignments(fn, "_forward_method", c.module):
+                if not (isinstance(value, cst.Attribute) and _self_attr(value)):
+                    continue
+                conjuncts = [p.strip() for p in (vcond or "").split(" and ") if p.strip()]
+                if not any(assumed(p) is False for p in conjuncts if not p.startswith("not (")):
+                    return value.attr.value
+        return self.backends.forward_name(inst.cls)
+
     def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False) -> list[str]:
         if len(self._stack) > MAX_DEPTH:
             return []
@@ -521,6 +538,8 @@ class Walker:
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
+        elif self.backends.runs_native(impl):
+            attrs["native"] = "no Ascend replacement; CustomOp.forward_oot runs forward_native (separate PyTorch ops)"
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
         if info.get("reduce"):
