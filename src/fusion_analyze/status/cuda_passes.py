@@ -1,10 +1,108 @@
-"""vLLM's own (CUDA) compile fusion passes, read from the vLLM tree."""
+"""vLLM's own (CUDA) compile fusion passes, read from the vLLM tree.
+
+The pass manager (vllm/compilation/passes/pass_manager.py, or vllm/compilation/pass_manager.py in older
+trees) adds each pass under `if self.pass_config.<flag>:`. A PassConfig field left at None takes its
+value from the optimization level's table (O2 is vLLM's default level): a literal, a module constant,
+or a function deciding it from the config (e.g. enable_allreduce_rms_fusion: TP > 1 and FlashInfer).
+"""
 
 from __future__ import annotations
 
+import re
+
+import libcst as cst
+
 from ..index.modules import ModuleIndex
-from .passes import GraphPass
+from .passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
+
+CUDA_MANAGERS = ["vllm.compilation.passes.pass_manager", "vllm.compilation.pass_manager"]
+PASS_CONFIGS = ["vllm.config.compilation"]
+LEVEL_TABLES = ["vllm.config.vllm"]
+DEFAULT_LEVEL = "O2"
+
+
+def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | None] | None:
+    """(value text, file, line, what decides it) of `"flag": value` in the default level's table."""
+    for modname in LEVEL_TABLES:
+        info = index.get(modname)
+        if info is None:
+            continue
+        found: list = []
+
+        def in_level(node: cst.CSTNode) -> None:
+            class V(cst.CSTVisitor):
+                def visit_DictElement(self, n: cst.DictElement) -> None:
+                    if isinstance(n.key, cst.SimpleString) and n.key.evaluated_value == flag and not found:
+                        found.append(n)
+
+            node.visit(V())
+
+        class Levels(cst.CSTVisitor):
+            def visit_Assign(self, n: cst.Assign) -> bool:
+                names = [t.target.value for t in n.targets if isinstance(t.target, cst.Name)]
+                if any(name.endswith(("_02", "_O2")) for name in names):
+                    in_level(n.value)
+                    return False
+                return True
+
+            def visit_DictElement(self, n: cst.DictElement) -> bool:
+                if info.code(n.key).strip().endswith(f".{DEFAULT_LEVEL}"):
+                    in_level(n.value)
+                    return False
+                return True
+
+        info.tree.visit(Levels())
+        if not found:
+            continue
+        value = found[0].value
+        text = info.code(value).strip()
+        decided = None
+        if isinstance(value, cst.Name):
+            target = index.resolve_expr(info, value)
+            if target is not None and getattr(target, "kind", None) == "function":
+                doc = _docline(target.node)
+                decided = f"{value.value}() at {target.module.rel}:{target.line}" + (f": {doc}" if doc else "")
+            else:
+                m = re.search(rf"^{re.escape(value.value)}\s*(?::[^=]+)?=\s*(True|False)\s*$", info.tree.code, re.M)
+                if m:
+                    text = f"{m.group(1)} ({value.value})"
+        return text, info.rel, info.line_of(found[0]), decided
+    return None
+
+
+def _docline(fn: cst.FunctionDef) -> str | None:
+    body = fn.body.body
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr):
+        v = body[0].body[0].value
+        if isinstance(v, cst.SimpleString):
+            return " ".join(str(v.evaluated_value).split())
+    return None
 
 
 def read_cuda_passes(index: ModuleIndex) -> list[GraphPass]:
-    return []
+    out: list[GraphPass] = []
+    seen: set[str] = set()
+    for manager in CUDA_MANAGERS:
+        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager).items()):
+            for p in read_pass_module(index, modname, "cuda", whole_class=True):
+                if p.name != cls_name or p.name in seen:
+                    continue
+                seen.add(p.name)
+                p.enable, p.enable_file, p.enable_line = cond, file, line
+                p.flag = _flag_of(cond)
+                if p.flag is None:
+                    continue  # not switched by a PassConfig flag (a backend-specific canonicalisation)
+                field = _default_of(index, PASS_CONFIGS, p.flag)
+                if field:
+                    p.default, p.default_file, p.default_line = field
+                if p.default in (None, "None", "Field(default=None)") or field is None:
+                    level = _level_default(index, p.flag)
+                    if level is not None:
+                        text, lfile, lline, decided = level
+                        p.default, p.default_file, p.default_line = f"{text} at {DEFAULT_LEVEL}", lfile, lline
+                        if decided:
+                            p.guards.insert(0, f"on by default only when {decided}")
+                out.append(p)
+        if out:
+            break
+    return out

@@ -35,7 +35,7 @@ class Opportunity:
     @property
     def cuda_only(self) -> bool:
         """Fused on CUDA by a vLLM pass but still open here: the line to read first."""
-        return self.status == "open" and self.cuda.get("status") == "fused_by_pass"
+        return self.status == "open" and self.cuda.get("status") in ("fused_by_pass", "fused_by_pass_if")
 
     def to_json(self) -> dict:
         d = {
@@ -102,7 +102,7 @@ def _kernel_names(ops: list[Op]) -> list[str]:
 
 def _ascend_pass(m: Match, passes: list[GraphPass]):
     """A pass whose pattern fits the scenario and whose kernels all occur in the matched ops' kernels."""
-    names = _kernel_names(m.op_list)
+    names = _kernel_names(m.op_list) + [f"operator.{op.kind}" for op in m.op_list if op.kind in ("add", "mul", "sub", "div")]
     for p in passes:
         pat = p.applies(m.pattern.covers, m.pattern.optional, names)
         if pat is not None:
@@ -126,6 +126,9 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[s
         hit_pass = _ascend_pass(m, ascend_passes)
         if hit_pass is not None:
             p, pat = hit_pass
+            if p.default_on() is False:
+                note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
+                return "open", conds + p.conditions(), [p.evidence(pat)] + sites, note
             return "fused_by_ascend_graph_pass", conds + p.conditions(), [p.evidence(pat)] + sites, None
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
@@ -150,10 +153,16 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[s
 def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
     if m.form.fused_in_model and not m.inactive:
         return {"status": "fused_in_model"}
-    for p in cuda_passes:
-        if p.fuses(m.pattern.covers, m.pattern.optional):
-            return {"status": "fused_by_pass", "pass": p.name, "flag": p.flag, "default": p.default,
-                    "conditions": p.conditions(), "evidence": p.evidence()}
+    # MLA-only passes (their ops name unified_mla_*) fit only a match that has an MLA attention op
+    optional = m.pattern.optional + (("mla",) if any(op.kind == "mla_attention" for op in m.op_list) else ())
+    fitting = [p for p in cuda_passes if p.fuses(m.pattern.covers, optional)]
+    fitting.sort(key=lambda p: p.default_on() is False)  # a pass that is on (or may be) first
+    for p in fitting:
+        pat = p.fitting(m.pattern.covers, optional)[0]
+        on = p.default_on()
+        return {"status": {True: "fused_by_pass", None: "fused_by_pass_if", False: "pass_off_by_default"}[on],
+                "pass": p.name, "flag": p.flag, "default": p.default,
+                "conditions": p.conditions(), "evidence": p.evidence(pat)}
     return {"status": "inactive" if m.inactive else "open"}
 
 

@@ -18,6 +18,7 @@ from .kernel_table import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
 _METHOD_PRIMS = {"split": "split", "chunk": "split"}
+_OPERATORS = {"Add": "add", "Multiply": "mul", "Subtract": "sub", "Divide": "div"}
 
 
 @dataclass
@@ -64,9 +65,16 @@ class GraphPass:
         return None
 
     def default_on(self) -> bool | None:
+        """True / False when the default is a literal; None when a function or expression decides it."""
         if self.default is None:
             return None if self.flag else True
-        return self.default.strip() in ("True", "true", "1")
+        head = self.default.split(" at ")[0].strip().split(" ")[0]
+        head = head.removeprefix("Field(default=").rstrip(")") if head.startswith("Field(default=") else head
+        if head in ("True", "true", "1"):
+            return True
+        if head in ("False", "false", "0", "None"):
+            return False
+        return None
 
     def conditions(self) -> list[str]:
         out = []
@@ -100,6 +108,12 @@ def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[
     prims: set[str] = set()
 
     class V(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            op = _OPERATORS.get(type(node.operator).__name__)
+            if op:  # x * scale + y written with Python operators in the pattern
+                calls.append(f"operator.{op}")
+                prims.update(kernel_covers(f"operator.{op}"))
+
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             # torch.ops.npu.npu_rms_norm.default(...) and auto_functionalized(torch.ops._C.x.default, ...)
@@ -148,6 +162,18 @@ def _called_names(node: cst.CSTNode) -> list[str]:
     return out
 
 
+def _calls_to(node: cst.CSTNode, names: set[str]) -> list[cst.Call]:
+    out: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            if isinstance(n.func, cst.Name) and n.func.value in names:
+                out.append(n)
+
+    node.visit(V())
+    return out
+
+
 def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
     out: list[str] = []
     for stmt in cls.body.body:
@@ -165,8 +191,49 @@ def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
     return out
 
 
-def read_pass_module(index: ModuleIndex, modname: str, backend: str) -> list[GraphPass]:
-    """Every pass class of a module with its patterns (pattern classes it instantiates, or its own)."""
+def _references(index: ModuleIndex, info: ModuleInfo, node: cst.CSTNode) -> tuple[list[str], set[str]]:
+    """Every op a pattern class names anywhere (matcher helpers it builds, ops in its tables)."""
+    names: list[str] = []
+    prims: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            d = index.dotted(info, n)
+            if d and kernel_covers(re.sub(r"\.(default|Tensor|out)$", "", d)):
+                names.append(re.sub(r"\.(default|Tensor|out)$", "", d))
+                return False
+            if n.attr.value in _METHOD_PRIMS:
+                prims.add(_METHOD_PRIMS[n.attr.value])
+            return True
+
+        def visit_Name(self, n: cst.Name) -> None:
+            if kernel_covers(n.value) and n.value[:1].isalpha():
+                names.append(n.value)
+
+    node.visit(V())
+    for n in names:
+        prims.update(kernel_covers(n))
+    return list(dict.fromkeys(names)), prims
+
+
+def _bases_in_module(d, classes: dict) -> list:
+    out, stack = [], [d]
+    while stack:
+        c = stack.pop()
+        if any(c is o for o in out):
+            continue
+        out.append(c)
+        for b in c.node.bases:
+            if isinstance(b.value, cst.Name) and b.value.value in classes:
+                stack.append(classes[b.value.value])
+    return out
+
+
+def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class: bool = False) -> list[GraphPass]:
+    """Every pass class of a module with its patterns (pattern classes it instantiates, or its own).
+
+    `whole_class`: vLLM's CUDA patterns build their ops through matcher helpers (MatcherRMSNorm, ...)
+    held on the pattern object, so everything the pattern class names counts, not only pattern()."""
     info = index.get(modname)
     if info is None:
         return []
@@ -174,10 +241,18 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str) -> list[Gra
     pattern_of: dict[str, list[PassPattern]] = {}
     for name, d in classes.items():
         pats = []
-        for fn in _pattern_fns(d.node):
+        for fn in ([] if whole_class else _pattern_fns(d.node)):
             calls, prims = _calls(index, info, fn)
             if calls:
                 pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims)))
+        if not pats and whole_class and not name.endswith("Pass"):
+            calls, prims = [], set()
+            for c in _bases_in_module(d, classes):  # matchers are often built in a shared base class
+                cs, ps = _references(index, info, c.node)
+                calls += [x for x in cs if x not in calls]
+                prims |= ps
+            if calls:
+                pats.append(PassPattern(name, info.rel, d.line, calls, frozenset(prims)))
         if pats:
             pattern_of[name] = pats
     # module-level pattern functions (older vLLM trees)
@@ -192,12 +267,19 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str) -> list[Gra
         if not name.endswith("Pass"):
             continue
         pats: list[PassPattern] = list(pattern_of.get(name, []))
+        guards = _init_guards(info, d.node)
         for called in dict.fromkeys(_called_names(d.node)):
             if called != name and called in pattern_of:
                 pats.extend(pattern_of[called])
+        for call in _calls_to(d.node, set(pattern_of)):
+            text = " ".join(info.code(call).split())
+            if any(a.keyword is not None and a.keyword.value not in ("vllm_config", "config") for a in call.args) and len(text) <= 140:
+                g = f"registered as `{text}`"  # the constants the pattern is traced with
+                if g not in guards:
+                    guards.append(g)
         if not pats:
             continue
-        out.append(GraphPass(name, info.rel, d.line, backend, pats, guards=_init_guards(info, d.node)))
+        out.append(GraphPass(name, info.rel, d.line, backend, pats, guards=guards))
     return out
 
 
@@ -205,6 +287,8 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, st
     """Pass class name -> (condition, file, line, module) from `if cond: from .passes.x import P; add(P(...))`."""
     info = index.get(manager)
     out: dict = {}
+    imported: dict = {}
+    made: dict = {}
     if info is None:
         return out
     base = manager.rsplit(".", 1)[0]
@@ -219,6 +303,9 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, st
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 scan(stmt.body.body, cond)
             elif isinstance(stmt, cst.SimpleStatementLine):
+                for called in _called_names(stmt):
+                    if called.endswith("Pass") and called not in made:
+                        made[called] = (cond, info.rel, info.line_of(stmt))
                 for small in stmt.body:
                     if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
                         mod = _dotted_name(small.module) if small.module else ""
@@ -227,12 +314,46 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, st
                         for alias in small.names:
                             n = alias.name.value if isinstance(alias.name, cst.Name) else None
                             if n and n.endswith("Pass"):
-                                out[n] = (cond, info.rel, info.line_of(stmt), absmod)
+                                imported.setdefault(n, (cond, info.rel, info.line_of(stmt), absmod))
             elif isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
                 scan(stmt.body.body, cond)
 
     scan(info.tree.body, None)
+    # the `if` around the instantiation (self.passes += [P(config)]) is the enabling condition when the
+    # class is imported at module level; otherwise the `if` around the import is
+    for n, (cond, file, line, mod) in imported.items():
+        guard = cond
+        if n in made and (cond is None or _flag_of(cond) is None):
+            cond, file, line = made[n]
+        if _ruled_out(guard) or _ruled_out(cond):
+            continue  # imported or added only on a platform this tool does not walk (ROCm, XPU, ...)
+        out[n] = (cond, file, line, mod)
     return out
+
+
+def _ruled_out(cond: str | None) -> bool:
+    """The condition is false on the platforms walked here (ROCm/XPU-only branches), by the assume table."""
+    if not cond:
+        return False
+    try:
+        expr = cst.parse_expression(cond)
+    except Exception:
+        return False
+    return _truth(expr) is False
+
+
+def _truth(e) -> bool | None:
+    from ..walk.taxonomy import assumed
+
+    if isinstance(e, cst.BooleanOperation):
+        a, b = _truth(e.left), _truth(e.right)
+        if isinstance(e.operator, cst.And):
+            return False if (a is False or b is False) else (True if a and b else None)
+        return True if (a is True or b is True) else (False if a is False and b is False else None)
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        v = _truth(e.expression)
+        return None if v is None else not v
+    return assumed(cst.Module([]).code_for_node(e).strip())
 
 
 _FLAG = re.compile(r"\.(\w+)\s*$|\.get\(\s*[\"'](\w+)[\"']")

@@ -285,8 +285,9 @@ class Walker:
                 kind = operator_kind(type(small.operator).__name__.replace("Assign", ""))
                 left = self._eval(frame, small.target, cond, steady, stmt)
                 right = self._eval(frame, value, cond, steady, stmt)
-                if kind and left and right:
-                    out = self._op(frame, kind, kind, None, stmt, left + right, hint, cond, steady)
+                if kind and left:  # x *= scale is an op too (scalar right side)
+                    out = self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
+                                   attrs={"scalar": not right})
                     self._bind_targets(frame, targets, out)
                 return
             if isinstance(value, cst.Name) and value.value == "None":
