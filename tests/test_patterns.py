@@ -106,6 +106,7 @@ forms:
 interface: {name: fused_x, params: [], returns: []}
 examples:
   - {name: n, expect: none, code: "x = 1"}
+estimate: {saved: ["num_tokens"], launches: 1}
 """
 
 

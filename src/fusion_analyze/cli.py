@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -147,15 +148,35 @@ def analyze_cmd(
     ascend_root: Optional[str] = AscendRoot,
     backend: Optional[Backend] = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given)."),
     fmt: Optional[str] = typer.Option("md", "--format", help="md or json"),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout)."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout when it is not a terminal, else reports/<arch>.md)."),
     patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
+    config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B) for numeric benefit estimates."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size for the estimate (communication fusions are rejected at 1)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device profile: ascend_a2 (default) or ascend_a3."),
+    device_profile: Optional[str] = typer.Option(None, "--device-profile", help="A YAML file of device profiles (same keys as patterns/catalog/devices.yaml)."),
+    lang: str = typer.Option("zh", "--lang", help="Report language: zh (default) or en."),
+    template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
+    stubs: Optional[str] = typer.Option(None, "--stubs", help="Also write FILE.py: every open opportunity's stub and PyTorch reference."),
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
-    from .pipeline import analyze, write_output
+    from .pipeline import Options, analyze, write_output, write_stubs
 
     try:
-        result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns)
-        write_output(result, fmt or "md", output)
+        if template is not None and not Path(template).is_file():
+            raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
+        result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
+                         Options(config=config, tp=tp, device=device, device_profile=device_profile))
+        fmt = fmt or "md"
+        to_terminal = output is None and sys.stdout.isatty()
+        if to_terminal:
+            output = f"reports/{result.location.architecture}.{'json' if fmt == 'json' else 'md'}"
+        write_output(result, fmt, output, template, lang)
+        if stubs:
+            write_stubs(result, stubs)
+        if output not in (None, "-") and (to_terminal or sys.stderr.isatty()):
+            from .render.summary import print_summary
+
+            print_summary(result, output, stubs, to_stdout=to_terminal)
     except UserError as exc:
         _fail(exc)
 

@@ -19,22 +19,45 @@ class Analysis:
     walk: WalkResult
     opportunities: list = field(default_factory=list)
     passes: dict = field(default_factory=dict)
+    benefits: dict = field(default_factory=dict)  # opportunity id -> Benefit
+    shapes: object = None
+    device: dict = field(default_factory=dict)
+    tp: int | None = None
 
 
-def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None) -> Analysis:
+@dataclass
+class Options:
+    """What the estimate needs besides the trees: shapes, TP degree and the device profile."""
+
+    config: str | None = None
+    tp: int | None = None
+    device: str | None = None
+    device_profile: str | None = None
+
+
+def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None) -> Analysis:
     session = Session.open(vllm_root, ascend_root, backend, patterns_dir)
-    return analyze_in(session, model)
+    return analyze_in(session, model, options)
 
 
-def analyze_in(session: Session, model: str) -> Analysis:
+def analyze_in(session: Session, model: str, options: Options | None = None) -> Analysis:
+    from .estimate.benefit import device_profile, estimate
+    from .estimate.shapes import load_shapes
     from .status.derive import derive
 
+    options = options or Options()
+    if options.tp is not None and options.tp < 1:
+        raise UserError(f"--tp {options.tp}: the tensor-parallel size is a positive integer")
+    device = device_profile(options.device, options.device_profile)
+    query_config = model if model.endswith(".json") else None
+    shapes = load_shapes(options.config, query_config)
     loc = session.resolver.resolve(model)
     walker = Walker(session.index, session.resolver.patches)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
-    return Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda})
+    benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
+    return Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp)
 
 
 def to_json(a: Analysis) -> dict:
@@ -51,11 +74,30 @@ def to_json(a: Analysis) -> dict:
         "repeat": a.walk.repeat,
         "ops": [op.to_json() for op in a.walk.ops],
         "alternatives": _alternatives(a.walk.alternatives),
-        "opportunities": [o.to_json() for o in a.opportunities],
+        "opportunities": [_opportunity(a, o) for o in a.opportunities],
+        "estimate": _estimate_inputs(a),
         "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
     }
+
+
+def _opportunity(a: Analysis, o) -> dict:
+    from .render.stubs import stub_source
+
+    where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
+    stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
+    return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
+            "target": dict(o.pattern.target), "interface": {"name": o.pattern.interface["name"], "stub": stub}}
+
+
+def _estimate_inputs(a: Analysis) -> dict:
+    shapes = a.shapes
+    dev = {k: v for k, v in a.device.items() if k != "scenarios"}
+    return {"shapes": dict(sorted(shapes.dims.items())) if shapes is not None else {},
+            "shapes_source": shapes.source if shapes is not None else None,
+            "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
+            "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp}
 
 
 def _alternatives(items: list[dict]) -> list[dict]:
@@ -67,15 +109,31 @@ def _alternatives(items: list[dict]) -> list[dict]:
     return out
 
 
-def write_output(a: Analysis, fmt: str, output: str | None) -> None:
+def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:
     if fmt == "json":
-        text = json.dumps(to_json(a), indent=2, sort_keys=True) + "\n"
-    elif fmt == "md":
+        return json.dumps(to_json(a), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if fmt == "md":
         from .render.markdown import render_markdown
 
-        text = render_markdown(a)
-    else:
-        raise UserError(f"unknown --format {fmt}: use md or json")
+        return render_markdown(a, template, lang)
+    raise UserError(f"unknown --format {fmt}: use md or json")
+
+
+def write_output(a: Analysis, fmt: str, output: str | None, template: str | None = None, lang: str = "zh") -> None:
+    write_text(render(a, fmt, template, lang), output)
+
+
+def write_stubs(a: Analysis, output: str) -> None:
+    """One importable module: a stub and a PyTorch reference for every open opportunity of the report."""
+    from .render.stubs import stubs_module
+
+    items = [(o.pattern, o.matches[0]) for o in a.opportunities
+             if o.status == "open" and not a.benefits[o.id].rejected]
+    write_text(stubs_module(items, a.location.architecture), output)
+
+
+def write_text(text: str, output: str | None) -> None:
+    """Plain file I/O (never a rich console); a temporary file renamed into place."""
     if output in (None, "-"):
         sys.stdout.write(text)
         return

@@ -24,8 +24,12 @@ _TOP = {
     "id": (str, True), "category": (str, True), "title": (dict, True), "message": (str, True),
     "severity": (str, True), "covers": (list, True), "optional": (list, False), "forms": (list, True),
     "inactive": (list, False), "interface": (dict, True), "examples": (list, True), "metadata": (dict, False),
-    "target": (dict, False), "subsumed_by": (list, False),
+    "target": (dict, False), "subsumed_by": (list, False), "estimate": (dict, True),
 }
+_ESTIMATE = {"saved": (list, True), "launches": (int, True), "needs_tp": (bool, False)}
+_PARAM = {"name": (str, True), "type": (str, True), "shape": (str, False), "dtype": (str, False), "note": (str, False),
+          "default": (str, False), "example": (str, False)}
+_RETURN = {"name": (str, True), "shape": (str, True), "dtype": (str, False), "note": (str, False)}
 _FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused_in_model": (str, False),
          "when": (str, False), "anchor": (str, False)}
 _NODE = {"as": (str, True), "kind": ((str, list), True), "from": ((str, list), False),
@@ -116,6 +120,7 @@ class Pattern:
     metadata: dict
     file: str
     subsumed_by: tuple[str, ...] = ()
+    estimate: dict = field(default_factory=dict)
 
 
 class PatternError(UserError):
@@ -192,6 +197,11 @@ def load_pattern(path: Path, rel: str) -> Pattern:
         if not isinstance(raw["title"].get(lang), str):
             _fail(rel, kl["title"], f"`title` needs a `{lang}` string")
     _check(raw["interface"], _INTERFACE, rel, "interface")
+    for i, prm in enumerate(raw["interface"]["params"]):
+        _check(prm, _PARAM, rel, f"interface.params[{i}]")
+    for i, ret in enumerate(raw["interface"]["returns"]):
+        _check(ret, _RETURN, rel, f"interface.returns[{i}]")
+    _check(raw["estimate"], _ESTIMATE, rel, "estimate")
     forms = [_form(f, rel, f"forms[{i}]", False) for i, f in enumerate(raw["forms"])]
     inactive = [_form(f, rel, f"inactive[{i}]", True) for i, f in enumerate(raw.get("inactive") or [])]
     examples = []
@@ -206,7 +216,7 @@ def load_pattern(path: Path, rel: str) -> Pattern:
     return Pattern(raw["id"], raw["category"], dict(raw["title"]), raw["message"].strip(), raw["severity"],
                    _as_tuple(raw["covers"]), _as_tuple(raw.get("optional")), forms, inactive,
                    _plain(raw["interface"]), examples, _plain(raw.get("target") or {}),
-                   _plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")))
+                   _plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), _plain(raw["estimate"]))
 
 
 def _plain(v):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
+import yaml
 
 from ..resources import data_dir
 
@@ -44,29 +45,117 @@ def op_line(op: dict) -> str:
     return f"{head:<70} {op['file']}:{op['line']}{tail}"
 
 
-def render_markdown(analysis, template: str | None = None) -> str:
+def render_markdown(analysis, template: str | None = None, lang: str = "zh") -> str:
     from ..pipeline import to_json
 
     data = to_json(analysis)
-    return render_data(data, template)
+    return render_data(data, template, lang)
 
 
-def render_data(data: dict, template: str | None = None) -> str:
+def labels(lang: str) -> dict:
+    from ..errors import UserError
+
+    data = yaml.safe_load((data_dir("templates") / "labels.yaml").read_text(encoding="utf-8"))
+    if lang not in data:
+        raise UserError(f"--lang {lang}: use one of {', '.join(sorted(data))}")
+    return data[lang]
+
+
+_ORDER = {"open": 0, "fused_by_ascend_graph_pass": 1, "fused_by_ascend_kernel": 2, "fused_in_model": 3, "inactive": 4}
+
+
+def _state(o: dict, L: dict) -> str:
+    b = o["benefit"]
+    if o["status"] == "open" and b.get("rejected"):
+        return f"{L['rejected']}: {b['rejected']}"
+    text = L["status"][o["status"]]
+    ev = o["evidence"][0] if o["evidence"] else None
+    if ev and o["status"] != "open":
+        text += f" (`{ev['file']}` L{ev['line']}: {ev['what'][:80]})"
+    elif o["status"] == "inactive" and o["conditions"]:
+        text += f": {o['conditions'][0]}"
+    elif ev:
+        text += f" (`{ev['file']}` L{ev['line']})"
+    if o.get("note"):
+        text += f"; {o['note'][:140]}"
+    return text.replace("|", "\\|")
+
+
+def _cuda_text(o: dict, L: dict) -> str:
+    c = o["cuda"]
+    text = L["cuda_status"].get(c["status"], c["status"])
+    if c.get("pass"):
+        text += f": `{c['pass']}` (`{c['flag']}` = {c['default']})"
+    return text.replace("|", "\\|")
+
+
+def _benefit_text(o: dict, L: dict) -> str:
+    from ..estimate.benefit import human_bytes
+
+    b = o["benefit"]
+    parts = []
+    for name in ("prefill", "decode"):
+        n = b["numbers"].get(name)
+        if not n:
+            continue
+        pl, m = n["per_layer"], n["model"]
+        text = (f"{name} ({n['num_tokens']} tokens): {L['saved_bytes']} {human_bytes(m['bytes'])} "
+                f"({L['per_layer']} {human_bytes(pl['bytes'])}), {m['launches']} {L['launches']}, "
+                f"{L['time']} ≈ {m['time_us']} µs")
+        if "share_of_step" in n:
+            text += f" ({n['share_of_step'] * 100:.1f}% of a ~{n['step_us']} µs weight-bound decode step)"
+        parts.append(text)
+    if not parts:
+        parts.append(b["formula"])
+    if b.get("note"):
+        parts.append(b["note"])
+    return "; ".join(parts)
+
+
+def render_data(data: dict, template: str | None = None, lang: str = "zh") -> str:
     if template:
+        from ..errors import UserError
+
         path = Path(template)
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
                                  keep_trailing_newline=True)
-        tmpl = env.get_template(path.name)
+        try:
+            tmpl = env.get_template(path.name)
+            return _render(tmpl, data, lang)
+        except jinja2.TemplateSyntaxError as exc:
+            raise UserError(f"{template}:{exc.lineno}: template error: {exc.message}")
+        except (jinja2.UndefinedError, jinja2.TemplateError, TypeError) as exc:
+            raise UserError(f"{template}: template error: {exc}; see templates/report.md.j2 for the data it gets")
     else:
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
                                  undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         tmpl = env.get_template("report.md.j2")
+    return _render(tmpl, data, lang)
+
+
+def _render(tmpl, data: dict, lang: str) -> str:
     ops = []
     for op in data["ops"]:
         if not op["steady"] or op["kind"] in _HIDE:
             continue
         ops.append({**op, "line_text": op_line(op)})
+    L = labels(lang)
+    opps = sorted(data.get("opportunities", []), key=lambda o: (_ORDER[o["status"]], -o["benefit"]["priority"], o["id"]))
+    table, open_ = [], []
+    from ..estimate.benefit import STARS
+
+    for o in opps:
+        row = {**o, "stars": STARS[o["benefit"]["priority"]], "title": o["title"][lang],
+               "state": _state(o, L), "target": (o.get("target") or {}).get(lang, ""), "cuda_text": _cuda_text(o, L)}
+        if o["cuda_only"]:
+            row["state"] = f"**{row['state']}** {L['cuda_only']}"
+        table.append(row)
+        if o["status"] == "open" and not o["benefit"].get("rejected"):
+            files = [{"file": e["file"], "line": e["line"], "what": e["what"]} for e in o["evidence"]]
+            open_.append({**row, "files": files, "stub": o["interface"]["stub"], "benefit_text": _benefit_text(o, L),
+                          "message": o["message"]})
     return tmpl.render(
+        L=L, table=table, open=open_, estimate=data.get("estimate", {}),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
         errors=data["errors"],

@@ -1,0 +1,127 @@
+"""Model dimensions for the benefit model: from an HF config.json, a built-in preset, or symbolic."""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..resources import data_dir
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "int8": 1}
+
+# Sizes the interface stubs' example inputs use (small enough for a CPU test).
+SMALL = {"num_tokens": 4, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4, "num_kv_heads": 2,
+         "head_dim": 16, "max_position": 32, "num_experts": 8, "top_k": 2, "moe_intermediate_size": 32,
+         "out_features": 48, "in_features": 64, "batch": 2, "q_len": 4, "kv_len": 4, "kdim": 8, "m": 6, "n": 5,
+         "num_blocks": 4, "block_size": 8, "num_layers": 2}
+
+
+@dataclass
+class Shapes:
+    dims: dict = field(default_factory=dict)  # empty: symbolic
+    source: str | None = None
+    dtype_bytes: int = 2
+
+    @property
+    def symbolic(self) -> bool:
+        return not self.dims
+
+    def with_scenario(self, scenario: dict) -> dict:
+        d = dict(self.dims)
+        d.update(scenario)
+        d.setdefault("out_features", d.get("hidden_size"))
+        d.setdefault("in_features", d.get("intermediate_size") or d.get("hidden_size"))
+        d.setdefault("kdim", d.get("head_dim"))
+        d.setdefault("m", d.get("num_tokens"))
+        d.setdefault("n", d.get("head_dim"))
+        return d
+
+
+@lru_cache(maxsize=1)
+def presets() -> dict:
+    return yaml.safe_load((data_dir("patterns") / "catalog" / "presets.yaml").read_text(encoding="utf-8"))["presets"]
+
+
+def _from_config(cfg: dict, source: str) -> Shapes:
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    g = lambda *names, default=None: next((text[n] for n in names if text.get(n) is not None), default)  # noqa: E731
+    hidden = g("hidden_size", "d_model", "n_embd")
+    heads = g("num_attention_heads", "n_head")
+    if not isinstance(hidden, int) or not isinstance(heads, int):
+        raise UserError(f"{source}: config has no hidden_size / num_attention_heads; give a decoder model's config.json")
+    dims = {
+        "hidden_size": hidden,
+        "intermediate_size": g("intermediate_size", "ffn_dim", "n_inner", default=4 * hidden),
+        "num_heads": heads,
+        "num_kv_heads": g("num_key_value_heads", "num_kv_heads", default=heads),
+        "head_dim": g("head_dim", default=hidden // heads),
+        "num_layers": g("num_hidden_layers", "n_layer", "num_layers"),
+        "max_position": g("max_position_embeddings", default=4096),
+        "vocab_size": g("vocab_size"),
+        "num_experts": g("num_experts", "n_routed_experts", "num_local_experts", default=0),
+        "top_k": g("num_experts_per_tok", "moe_topk", default=0),
+        "moe_intermediate_size": g("moe_intermediate_size", default=g("intermediate_size", default=4 * hidden)),
+        "block_size": 128, "num_blocks": 1024,
+    }
+    dtype = str(g("torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    return Shapes({k: v for k, v in dims.items() if v is not None}, source, DTYPE_BYTES.get(dtype, 2))
+
+
+def load_shapes(spec: str | None, fallback_config: str | None = None) -> Shapes:
+    """--config PATH | preset name; else the model query's config.json if it was one; else symbolic."""
+    if spec is None and fallback_config is None:
+        return Shapes()
+    spec = spec or fallback_config
+    if spec in presets():
+        p = presets()[spec]
+        return _from_config(p["config"], f"preset {spec} ({p['source']})")
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--config {spec}: not valid JSON ({exc}); give an HF config.json")
+    if not isinstance(cfg, dict):
+        raise UserError(f"--config {spec}: not a JSON object; give an HF config.json")
+    return _from_config(cfg, path.name)
+
+
+_ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Constant, ast.Name,
+            ast.Load, ast.USub, ast.UnaryOp)
+
+
+def evaluate(expr: str, dims: dict) -> float | None:
+    """Arithmetic over dimension names; None when a name is unknown (the estimate stays symbolic)."""
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise ValueError(f"not an arithmetic shape expression: {expr}")
+        if isinstance(node, ast.Name) and not isinstance(dims.get(node.id), (int, float)):
+            return None
+    return eval(compile(tree, "<shape>", "eval"), {"__builtins__": {}}, dict(dims))  # noqa: S307 - checked above
+
+
+def shape_dims(shape: str) -> list[str]:
+    """"[num_tokens, 2 * intermediate_size]" -> ["num_tokens", "2 * intermediate_size"]."""
+    inner = shape.strip()
+    if not (inner.startswith("[") and inner.endswith("]")):
+        raise ValueError(f"shape must look like [d0, d1, ...]: {shape}")
+    parts, depth, cur = [], 0, ""
+    for ch in inner[1:-1]:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "([" 
+        depth -= ch in ")]"
+        cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts

@@ -1,0 +1,29 @@
+"""The short terminal summary (rich): model, versions, counts by status, top open opportunities.
+Only ever printed to a terminal; the report itself is written with plain file I/O."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_summary(a, output: str, stubs: str | None, to_stdout: bool) -> None:
+    console = Console(file=sys.stdout if to_stdout else sys.stderr, highlight=False)
+    src = a.location.sources
+    versions = f"vLLM {src['vllm']['version']}" + (f" · vllm-ascend {src['vllm_ascend']['version']}" if src.get("vllm_ascend") else "")
+    console.print(f"[bold]{a.location.architecture}[/bold]  {a.location.file}:{a.location.line}  ({versions}, backend {a.session.backend})")
+    counts = Counter(o.status for o in a.opportunities)
+    console.print("  " + "  ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
+    opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
+    if opens:
+        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in ("priority", "open opportunity", "where", "CUDA"):
+            t.add_column(col)
+        for o in opens[:5]:
+            t.add_row(a.benefits[o.id].stars, o.id, f"{o.file}:{o.line}", "fused by vLLM" if o.cuda_only else "")
+        console.print(t)
+    console.print(f"report: {output}" + (f"   stubs: {stubs}" if stubs else ""))

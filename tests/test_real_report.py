@@ -1,0 +1,45 @@
+"""The report on the primary pair: sections, line references into the real files, stubs, benefits."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+
+from fusion_analyze.pipeline import Options, analyze_in, render
+from fusion_analyze.session import Session
+
+from .conftest import real_tree
+
+
+@pytest.fixture(scope="module")
+def session():
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    return Session.open(str(vllm), str(ascend)), {"vllm": str(vllm), "vllm_ascend": str(ascend)}
+
+
+@pytest.mark.parametrize("model", ["Qwen3ForCausalLM", "Qwen3MoeForCausalLM"])
+def test_report_on_the_primary_pair(session, model):
+    s, trees = session
+    a = analyze_in(s, model, Options(config="Qwen3-30B-A3B" if "Moe" in model else "Qwen3-0.6B"))
+    text = render(a, "md")
+    doc = json.loads(render(a, "json"))
+    for head in ("### 1.", "### 2.", "### 3.", "### 4."):
+        assert head in text
+    # every `file` L<line> of section 4 points at a real line of that file
+    s4 = text.split("### 4.")[1]
+    refs = re.findall(r"`((?:vllm|vllm_ascend)/[\w/]+\.py)` L(\d+)", s4)
+    assert refs
+    for f, line in refs:
+        lines = open(f"{trees[f.split('/')[0]]}/{f}", encoding="utf-8").read().splitlines()
+        assert 1 <= int(line) <= len(lines) and lines[int(line) - 1].strip(), (f, line)
+    opens = [o for o in doc["opportunities"] if o["status"] == "open" and not o["benefit"].get("rejected")]
+    assert opens
+    for o in opens:
+        ast.parse(o["interface"]["stub"])
+        assert o["benefit"]["numbers"]["prefill"]["model"]["time_us"] > 0
+        assert o["id"] in s4
+    if "Moe" in model:
+        assert any(o["category"] == "moe" for o in doc["opportunities"])

@@ -1,0 +1,132 @@
+"""The Mode-A report: golden file on the mini tree, sections 3-4, stubs, benefit model, languages, templates."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fusion_analyze.match.patterns import load_patterns
+from fusion_analyze.render.stubs import stubs_module
+
+from .conftest import FIXTURES, MINI, ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "qwen3_mini_ascend.md"
+CONFIG = FIXTURES / "configs" / "qwen3-0.6b.json"
+
+
+def _report(run, tmp_path, *extra, name="r.md"):
+    out = tmp_path / name
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out), *extra)
+    assert r.exit_code == 0, r.output
+    return out.read_text(encoding="utf-8")
+
+
+def test_golden_report_of_the_mini_tree(run, tmp_path):
+    text = _report(run, tmp_path, "--config", str(CONFIG))
+    assert text == GOLDEN.read_text(encoding="utf-8"), "report changed: regenerate tests/golden/ if intended"
+
+
+def test_sections_and_open_opportunities_have_interface_and_benefit(run, tmp_path):
+    text = _report(run, tmp_path, "--config", str(CONFIG))
+    for head in ("### 1. 模型代码位置", "### 2. 算子序列分析", "### 3. 融合机会清单", "### 4. 优化建议"):
+        assert head in text
+    s4 = text.split("### 4.")[1]
+    chunks = s4.split("#### 机会 ")[1:]
+    assert chunks
+    for c in chunks:
+        assert "```python\n   def fused_" in c and "**预期的收益**" in c and "µs" in c
+    assert "⚠ CUDA上vLLM已融合" in text  # allreduce_norm: fused on CUDA by AllReduceFusionPass, open here
+    # already-fused scenarios are in the table but have no section 4 entry
+    assert "qkv_merge@Qwen3Attention.forward" in text.split("### 4.")[0]
+    assert "qkv_merge@" not in s4
+
+
+def test_numeric_with_config_symbolic_without(run, tmp_path):
+    numeric = _report(run, tmp_path, "--config", str(CONFIG), name="a.md")
+    assert "prefill (4096 tokens)" in numeric and "decode (32 tokens)" in numeric
+    assert re.search(r"≈ [\d.]+ µs", numeric)
+    assert "hidden_size=1024" in numeric  # shapes in the stub docstrings carry the config's numbers
+    symbolic = _report(run, tmp_path, name="b.md")
+    assert "prefill (" not in symbolic and "2 × 2 B × [(num_tokens * hidden_size)]" in symbolic
+
+
+def test_preset_equals_the_written_config(run, tmp_path):
+    a = _report(run, tmp_path, "--config", str(CONFIG), "--format", "json", name="a.json")
+    b = _report(run, tmp_path, "--config", "Qwen3-0.6B", "--format", "json", name="b.json")
+    na = [o["benefit"]["numbers"] for o in json.loads(a)["opportunities"]]
+    nb = [o["benefit"]["numbers"] for o in json.loads(b)["opportunities"]]
+    assert na == nb and any(na)
+
+
+def test_tp1_rejects_communication_fusions(run, tmp_path):
+    text = _report(run, tmp_path, "--config", str(CONFIG), "--tp", "1")
+    table, s4 = text.split("### 4.")
+    assert "不推荐: tp_size = 1" in table
+    assert "allreduce_norm@" not in s4 and "matmul_allreduce@" not in s4
+
+
+def test_english_report(run, tmp_path):
+    text = _report(run, tmp_path, "--lang", "en")
+    assert text.startswith("## Model operator analysis: Qwen3ForCausalLM")
+    assert "### 3. Fusion opportunities" in text and "融合机会" not in text
+
+
+def test_every_stub_in_the_json_is_valid_python(run, tmp_path):
+    doc = json.loads(_report(run, tmp_path, "--format", "json", name="r.json"))
+    for o in doc["opportunities"]:
+        ast.parse(o["interface"]["stub"])
+
+
+def test_user_template_and_errors(run, tmp_path):
+    t = tmp_path / "mine.j2"
+    t.write_text("{{ model.architecture }}: {{ table | length }} rows\n", encoding="utf-8")
+    assert re.fullmatch(r"Qwen3ForCausalLM: \d+ rows\n", _report(run, tmp_path, "--template", str(t)))
+    bad = tmp_path / "bad.j2"
+    bad.write_text("line one\n{% for x in %}\n", encoding="utf-8")
+    r = run("qwen3", "--vllm-root", str(MINI), "--template", str(bad), "-o", str(tmp_path / "x.md"))
+    assert r.exit_code == 2 and f"{bad}:2: template error" in r.output and "Traceback" not in r.output
+    r = run("qwen3", "--vllm-root", str(MINI), "--lang", "fr", "-o", str(tmp_path / "x.md"))
+    assert r.exit_code == 2 and "--lang fr" in r.output
+    r = run("qwen3", "--vllm-root", str(MINI), "--config", "no-such.json", "-o", str(tmp_path / "x.md"))
+    assert r.exit_code == 2 and "--config no-such.json" in r.output
+    assert not (tmp_path / "x.md").exists()
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run_references(mod) -> int:
+    torch = pytest.importorskip("torch")
+    n = 0
+    for name in [k for k in mod.SPECS if not k.startswith("reference_")]:
+        out = getattr(mod, f"reference_{name}")(**mod.example_inputs(name))
+        outs = out if isinstance(out, tuple) else (out,)
+        assert [list(o.shape) for o in outs] == mod.expected_shapes(name), name
+        assert all(torch.is_tensor(o) for o in outs)
+        with pytest.raises(NotImplementedError):
+            getattr(mod, name)(**mod.example_inputs(name))
+        n += 1
+    return n
+
+
+def test_stubs_of_every_pattern_import_and_references_run(tmp_path):
+    path = tmp_path / "all_stubs.py"
+    path.write_text(stubs_module([(p, None) for p in load_patterns()], "all patterns"), encoding="utf-8")
+    assert _run_references(_import(path)) == 30
+
+
+def test_stubs_option_writes_an_importable_module(run, tmp_path):
+    stubs = tmp_path / "qwen3_stubs.py"
+    _report(run, tmp_path, "--stubs", str(stubs))
+    mod = _import(stubs)
+    assert _run_references(mod) >= 1
+    assert "fused_allreduce_add_rmsnorm" in mod.SPECS
