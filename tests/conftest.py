@@ -53,3 +53,19 @@ def real_tree(spec: str) -> Path:
         pytest.skip(f"cannot fetch {spec}: {exc.message}")
     _FETCHED[spec] = path
     return path
+
+
+_SCHEMA = None
+
+
+def validate_report(doc: dict) -> None:
+    """Every JSON report a test produces must follow schemas/report.schema.json."""
+    global _SCHEMA
+    import json
+
+    import jsonschema
+
+    if _SCHEMA is None:
+        _SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text(encoding="utf-8"))
+    errors = sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, "; ".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:5])

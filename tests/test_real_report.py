@@ -11,7 +11,7 @@ import pytest
 from fusion_analyze.pipeline import Options, analyze_in, render
 from fusion_analyze.session import Session
 
-from .conftest import real_tree
+from .conftest import real_tree, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,7 @@ def test_report_on_the_primary_pair(session, model):
     a = analyze_in(s, model, Options(config="Qwen3-30B-A3B" if "Moe" in model else "Qwen3-0.6B"))
     text = render(a, "md")
     doc = json.loads(render(a, "json"))
+    validate_report(doc)
     for head in ("### 1.", "### 2.", "### 3.", "### 4."):
         assert head in text
     # every `file` L<line> of section 4 points at a real line of that file
@@ -43,3 +44,15 @@ def test_report_on_the_primary_pair(session, model):
         assert o["id"] in s4
     if "Moe" in model:
         assert any(o["category"] == "moe" for o in doc["opportunities"])
+
+
+def test_compare_qwen3_between_023_and_030(run, tmp_path):
+    out = tmp_path / "cmp.md"
+    r = run("compare", "Qwen3ForCausalLM",
+            "--base", str(real_tree("vllm==0.23.0")), "--base-ascend", str(real_tree("vllm-ascend==0.23.0")),
+            "--head", str(real_tree("vllm==0.30.0")), "--head-ascend", str(real_tree("vllm-ascend==0.30.0rc2")),
+            "-o", str(out), "--fail-on", "regression")
+    assert r.exit_code == 0, r.output  # lines moved between the releases, but no fusion regressed
+    text = out.read_text(encoding="utf-8")
+    assert "### Qwen3ForCausalLM" in text and "ops moved" in text
+    assert "`model.layers.self_attn.qkv_proj:qkv_proj` vllm_ascend/patch/worker/patch_qwen3vl.py:36 → vllm_ascend/patch/worker/patch_qwen3vl.py:31" in text

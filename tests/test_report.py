@@ -13,7 +13,7 @@ import pytest
 from fusion_analyze.match.patterns import load_patterns
 from fusion_analyze.render.stubs import stubs_module
 
-from .conftest import FIXTURES, MINI, ROOT
+from .conftest import FIXTURES, MINI, ROOT, validate_report
 
 GOLDEN = ROOT / "tests" / "golden" / "qwen3_mini_ascend.md"
 CONFIG = FIXTURES / "configs" / "qwen3-0.6b.json"
@@ -58,6 +58,7 @@ def test_numeric_with_config_symbolic_without(run, tmp_path):
 def test_preset_equals_the_written_config(run, tmp_path):
     a = _report(run, tmp_path, "--config", str(CONFIG), "--format", "json", name="a.json")
     b = _report(run, tmp_path, "--config", "Qwen3-0.6B", "--format", "json", name="b.json")
+    validate_report(json.loads(a))
     na = [o["benefit"]["numbers"] for o in json.loads(a)["opportunities"]]
     nb = [o["benefit"]["numbers"] for o in json.loads(b)["opportunities"]]
     assert na == nb and any(na)
@@ -78,6 +79,7 @@ def test_english_report(run, tmp_path):
 
 def test_every_stub_in_the_json_is_valid_python(run, tmp_path):
     doc = json.loads(_report(run, tmp_path, "--format", "json", name="r.json"))
+    validate_report(doc)
     for o in doc["opportunities"]:
         ast.parse(o["interface"]["stub"])
 

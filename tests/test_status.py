@@ -7,7 +7,7 @@ import json
 
 from fusion_analyze.pipeline import analyze
 
-from .conftest import MINI
+from .conftest import MINI, validate_report
 
 
 def _opps(vllm, ascend=None, backend=None) -> dict:
@@ -67,6 +67,7 @@ def test_opportunities_json_fields_and_ids(run, tmp_path):
     r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "json", "-o", str(out))
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
+    validate_report(doc)
     opps = doc["opportunities"]
     ids = [o["id"] for o in opps]
     assert len(ids) == len(set(ids))

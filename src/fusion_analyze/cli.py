@@ -181,6 +181,120 @@ def analyze_cmd(
         _fail(exc)
 
 
+@app.command("all")
+def all_cmd(
+    vllm_root: Optional[str] = VllmRoot,
+    ascend_root: Optional[str] = AscendRoot,
+    output: str = typer.Option(..., "-o", "--output", help="Folder for <arch>.md, <arch>.json and index.md."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="Architectures or globs (repeat or comma-separate)."),
+    tables: str = typer.Option("text", "--tables", help="text: the text-generation registry table; all: every table."),
+    backend: Optional[Backend] = typer.Option(None, "--backend"),
+    workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds one model may take before it is recorded as timed out."),
+    patterns: Optional[str] = typer.Option(None, "--patterns"),
+    config: Optional[str] = typer.Option(None, "--config"),
+    tp: Optional[int] = typer.Option(None, "--tp"),
+    lang: str = typer.Option("zh", "--lang"),
+) -> None:
+    """Analyze every architecture of the registry: one report per architecture plus index.md."""
+    from .batch import BatchJob, run_batch, select
+    from .locate.registry import TEXT_TABLE
+    from .session import Session
+
+    try:
+        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns)
+        if tables not in ("text", "all"):
+            raise UserError(f"--tables {tables}: use text or all")
+        archs = [e.architecture for e in session.resolver.entries if tables == "all" or e.table == TEXT_TABLE]
+        archs = select(sorted(set(archs)), only)
+        out = Path(output)
+        if out.exists() and not out.is_dir():
+            raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
+        job = BatchJob(vllm_root=str(session.vllm.root), ascend_root=str(session.ascend.root) if session.ascend else None,
+                       backend=session.backend, out_dir=str(out), patterns=patterns, config=config, tp=tp, lang=lang)
+    except UserError as exc:
+        _fail(exc)
+    progress = None
+    bar = None
+    if sys.stderr.isatty():
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("analyzing", total=len(archs))
+        bar.start()
+        progress = lambda arch, r: bar.advance(task)  # noqa: E731
+    try:
+        results = run_batch(job, archs, workers=workers, timeout=timeout, progress=progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    failed = [r for r in results if not r["ok"]]
+    typer.echo(f"{len(results) - len(failed)} analyzed, {len(failed)} failed; index: {out / 'index.md'}", err=True)
+    for r in failed:
+        typer.echo(f"  {r['architecture']}: {r['error']}", err=True)
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command("diff")
+def diff_cmd(
+    old: str = typer.Argument(..., help="Old JSON report or batch folder."),
+    new: str = typer.Argument(..., help="New JSON report or batch folder."),
+    fmt: str = typer.Option("md", "--format", help="md (fits a PR comment) or json"),
+    output: Optional[str] = typer.Option(None, "-o", "--output"),
+    fail_on: str = typer.Option("any", "--fail-on", help="Which changes exit 1: any, regression, status, opportunities, ops, none."),
+) -> None:
+    """Ops added/removed/moved and opportunities added/removed/changed between two reports. Exit 0: no change."""
+    from .diff import diff_paths, exit_code, to_json, to_markdown
+    from .pipeline import write_text
+
+    try:
+        diffs = diff_paths(old, new)
+        code = exit_code(diffs, fail_on)
+        if fmt not in ("md", "json"):
+            raise UserError(f"unknown --format {fmt}: use md or json")
+        write_text(to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new), output)
+    except UserError as exc:
+        _fail(exc)
+    raise typer.Exit(code)
+
+
+@app.command("compare")
+def compare_cmd(
+    model: str = typer.Argument(..., help="The model to analyze on both sides."),
+    base: str = typer.Option(..., "--base", help="vLLM tree or spec of the base side (vllm==0.33.0)."),
+    head: str = typer.Option(..., "--head", help="vLLM tree or spec of the head side."),
+    ascend_root: Optional[str] = typer.Option(None, "--ascend-root", help="vllm-ascend tree for both sides."),
+    base_ascend: Optional[str] = typer.Option(None, "--base-ascend", help="vllm-ascend tree of the base side."),
+    head_ascend: Optional[str] = typer.Option(None, "--head-ascend", help="vllm-ascend tree of the head side."),
+    backend: Optional[Backend] = typer.Option(None, "--backend"),
+    fmt: str = typer.Option("md", "--format"),
+    output: Optional[str] = typer.Option(None, "-o", "--output"),
+    fail_on: str = typer.Option("any", "--fail-on"),
+) -> None:
+    """Analyze MODEL on two trees and diff the reports in one command."""
+    import tempfile
+
+    from .diff import diff_paths, exit_code, to_json, to_markdown
+    from .pipeline import analyze, render, write_text
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
+            paths = []
+            for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
+                a = analyze(model, root, asc, backend.value if backend else None)
+                path = Path(tmp) / side / f"{a.location.architecture}.json"
+                write_text(render(a, "json"), str(path))
+                paths.append(path)
+            diffs = diff_paths(str(paths[0]), str(paths[1]))
+        code = exit_code(diffs, fail_on)
+        if fmt not in ("md", "json"):
+            raise UserError(f"unknown --format {fmt}: use md or json")
+        write_text(to_markdown(diffs, base, head) if fmt == "md" else to_json(diffs, base, head), output)
+    except UserError as exc:
+        _fail(exc)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     debug = "--debug" in sys.argv
     if debug:

@@ -1,0 +1,167 @@
+"""`fusion-analyze all`: every architecture of the registry, one report each, isolated worker processes.
+
+Each worker keeps one Session (so files shared by many models are parsed once per worker) and writes its
+reports itself; the parent only schedules, enforces the per-model time limit and records crashes. A model
+that raises, times out or kills its worker is recorded in index.md and the run goes on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UserError
+
+STATUS_COLUMNS = ["open", "fused_by_ascend_graph_pass", "fused_by_ascend_kernel", "fused_in_model", "inactive"]
+
+
+@dataclass
+class BatchJob:
+    vllm_root: str | None
+    ascend_root: str | None
+    backend: str | None
+    out_dir: str
+    patterns: str | None = None
+    config: str | None = None
+    tp: int | None = None
+    lang: str = "zh"
+
+
+def select(architectures: list[str], only: list[str] | None) -> list[str]:
+    if not only:
+        return sorted(architectures)
+    wanted = [w.strip() for item in only for w in item.split(",") if w.strip()]
+    out = sorted({a for a in architectures if any(fnmatch.fnmatchcase(a, w) for w in wanted)})
+    if not out:
+        raise UserError(f"--only {','.join(wanted)}: matches no architecture of the registry; see `fusion-analyze list-models`")
+    return out
+
+
+def _worker(job: BatchJob, conn) -> None:
+    from .pipeline import Options, analyze_in, render, write_text
+    from .session import Session
+
+    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns)
+    options = Options(config=job.config, tp=job.tp)
+    while True:
+        arch = conn.recv()
+        if arch is None:
+            return
+        try:
+            a = analyze_in(session, arch, options)
+            write_text(render(a, "md", lang=job.lang), os.path.join(job.out_dir, f"{arch}.md"))
+            write_text(render(a, "json"), os.path.join(job.out_dir, f"{arch}.json"))
+            counts = {s: 0 for s in STATUS_COLUMNS}
+            for o in a.opportunities:
+                counts[o.status] += 1
+            opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
+            opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
+            conn.send({"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
+                       "top_open": opens[0].id if opens else None})
+        except UserError as exc:
+            conn.send({"architecture": arch, "ok": False, "error": exc.message})
+        except Exception as exc:  # an internal error of this model only: recorded, the batch goes on
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            conn.send({"architecture": arch, "ok": False,
+                       "error": f"internal error: {exc.__class__.__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"})
+
+
+class _Slot:
+    def __init__(self, ctx, job: BatchJob):
+        self.parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(job, child), daemon=True)
+        self.proc.start()
+        self.task: str | None = None
+        self.started = 0.0
+
+    def give(self, arch: str) -> None:
+        self.task, self.started = arch, time.monotonic()
+        self.parent.send(arch)
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.parent.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout: float = 300.0,
+              progress=None) -> list[dict]:
+    """Analyze each architecture; returns one result per architecture, in the given order."""
+    Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    pending = list(architectures)
+    results: dict[str, dict] = {}
+    slots = [_Slot(ctx, job) for _ in range(max(1, min(workers, len(pending))))]
+    try:
+        while pending or any(s.task for s in slots):
+            for i, s in enumerate(slots):
+                if s.task is None and pending:
+                    s.give(pending.pop(0))
+            busy = [s for s in slots if s.task]
+            ready = mp.connection.wait([s.parent for s in busy] + [s.proc.sentinel for s in busy], timeout=0.5)
+            for i, s in enumerate(slots):
+                if s.task is None:
+                    continue
+                arch = s.task
+                got = None
+                if s.parent in ready or s.proc.sentinel in ready:
+                    try:
+                        got = s.parent.recv() if s.parent.poll() else None
+                    except (EOFError, OSError):
+                        got = None
+                if got is not None:
+                    results[arch] = got
+                    s.task = None
+                elif not s.proc.is_alive() or s.proc.sentinel in ready:
+                    s.proc.join(5)
+                    code = s.proc.exitcode
+                    results[arch] = {"architecture": arch, "ok": False, "error": f"worker died (exit code {code})"}
+                    slots[i] = _Slot(ctx, job)
+                elif time.monotonic() - s.started > timeout:
+                    s.proc.kill()
+                    s.proc.join()
+                    results[arch] = {"architecture": arch, "ok": False, "error": f"timed out after {timeout:.0f} s"}
+                    slots[i] = _Slot(ctx, job)
+                else:
+                    continue
+                if progress is not None:
+                    progress(arch, results[arch])
+    finally:
+        for s in slots:
+            s.stop()
+    out = [results[a] for a in architectures]
+    _write_index(job.out_dir, out)
+    return out
+
+
+def _write_index(out_dir: str, results: list[dict]) -> None:
+    from .pipeline import write_text
+
+    lines = ["## fusion-analyze: all architectures", "",
+             f"{sum(r['ok'] for r in results)} analyzed, {sum(not r['ok'] for r in results)} failed.", "",
+             "| architecture | file | " + " | ".join(STATUS_COLUMNS) + " | top open opportunity |",
+             "|---|---|" + "---|" * len(STATUS_COLUMNS) + "---|"]
+    for r in results:
+        if r["ok"]:
+            counts = " | ".join(str(r["counts"][s]) for s in STATUS_COLUMNS)
+            top = f"`{r['top_open']}`" if r["top_open"] else "-"
+            lines.append(f"| [{r['architecture']}]({r['architecture']}.md) | `{r['file']}` | {counts} | {top} |")
+        else:
+            cells = " | ".join("-" for _ in STATUS_COLUMNS)
+            err = r["error"].replace("|", "\\|")
+            lines.append(f"| {r['architecture']} | **failed**: {err} | {cells} | - |")
+    write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
+    write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))

@@ -1,0 +1,116 @@
+"""`all` (batch isolation, index, determinism across worker counts) and `diff` (moved / removed / regression)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from fusion_analyze.batch import BatchJob, run_batch
+from fusion_analyze.diff import diff_paths, to_markdown
+from fusion_analyze.walk.walker import Walker
+
+from .conftest import MINI, validate_report
+
+QWENS = ["Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"]
+
+
+def test_all_writes_reports_and_index_and_records_failures(run, tmp_path):
+    out = tmp_path / "out"
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out), "--only", "Qwen3*,Broken*")
+    assert r.exit_code == 1  # BrokenForCausalLM cannot be read: recorded, the others still analyzed
+    index = (out / "index.md").read_text(encoding="utf-8")
+    assert "| [Qwen3ForCausalLM](Qwen3ForCausalLM.md) | `vllm/model_executor/models/qwen3.py` |" in index
+    assert "| BrokenForCausalLM | **failed**:" in index
+    for arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
+        validate_report(json.loads((out / f"{arch}.json").read_text(encoding="utf-8")))
+        assert (out / f"{arch}.md").read_text(encoding="utf-8").startswith("## 模型算子分析报告")
+    r = run("all", "--vllm-root", str(MINI), "-o", str(out), "--only", "Nope*")
+    assert r.exit_code == 2 and "matches no architecture" in r.output
+
+
+def _job(tmp_path, name):
+    return BatchJob(str(MINI), str(MINI), None, str(tmp_path / name))
+
+
+def test_a_crashing_or_dying_or_hanging_model_does_not_stop_the_batch(tmp_path, monkeypatch):
+    real = Walker.walk_model
+
+    def flaky(self, model_cls):
+        if model_cls.name == "Qwen2ForCausalLM":
+            raise RuntimeError("walker bug")
+        if model_cls.name == "Qwen3MoeForCausalLM":
+            os._exit(9)  # a worker killed mid-model (segfault, OOM killer)
+        if model_cls.name == "Qwen3ForCausalLM":
+            time.sleep(60)
+        return real(self, model_cls)
+
+    monkeypatch.setattr(Walker, "walk_model", flaky)  # inherited by the forked workers
+    results = run_batch(_job(tmp_path, "out"), QWENS + ["DeepseekV3ForCausalLM"], workers=2, timeout=5)
+    by = {r["architecture"]: r for r in results}
+    assert "internal error: RuntimeError: walker bug" in by["Qwen2ForCausalLM"]["error"]
+    assert "worker died (exit code 9)" in by["Qwen3MoeForCausalLM"]["error"]
+    assert "timed out after 5 s" in by["Qwen3ForCausalLM"]["error"]
+    assert by["DeepseekV3ForCausalLM"]["ok"]
+    assert "walker bug" in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
+
+
+def test_reports_are_byte_identical_across_worker_counts_and_runs(tmp_path):
+    run_batch(_job(tmp_path, "one"), QWENS, workers=1)
+    run_batch(_job(tmp_path, "two"), QWENS, workers=2)
+    run_batch(_job(tmp_path, "again"), QWENS, workers=2)
+    names = sorted(os.listdir(tmp_path / "one"))
+    assert names == sorted(os.listdir(tmp_path / "two")) and len(names) == 2 * len(QWENS) + 2
+    for n in names:
+        a = (tmp_path / "one" / n).read_bytes()
+        assert a == (tmp_path / "two" / n).read_bytes() == (tmp_path / "again" / n).read_bytes(), n
+    assert b"/tmp/" not in (tmp_path / "one" / "Qwen3ForCausalLM.json").read_bytes()
+
+
+@pytest.fixture
+def two_versions(tmp_path, run, mini):
+    """v1 = the mini tree; v2 = a line inserted (moves ops), o_proj dropped, the Ascend pass pattern broken."""
+    import shutil
+
+    v1 = tmp_path / "v1"
+    shutil.copytree(MINI, v1)
+    q = mini / "vllm/model_executor/models/qwen3.py"
+    text = q.read_text(encoding="utf-8").replace("    def forward(self, positions, hidden_states):\n",
+                                                 "    # a comment that moves every line below\n    def forward(self, positions, hidden_states):\n", 1)
+    text = text.replace("        output, _ = self.o_proj(attn_output)\n        return output\n", "        return attn_output\n")
+    q.write_text(text, encoding="utf-8")
+    p = mini / "vllm_ascend/compilation/passes/qknorm_rope_fusion_pass.py"
+    p.write_text(p.read_text().replace("torch.ops.vllm.npu_rotary_embedding(", "torch.ops.npu.npu_apply_rotary_pos_emb("))
+    out = {}
+    for name, root in (("old", v1), ("new", mini)):
+        path = tmp_path / f"{name}.json"
+        r = run("qwen3", "--vllm-root", str(root), "--ascend-root", str(root), "--format", "json", "-o", str(path))
+        assert r.exit_code == 0, r.output
+        out[name] = path
+    return out
+
+
+def test_diff_moved_removed_and_status_regression(run, two_versions, tmp_path):
+    old, new = str(two_versions["old"]), str(two_versions["new"])
+    r = run("diff", old, new)
+    assert r.exit_code == 1
+    md = r.output
+    assert "ops removed (1):\n- `model.layers.self_attn.o_proj:o_proj` matmul" in md
+    assert "ops moved" in md and "`model.layers.self_attn.qkv_proj:qkv_proj` vllm/model_executor/models/qwen3.py:32 → vllm/model_executor/models/qwen3.py:33" in md
+    assert "### ⚠ Status regressions" in md and "`qknorm_rope@Qwen3Attention.forward`: fused_by_ascend_graph_pass → open" in md
+    assert run("diff", old, new, "--fail-on", "regression").exit_code == 1
+    assert run("diff", old, new, "--fail-on", "none").exit_code == 0
+    assert run("diff", old, old).exit_code == 0
+    js = run("diff", old, new, "--format", "json")
+    doc = json.loads(js.output)
+    assert doc["models"][0]["regressions"][0]["id"] == "qknorm_rope@Qwen3Attention.forward"
+    r = run("diff", old, str(tmp_path / "missing.json"))
+    assert r.exit_code == 2 and "no such report" in r.output
+
+
+def test_diff_markdown_is_truncated_for_pr_comments(two_versions):
+    diffs = diff_paths(str(two_versions["old"]), str(two_versions["new"]))
+    text = to_markdown(diffs, "a", "b", limit=600)
+    assert len(text) <= 600 and "truncated" in text
