@@ -244,18 +244,25 @@ def diff_cmd(
     fail_on: str = typer.Option("any", "--fail-on", help="Which changes exit 1: any, regression, status, opportunities, ops, none."),
 ) -> None:
     """Ops added/removed/moved and opportunities added/removed/changed between two reports. Exit 0: no change."""
-    from .diff import diff_paths, exit_code, to_json, to_markdown
-    from .pipeline import write_text
+    from .diff import diff_paths
 
     try:
         diffs = diff_paths(old, new)
-        code = exit_code(diffs, fail_on)
-        if fmt not in ("md", "json"):
-            raise UserError(f"unknown --format {fmt}: use md or json")
-        write_text(to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new), output)
+        code = _write_diff(diffs, old, new, fmt, output, fail_on)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
+
+
+def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str) -> int:
+    from .diff import exit_code, to_json, to_markdown
+    from .pipeline import write_text
+
+    code = exit_code(diffs, fail_on)
+    if fmt not in ("md", "json"):
+        raise UserError(f"unknown --format {fmt}: use md or json")
+    write_text(to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new), output)
+    return code
 
 
 @app.command("compare")
@@ -274,7 +281,7 @@ def compare_cmd(
     """Analyze MODEL on two trees and diff the reports in one command."""
     import tempfile
 
-    from .diff import diff_paths, exit_code, to_json, to_markdown
+    from .diff import diff_paths
     from .pipeline import analyze, render, write_text
 
     try:
@@ -286,10 +293,7 @@ def compare_cmd(
                 write_text(render(a, "json"), str(path))
                 paths.append(path)
             diffs = diff_paths(str(paths[0]), str(paths[1]))
-        code = exit_code(diffs, fail_on)
-        if fmt not in ("md", "json"):
-            raise UserError(f"unknown --format {fmt}: use md or json")
-        write_text(to_markdown(diffs, base, head) if fmt == "md" else to_json(diffs, base, head), output)
+        code = _write_diff(diffs, base, head, fmt, output, fail_on)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
