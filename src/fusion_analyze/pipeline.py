@@ -49,9 +49,13 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     if options.tp is not None and options.tp < 1:
         raise UserError(f"--tp {options.tp}: the tensor-parallel size is a positive integer")
     device = device_profile(options.device, options.device_profile)
-    query_config = model if model.endswith(".json") else None
-    shapes = load_shapes(options.config, query_config)
     loc = session.resolver.resolve(model)
+    shapes = load_shapes(options.config)
+    if options.config is None and model.endswith(".json"):
+        try:  # the model was named by its config.json: its dimensions serve the estimate too
+            shapes = load_shapes(model)
+        except UserError:
+            pass
     walker = Walker(session.index, session.resolver.patches)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()
@@ -146,5 +150,15 @@ def write_text(text: str, output: str | None) -> None:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)  # a Ctrl-C never leaves a half-written report
     except OSError as exc:
-        tmp.unlink(missing_ok=True) if tmp.exists() else None
+        _discard(tmp)
         raise UserError(f"cannot write {output}: {exc.strerror or exc}; choose a writable -o path")
+    except BaseException:  # Ctrl-C while writing: no partial report is left behind
+        _discard(tmp)
+        raise
+
+
+def _discard(path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,20 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..sources.trees import SourceTree
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not model code
+# CPython refuses more than 200 nested brackets; libcst's native parser crashes (segfault) far deeper,
+# so a file nested beyond what Python accepts is reported instead of parsed.
+MAX_NESTING = 250
+_BRACKETS = re.compile(rb"[()\[\]{}]")
+
+
+def _check_nesting(source: bytes) -> None:
+    if source.count(b"(") + source.count(b"[") + source.count(b"{") < MAX_NESTING:
+        return
+    depth = 0
+    for m in _BRACKETS.finditer(source):
+        depth += 1 if m.group() in (b"(", b"[", b"{") else -1
+        if depth > MAX_NESTING:
+            raise RecursionError(f"brackets nested deeper than {MAX_NESTING} levels (Python allows 200)")
 
 
 @dataclass
@@ -100,8 +115,9 @@ class ModuleIndex:
         base = tree.root.joinpath(*module.split("."))
         if (base / "__init__.py").is_file():
             return base / "__init__.py", True
-        if base.with_suffix(".py").is_file():
-            return base.with_suffix(".py"), False
+        py = base.with_suffix(".py")
+        if py.is_file() or py.is_symlink():  # a broken or looping link is reported when parsed
+            return py, False
         if base.is_dir():  # namespace package
             return base, True
         return None
@@ -135,7 +151,7 @@ class ModuleIndex:
 
     def _parse(self, module: str, path: Path, is_pkg: bool) -> ModuleInfo | None:
         tree = self.tree_for(module)
-        rel = tree.rel(path) if path.is_file() else tree.rel(path) + "/"
+        rel = tree.rel(path) if path.is_file() or path.is_symlink() else tree.rel(path) + "/"
         if path.is_dir():
             return ModuleInfo(module, path, rel, True, cst.Module(body=[]), {})
         try:
@@ -145,6 +161,7 @@ class ModuleIndex:
             if size > MAX_FILE_BYTES:
                 raise ValueError(f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
             source = path.read_bytes()
+            _check_nesting(source)
             mod = cst.parse_module(source)
         except cst.ParserSyntaxError as exc:
             self.errors[rel] = FileError(rel, f"syntax error at line {exc.raw_line}: {exc.message}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,11 @@ class SourceTree:
             return path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return path.name
+        except (RuntimeError, OSError):  # a symlink loop: name the link itself
+            try:
+                return Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(self.root))).as_posix()
+            except ValueError:
+                return path.name
 
     def describe(self) -> dict:
         return {"version": self.version}
