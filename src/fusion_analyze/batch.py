@@ -32,6 +32,7 @@ class BatchJob:
     config: str | None = None
     tp: int | None = None
     lang: str = "zh"
+    cache: bool = True
 
 
 def select(architectures: list[str], only: list[str] | None) -> list[str]:
@@ -48,7 +49,7 @@ def _worker(job: BatchJob, conn) -> None:
     from .pipeline import Options, analyze_in, render, write_text
     from .session import Session
 
-    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns)
+    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache)
     options = Options(config=job.config, tp=job.tp)
     while True:
         arch = conn.recv()

@@ -157,6 +157,7 @@ def analyze_cmd(
     lang: str = typer.Option("zh", "--lang", help="Report language: zh (default) or en."),
     template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
     stubs: Optional[str] = typer.Option(None, "--stubs", help="Also write FILE.py: every open opportunity's stub and PyTorch reference."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Parse every file again (do not read or write the parse cache)."),
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
     from .pipeline import Options, analyze, write_output, write_stubs
@@ -165,7 +166,7 @@ def analyze_cmd(
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
-                         Options(config=config, tp=tp, device=device, device_profile=device_profile))
+                         Options(config=config, tp=tp, device=device, device_profile=device_profile), cache=not no_cache)
         fmt = fmt or "md"
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
@@ -195,6 +196,7 @@ def all_cmd(
     config: Optional[str] = typer.Option(None, "--config"),
     tp: Optional[int] = typer.Option(None, "--tp"),
     lang: str = typer.Option("zh", "--lang"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the parse cache."),
 ) -> None:
     """Analyze every architecture of the registry: one report per architecture plus index.md."""
     from .batch import BatchJob, run_batch, select
@@ -202,7 +204,7 @@ def all_cmd(
     from .session import Session
 
     try:
-        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns)
+        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=False)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
         archs = [e.architecture for e in session.resolver.entries if tables == "all" or e.table == TEXT_TABLE]
@@ -211,7 +213,8 @@ def all_cmd(
         if out.exists() and not out.is_dir():
             raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
         job = BatchJob(vllm_root=str(session.vllm.root), ascend_root=str(session.ascend.root) if session.ascend else None,
-                       backend=session.backend, out_dir=str(out), patterns=patterns, config=config, tp=tp, lang=lang)
+                       backend=session.backend, out_dir=str(out), patterns=patterns, config=config, tp=tp, lang=lang,
+                       cache=not no_cache)
     except UserError as exc:
         _fail(exc)
     progress = None

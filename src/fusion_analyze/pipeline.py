@@ -35,8 +35,9 @@ class Options:
     device_profile: str | None = None
 
 
-def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None) -> Analysis:
-    session = Session.open(vllm_root, ascend_root, backend, patterns_dir)
+def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
+            cache: bool = True) -> Analysis:
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache)
     return analyze_in(session, model, options)
 
 
@@ -61,7 +62,10 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     ascend, cuda = session.passes()
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
-    return Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp)
+    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp)
+    to_json(a)  # computes every line number the report needs, so they are cached with the trees
+    session.index.save_positions()
+    return a
 
 
 def to_json(a: Analysis) -> dict:

@@ -30,12 +30,14 @@ class Session:
 
     @classmethod
     def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None,
-             patterns_dir: str | None = None) -> "Session":
+             patterns_dir: str | None = None, cache: bool = True) -> "Session":
         vllm = open_tree(vllm_root, "vllm", required=True)
         ascend = open_tree(ascend_root, "vllm_ascend", required=False)
         if backend is None:
             backend = "ascend" if ascend is not None else "cuda"
-        index = ModuleIndex([vllm, ascend], backend=backend)
+        from .index.parse_cache import default_cache
+
+        index = ModuleIndex([vllm, ascend], backend=backend, cache=default_cache() if cache else None)
         from .match.patterns import load_patterns
 
         return cls(vllm, ascend, backend, index, Resolver(index), load_patterns(patterns_dir))

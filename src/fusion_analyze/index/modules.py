@@ -69,6 +69,8 @@ class ModuleInfo:
     is_package: bool
     tree: cst.Module
     positions: object = None
+    cache_key: str | None = None
+    cached_positions: bool = False
     imports: dict[str, list[ImportBinding]] = field(default_factory=dict)
     defs: dict[str, list[Definition]] = field(default_factory=dict)
     star_imports: list[str] = field(default_factory=list)
@@ -98,9 +100,11 @@ class FileError:
 class ModuleIndex:
     """Module name -> parsed module, for the vllm and vllm_ascend trees of one run."""
 
-    def __init__(self, trees: list[SourceTree], backend: str = "ascend"):
+    def __init__(self, trees: list[SourceTree], backend: str = "ascend", cache=None):
         self.trees = {t.package: t for t in trees if t is not None}
         self.backend = backend
+        self.cache = cache  # a ParseCache, or None (--no-cache)
+        self.parse_count = 0
         self._modules: dict[str, ModuleInfo | None] = {}
         self.errors: dict[str, FileError] = {}
 
@@ -161,17 +165,37 @@ class ModuleIndex:
             if size > MAX_FILE_BYTES:
                 raise ValueError(f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
             source = path.read_bytes()
-            _check_nesting(source)
-            mod = cst.parse_module(source)
+            key = hit = None
+            if self.cache is not None:
+                key = self.cache.key(source)
+                hit = self.cache.load(key)
+            if hit is not None:
+                mod, positions = hit
+            else:
+                _check_nesting(source)
+                mod = cst.parse_module(source)
+                positions = None
+                self.parse_count += 1
+                if self.cache is not None:
+                    self.cache.store(key, mod)
         except cst.ParserSyntaxError as exc:
             self.errors[rel] = FileError(rel, f"syntax error at line {exc.raw_line}: {exc.message}")
             return None
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
             self.errors[rel] = FileError(rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
             return None
-        info = ModuleInfo(module, path, rel, is_pkg, mod)
+        info = ModuleInfo(module, path, rel, is_pkg, mod, positions, key, positions is not None)
         _collect(info, mod.body, None)
         return info
+
+    def save_positions(self) -> None:
+        """Write back the line tables this run computed, so the next run needs neither parse nor positions."""
+        if self.cache is None:
+            return
+        for info in self._modules.values():
+            if info is not None and info.cache_key and info.positions is not None and not info.cached_positions:
+                self.cache.store(info.cache_key, info.tree, info.positions)
+                info.cached_positions = True
 
     # -- names -------------------------------------------------------------------------------
     def choose(self, items: list, backend: str | None = None):

@@ -1,0 +1,75 @@
+"""On-disk cache of parsed files, keyed by the file's content hash and the tool and libcst versions.
+
+An entry is the pickled libcst tree (and, once a run asked for line numbers, its positions), so a second run
+over the same tree parses nothing. Entries are written to a temporary name and renamed into place, so two
+runs sharing the cache never read a half-written entry; an unreadable entry is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+import libcst
+
+from .. import __version__
+
+_LIBCST = getattr(libcst, "__version__", "?")
+
+
+class ParseCache:
+    def __init__(self, root: Path):
+        self.root = root / f"{__version__}-libcst{_LIBCST}-py{sys.version_info[0]}{sys.version_info[1]}"
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(source: bytes) -> str:
+        return hashlib.sha256(source).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.pkl"
+
+    def load(self, key: str):
+        """(tree, positions or None), or None on a miss."""
+        try:
+            with open(self._path(key), "rb") as f:
+                tree, positions = pickle.load(f)
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except Exception:  # a truncated or foreign entry: parse again and overwrite it
+            self.misses += 1
+            return None
+        self.hits += 1
+        return tree, positions
+
+    def store(self, key: str, tree, positions=None) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump((tree, dict(positions) if positions is not None else None), f,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except Exception:  # a cache that cannot be written only costs time
+            try:
+                os.unlink(tmp)  # type: ignore[possibly-undefined]
+            except (OSError, NameError):
+                pass
+
+
+def default_cache() -> ParseCache | None:
+    if os.environ.get("FUSION_ANALYZE_NO_CACHE"):
+        return None
+    env = os.environ.get("FUSION_ANALYZE_PARSE_CACHE")
+    if env:
+        return ParseCache(Path(env).expanduser())
+    from ..sources.fetch import cache_dir
+
+    return ParseCache(cache_dir() / "parse")

@@ -1,0 +1,43 @@
+"""The parse cache: a second run parses nothing and gives byte-identical reports; --no-cache bypasses it;
+a damaged entry is parsed again."""
+
+from __future__ import annotations
+
+from fusion_analyze.pipeline import analyze, render
+
+from .conftest import MINI
+
+
+def _run(cache=True):
+    a = analyze("qwen3", str(MINI), str(MINI), None, cache=cache)
+    return a.session.index, render(a, "json") + render(a, "md")
+
+
+def test_warm_run_parses_nothing_and_is_identical(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
+    cold_index, cold = _run()
+    assert cold_index.parse_count > 10 and cold_index.cache.hits == 0
+    warm_index, warm = _run()
+    assert warm_index.parse_count == 0 and warm_index.cache.hits == cold_index.parse_count
+    assert warm == cold
+    # positions were saved with the trees: the warm run computed none itself
+    assert all(m.cached_positions for m in warm_index._modules.values() if m is not None and m.positions is not None)
+
+
+def test_no_cache_and_damaged_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
+    index, text = _run(cache=False)
+    assert index.cache is None and not (tmp_path / "pc").exists()
+    _run()
+    entries = sorted((tmp_path / "pc").rglob("*.pkl"))
+    assert entries
+    for e in entries[:5]:
+        e.write_bytes(b"not a pickle")
+    index, again = _run()
+    assert index.parse_count == 5 and again == text
+
+
+def test_cli_no_cache_flag(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
+    r = run("qwen3", "--vllm-root", str(MINI), "--no-cache", "--format", "json", "-o", str(tmp_path / "r.json"))
+    assert r.exit_code == 0 and not (tmp_path / "pc").exists()
