@@ -1,0 +1,33 @@
+"""Corpus sweep: `all` over whole releases must end with zero internal errors (0.30.0 is swept in-process by
+tests/test_real_walk.py::test_sweep_text_generation_architectures)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from fusion_analyze.batch import BatchJob, run_batch
+from fusion_analyze.locate.registry import TEXT_TABLE
+from fusion_analyze.session import Session
+
+from .conftest import real_tree
+
+INTERNAL = ("internal error", "worker died", "timed out")
+
+
+@pytest.mark.parametrize("vllm,ascend", [("vllm==0.13.0", "vllm-ascend==0.13.0"), ("vllm==0.34.0", None)])
+def test_all_on_a_release_has_no_internal_error(tmp_path, vllm, ascend):
+    vroot = str(real_tree(vllm))
+    aroot = str(real_tree(ascend)) if ascend else None
+    s = Session.open(vroot, aroot, cache=False)
+    archs = sorted({e.architecture for e in s.resolver.entries if e.table == TEXT_TABLE})
+    results = run_batch(BatchJob(vroot, aroot, None, str(tmp_path / "out")), archs, workers=2, timeout=600)
+    bad = [r for r in results if not r["ok"] and r["error"].startswith(INTERNAL)]
+    refused = [r for r in results if not r["ok"] and not r["error"].startswith(INTERNAL)]
+    print(f"\ncorpus {vllm}{' + ' + ascend if ascend else ''}: {len(results) - len(bad) - len(refused)}/{len(results)} "
+          f"architectures analyzed, {len(refused)} refused with a clear error, {len(bad)} internal errors", file=sys.stderr)
+    for r in refused:
+        print(f"  refused {r['architecture']}: {r['error']}", file=sys.stderr)
+    assert not bad, bad
+    assert len(results) >= 50
