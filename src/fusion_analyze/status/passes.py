@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
-from ..walk.taxonomy import tensor_method_kind
 from .kernel_table import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
@@ -127,12 +126,8 @@ def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[
                 if c:
                     calls.append(d)
                     prims.update(c)
-            if isinstance(func, cst.Attribute):
-                m = func.attr.value
-                if m in _METHOD_PRIMS:
-                    prims.add(_METHOD_PRIMS[m])
-                elif index.dotted(info, func) is None and tensor_method_kind(m) is None and m.startswith("npu_"):
-                    pass
+            if isinstance(func, cst.Attribute) and func.attr.value in _METHOD_PRIMS:
+                prims.add(_METHOD_PRIMS[func.attr.value])
 
     fn.visit(V())
     return calls, prims
@@ -183,9 +178,6 @@ def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
                     text = " ".join(info.code(n.test).split())
                     if len(text) < 120 and text not in out:
                         out.append(f"guard in __init__: `{text}`")
-
-                def visit_For(self, n: cst.For) -> None:
-                    pass
 
             stmt.visit(V())
     return out
