@@ -20,8 +20,10 @@ def test_warm_run_parses_nothing_and_is_identical(tmp_path, monkeypatch):
     warm_index, warm = _run()
     assert warm_index.parse_count == 0 and warm_index.cache.hits == cold_index.parse_count
     assert warm == cold
-    # positions were saved with the trees: the warm run computed none itself
-    assert all(m.cached_positions for m in warm_index._modules.values() if m is not None and m.positions is not None)
+    # line tables were saved with the trees: the warm run computed no line itself
+    modules = [m for m in warm_index._modules.values() if m is not None and m.lines is not None]
+    assert modules and sum(m.lines.misses for m in modules) == 0
+    assert sum(m.lines.misses for m in cold_index._modules.values() if m is not None and m.lines is not None) > 0
 
 
 def test_no_cache_and_damaged_entries(tmp_path, monkeypatch):

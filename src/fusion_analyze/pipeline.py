@@ -64,7 +64,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp)
     to_json(a)  # computes every line number the report needs, so they are cached with the trees
-    session.index.save_positions()
+    session.index.save_lines()
     return a
 
 

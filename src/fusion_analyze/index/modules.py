@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..sources.trees import SourceTree
+from .lines import LineTable
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not model code
 # CPython refuses more than 200 nested brackets; libcst's native parser crashes (segfault) far deeper,
@@ -68,21 +68,17 @@ class ModuleInfo:
     rel: str  # path relative to its tree root: vllm/model_executor/models/qwen3.py
     is_package: bool
     tree: cst.Module
-    positions: object = None
+    lines: LineTable | None = None
     cache_key: str | None = None
-    cached_positions: bool = False
     imports: dict[str, list[ImportBinding]] = field(default_factory=dict)
     defs: dict[str, list[Definition]] = field(default_factory=dict)
     star_imports: list[str] = field(default_factory=list)
 
-    def line_of(self, node: cst.CSTNode) -> int:
-        # Positions cost a full pass over the tree: computed only for modules whose lines are asked for.
-        if self.positions is None:
-            self.positions = MetadataWrapper(self.tree, unsafe_skip_copy=True).resolve(PositionProvider)
-        try:
-            return self.positions[node].start.line
-        except KeyError:
-            return 0
+    def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
+        """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
+        if self.lines is None:
+            self.lines = LineTable(self.tree, None)
+        return self.lines.line(node, scope)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.tree.code_for_node(node)
@@ -107,6 +103,7 @@ class ModuleIndex:
         self.parse_count = 0
         self._modules: dict[str, ModuleInfo | None] = {}
         self.errors: dict[str, FileError] = {}
+        self.memo: dict = {}  # (what, module) -> a table read from that module in one visit
 
     # -- files -------------------------------------------------------------------------------
     def tree_for(self, module: str) -> SourceTree | None:
@@ -157,7 +154,7 @@ class ModuleIndex:
         tree = self.tree_for(module)
         rel = tree.rel(path) if path.is_file() or path.is_symlink() else tree.rel(path) + "/"
         if path.is_dir():
-            return ModuleInfo(module, path, rel, True, cst.Module(body=[]), {})
+            return ModuleInfo(module, path, rel, True, cst.Module(body=[]))
         try:
             if path.is_symlink() and not path.exists():
                 raise OSError("broken symlink")
@@ -170,11 +167,11 @@ class ModuleIndex:
                 key = self.cache.key(source)
                 hit = self.cache.load(key)
             if hit is not None:
-                mod, positions = hit
+                mod, lines = hit
             else:
                 _check_nesting(source)
                 mod = cst.parse_module(source)
-                positions = None
+                lines = None
                 self.parse_count += 1
                 if self.cache is not None:
                     self.cache.store(key, mod)
@@ -184,18 +181,18 @@ class ModuleIndex:
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
             self.errors[rel] = FileError(rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
             return None
-        info = ModuleInfo(module, path, rel, is_pkg, mod, positions, key, positions is not None)
+        info = ModuleInfo(module, path, rel, is_pkg, mod, LineTable(mod, source, lines), key)
         _collect(info, mod.body, None)
         return info
 
-    def save_positions(self) -> None:
-        """Write back the line tables this run computed, so the next run needs neither parse nor positions."""
+    def save_lines(self) -> None:
+        """Write back the line tables this run added to, so the next run needs neither parse nor lines."""
         if self.cache is None:
             return
         for info in self._modules.values():
-            if info is not None and info.cache_key and info.positions is not None and not info.cached_positions:
-                self.cache.store(info.cache_key, info.tree, info.positions)
-                info.cached_positions = True
+            if info is not None and info.cache_key and info.lines is not None and info.lines.computed:
+                self.cache.store(info.cache_key, info.tree, info.lines.lines)
+                info.lines.computed = False
 
     # -- names -------------------------------------------------------------------------------
     def choose(self, items: list, backend: str | None = None):

@@ -1,6 +1,6 @@
 """On-disk cache of parsed files, keyed by the file's content hash and the tool and libcst versions.
 
-An entry is the pickled libcst tree (and, once a run asked for line numbers, its positions), so a second run
+An entry is the pickled libcst tree (and, once a run asked for line numbers, its line table), so a second run
 over the same tree parses nothing. Entries are written to a temporary name and renamed into place, so two
 runs sharing the cache never read a half-written entry; an unreadable entry is ignored and rewritten.
 """
@@ -19,11 +19,12 @@ import libcst
 from .. import __version__
 
 _LIBCST = getattr(libcst, "__version__", "?")
+_FORMAT = 2  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange})
 
 
 class ParseCache:
     def __init__(self, root: Path):
-        self.root = root / f"{__version__}-libcst{_LIBCST}-py{sys.version_info[0]}{sys.version_info[1]}"
+        self.root = root / f"f{_FORMAT}-{__version__}-libcst{_LIBCST}-py{sys.version_info[0]}{sys.version_info[1]}"
         self.hits = 0
         self.misses = 0
 
@@ -35,10 +36,10 @@ class ParseCache:
         return self.root / key[:2] / f"{key}.pkl"
 
     def load(self, key: str):
-        """(tree, positions or None), or None on a miss."""
+        """(tree, {node: line} or None), or None on a miss."""
         try:
             with open(self._path(key), "rb") as f:
-                tree, positions = pickle.load(f)
+                tree, lines = pickle.load(f)
         except FileNotFoundError:
             self.misses += 1
             return None
@@ -46,15 +47,15 @@ class ParseCache:
             self.misses += 1
             return None
         self.hits += 1
-        return tree, positions
+        return tree, lines
 
-    def store(self, key: str, tree, positions=None) -> None:
+    def store(self, key: str, tree, lines=None) -> None:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
-                pickle.dump((tree, dict(positions) if positions is not None else None), f,
+                pickle.dump((tree, dict(lines) if lines is not None else None), f,
                             protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, path)
         except Exception:  # a cache that cannot be written only costs time

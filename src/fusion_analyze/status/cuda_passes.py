@@ -21,40 +21,50 @@ LEVEL_TABLES = ["vllm.config.vllm"]
 DEFAULT_LEVEL = "O2"
 
 
+def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
+    """flag -> its `"flag": value` element in the default level's table, read in one visit per module."""
+    key = ("level_table", info.name)
+    if key in index.memo:
+        return index.memo[key]
+    table: dict[str, cst.DictElement] = {}
+
+    def in_level(node: cst.CSTNode) -> None:
+        class V(cst.CSTVisitor):
+            def visit_DictElement(self, n: cst.DictElement) -> None:
+                if isinstance(n.key, cst.SimpleString) and isinstance(n.key.evaluated_value, str):
+                    table.setdefault(n.key.evaluated_value, n)
+
+        node.visit(V())
+
+    class Levels(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> bool:
+            names = [t.target.value for t in n.targets if isinstance(t.target, cst.Name)]
+            if any(name.endswith(("_02", "_O2")) for name in names):
+                in_level(n.value)
+                return False
+            return True
+
+        def visit_DictElement(self, n: cst.DictElement) -> bool:
+            if info.code(n.key).strip().endswith(f".{DEFAULT_LEVEL}"):
+                in_level(n.value)
+                return False
+            return True
+
+    info.tree.visit(Levels())
+    index.memo[key] = table
+    return table
+
+
 def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | None] | None:
     """(value text, file, line, what decides it) of `"flag": value` in the default level's table."""
     for modname in LEVEL_TABLES:
         info = index.get(modname)
         if info is None:
             continue
-        found: list = []
-
-        def in_level(node: cst.CSTNode) -> None:
-            class V(cst.CSTVisitor):
-                def visit_DictElement(self, n: cst.DictElement) -> None:
-                    if isinstance(n.key, cst.SimpleString) and n.key.evaluated_value == flag and not found:
-                        found.append(n)
-
-            node.visit(V())
-
-        class Levels(cst.CSTVisitor):
-            def visit_Assign(self, n: cst.Assign) -> bool:
-                names = [t.target.value for t in n.targets if isinstance(t.target, cst.Name)]
-                if any(name.endswith(("_02", "_O2")) for name in names):
-                    in_level(n.value)
-                    return False
-                return True
-
-            def visit_DictElement(self, n: cst.DictElement) -> bool:
-                if info.code(n.key).strip().endswith(f".{DEFAULT_LEVEL}"):
-                    in_level(n.value)
-                    return False
-                return True
-
-        info.tree.visit(Levels())
-        if not found:
+        element = _level_table(index, info).get(flag)
+        if element is None:
             continue
-        value = found[0].value
+        value = element.value
         text = info.code(value).strip()
         decided = None
         if isinstance(value, cst.Name):
@@ -66,7 +76,7 @@ def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | 
                 m = re.search(rf"^{re.escape(value.value)}\s*(?::[^=]+)?=\s*(True|False)\s*$", info.tree.code, re.M)
                 if m:
                     text = f"{m.group(1)} ({value.value})"
-        return text, info.rel, info.line_of(found[0]), decided
+        return text, info.rel, info.line_of(element), decided
     return None
 
 

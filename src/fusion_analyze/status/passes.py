@@ -362,30 +362,42 @@ def _flag_of(cond: str | None) -> str | None:
     return None
 
 
+def _field_defaults(index: ModuleIndex, info) -> dict[str, tuple]:
+    """name -> (node, default expr) of every `name: T = default` and `.get("name", default)`, one visit per module."""
+    key = ("field_defaults", info.name)
+    if key in index.memo:
+        return index.memo[key]
+    table: dict[str, tuple] = {}
+
+    class V(cst.CSTVisitor):
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            t = n.target
+            name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
+            if name is not None and n.value is not None and name not in table:
+                table[name] = (n, n.value)
+
+        def visit_Call(self, n: cst.Call) -> None:
+            if (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
+                    and isinstance(n.args[0].value, cst.SimpleString)):
+                name = n.args[0].value.evaluated_value
+                if isinstance(name, str) and name not in table:
+                    table[name] = (n, n.args[1].value)
+
+    info.tree.visit(V())
+    index.memo[key] = table
+    return table
+
+
 def _default_of(index: ModuleIndex, modules: list[str], flag: str) -> tuple[str, str, int] | None:
     """`flag: bool = True` in a config dataclass, or `.get("flag", True)` / `self.flag = ...`."""
     for modname in modules:
         info = index.get(modname)
         if info is None:
             continue
-        found: list = []
-
-        class V(cst.CSTVisitor):
-            def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-                t = n.target
-                name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
-                if name == flag and n.value is not None and not found:
-                    found.append((info.code(n.value).strip(), info.line_of(n)))
-
-            def visit_Call(self, n: cst.Call) -> None:
-                if (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
-                        and isinstance(n.args[0].value, cst.SimpleString) and n.args[0].value.evaluated_value == flag
-                        and not found):
-                    found.append((info.code(n.args[1].value).strip(), info.line_of(n)))
-
-        info.tree.visit(V())
+        found = _field_defaults(index, info).get(flag)
         if found:
-            return found[0][0], info.rel, found[0][1]
+            node, value = found
+            return info.code(value).strip(), info.rel, info.line_of(node)
     return None
 
 

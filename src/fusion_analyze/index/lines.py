@@ -1,0 +1,201 @@
+"""Start lines of libcst nodes, taken from CPython's `ast` instead of libcst's PositionProvider.
+
+PositionProvider regenerates a whole file's code in Python to learn one line: two to three times the cost of
+parsing it. `ast.parse` runs in C at about a tenth of a libcst parse, and its nodes carry their lines. The two
+trees are paired: statements by walking both statement trees side by side, calls by source order within a
+scope (both trees list the calls of a piece of code in the same order). Whatever cannot be paired falls back
+to PositionProvider, so a line is never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+
+class _Mismatch(Exception):
+    """The two trees disagree: use PositionProvider for this file."""
+
+
+# libcst compound statement -> the ast classes it can stand for
+_COMPOUND = {
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.ClassDef: (ast.ClassDef,),
+    cst.If: (ast.If,),
+    cst.For: (ast.For, ast.AsyncFor),
+    cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith),
+    cst.Try: (ast.Try,),
+    cst.Match: (ast.Match,),
+}
+if hasattr(cst, "TryStar") and hasattr(ast, "TryStar"):
+    _COMPOUND[cst.TryStar] = (ast.TryStar,)
+
+
+class LineTable:
+    def __init__(self, tree: cst.Module, source: bytes | None, lines: dict | None = None):
+        self.tree = tree
+        self.source = source
+        self.lines: dict = lines if lines is not None else {}
+        self._ast_of: dict = {}  # libcst statement -> its ast node
+        self._paired = False
+        self._full = False
+        self._scopes: set = set()
+        self.computed = False  # True once this run added lines the cache does not have
+        self.misses = 0  # lookups the table could not answer
+
+    def line(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
+        found = self.lines.get(node)
+        if found is not None:
+            return found
+        self.computed = True
+        self.misses += 1
+        if not self._full:
+            try:
+                self._pair_statements()
+                if node in self.lines:
+                    return self.lines[node]
+                if isinstance(node, cst.Call):
+                    self._pair_calls(scope if scope is not None and scope in self._ast_of else None)
+                    if node in self.lines:
+                        return self.lines[node]
+            except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+            self._positions()
+        return self.lines.get(node, 0)
+
+    # -- statements ------------------------------------------------------------------------------
+    def _pair_statements(self) -> None:
+        if self._paired:
+            return
+        if self.source is None:
+            raise _Mismatch("no source")
+        with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
+            warnings.simplefilter("ignore")
+            module = ast.parse(self.source)
+        self._ast_of[self.tree] = module
+        self._body(self.tree.body, module.body)
+        self._paired = True
+
+    def _record(self, node, a) -> None:
+        self._ast_of[node] = a
+        self.lines[node] = a.lineno
+
+    def _body(self, stmts, nodes: list) -> None:
+        i = 0
+        for s in stmts:
+            if isinstance(s, cst.SimpleStatementLine):
+                for small in s.body:
+                    if i >= len(nodes):
+                        raise _Mismatch("statement count")
+                    self._record(small, nodes[i])
+                    i += 1
+                self.lines[s] = self.lines[s.body[0]]
+                self._ast_of[s] = self._ast_of[s.body[0]]
+                continue
+            if i >= len(nodes) or not isinstance(nodes[i], _COMPOUND.get(type(s), ())):
+                raise _Mismatch(f"{type(s).__name__} vs {type(nodes[i]).__name__ if i < len(nodes) else 'end'}")
+            self._compound(s, nodes[i])
+            i += 1
+        if i != len(nodes):
+            raise _Mismatch("statement count")
+
+    def _suite(self, suite, nodes: list) -> None:
+        if isinstance(suite, cst.SimpleStatementSuite):  # `if x: pass` on one line
+            if len(suite.body) != len(nodes):
+                raise _Mismatch("suite")
+            for small, a in zip(suite.body, nodes):
+                self._record(small, a)
+        else:
+            self._body(suite.body, nodes)
+
+    def _compound(self, s, a) -> None:
+        self._record(s, a)
+        if isinstance(s, cst.Match):
+            if len(s.cases) != len(a.cases):
+                raise _Mismatch("match cases")
+            for case, ac in zip(s.cases, a.cases):
+                self.lines[case] = ac.pattern.lineno
+                self._suite(case.body, ac.body)
+            return
+        self._suite(s.body, a.body)
+        if isinstance(s, (cst.Try,) + ((cst.TryStar,) if hasattr(cst, "TryStar") else ())):
+            if len(s.handlers) != len(a.handlers):
+                raise _Mismatch("handlers")
+            for h, ah in zip(s.handlers, a.handlers):
+                self._record(h, ah)
+                self._suite(h.body, ah.body)
+            self._else(s.orelse, a.orelse)
+            if s.finalbody is not None:
+                self._suite(s.finalbody.body, a.finalbody)
+            elif a.finalbody:
+                raise _Mismatch("finally")
+            return
+        orelse = getattr(s, "orelse", None)
+        if isinstance(s, cst.If) and isinstance(orelse, cst.If):  # elif: one ast If in orelse
+            if len(a.orelse) != 1 or not isinstance(a.orelse[0], ast.If):
+                raise _Mismatch("elif")
+            self._compound(orelse, a.orelse[0])
+        elif isinstance(s, (cst.If, cst.For, cst.While)):
+            self._else(orelse, a.orelse)
+
+    def _else(self, orelse, nodes: list) -> None:
+        if orelse is None:
+            if nodes:
+                raise _Mismatch("else")
+            return
+        self._suite(orelse.body, nodes)
+
+    # -- calls -----------------------------------------------------------------------------------
+    def _pair_calls(self, scope) -> None:
+        """Pair the calls of `scope` (a statement; the whole module when None) by source order."""
+        scope = scope if scope is not None else self.tree
+        if scope in self._scopes:
+            return
+        self._scopes.add(scope)
+        a = self._ast_of[scope]
+        ours = _cst_calls(scope)
+        theirs = _ast_calls(a)
+        if len(ours) != len(theirs):
+            raise _Mismatch("call count")
+        for c, ac in zip(ours, theirs):
+            self.lines.setdefault(c, ac.lineno)
+
+    # -- fallback --------------------------------------------------------------------------------
+    def _positions(self) -> None:
+        self._full = True
+        positions = MetadataWrapper(self.tree, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, pos in positions.items():
+            self.lines[node] = pos.start.line
+
+
+def _cst_calls(scope: cst.CSTNode) -> list[cst.Call]:
+    """Calls in pre-order (source order; an outer call before the calls it contains), f-strings left out."""
+    out: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            out.append(node)
+
+        def visit_FormattedString(self, node) -> bool:
+            return False
+
+    scope.visit(V())
+    return out
+
+
+def _ast_calls(node: ast.AST) -> list[ast.Call]:
+    out: list[ast.Call] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.JoinedStr):  # positions inside f-strings are unreliable before 3.12
+            continue
+        if isinstance(n, ast.Call):
+            out.append(n)
+        stack.extend(ast.iter_child_nodes(n))
+    out.sort(key=lambda c: (c.lineno, c.col_offset, -(c.end_lineno or 0), -(c.end_col_offset or 0)))
+    return out
