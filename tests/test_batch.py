@@ -31,8 +31,8 @@ def test_all_writes_reports_and_index_and_records_failures(run, tmp_path):
     assert r.exit_code == 2 and "matches no architecture" in r.output
 
 
-def _job(tmp_path, name):
-    return BatchJob(str(MINI), str(MINI), None, str(tmp_path / name))
+def _job(tmp_path, name, root=MINI, cache=True):
+    return BatchJob(str(root), str(root), None, str(tmp_path / name), cache=cache)
 
 
 def test_a_crashing_or_dying_or_hanging_model_does_not_stop_the_batch(tmp_path, monkeypatch):
@@ -48,7 +48,8 @@ def test_a_crashing_or_dying_or_hanging_model_does_not_stop_the_batch(tmp_path, 
         return real(self, model_cls)
 
     monkeypatch.setattr(Walker, "walk_model", flaky)  # inherited by the forked workers
-    results = run_batch(_job(tmp_path, "out"), QWENS + ["DeepseekV3ForCausalLM"], workers=2, timeout=5)
+    # no cache: a report cached by an earlier run would be served without walking
+    results = run_batch(_job(tmp_path, "out", cache=False), QWENS + ["DeepseekV3ForCausalLM"], workers=2, timeout=5)
     by = {r["architecture"]: r for r in results}
     assert "internal error: RuntimeError: walker bug" in by["Qwen2ForCausalLM"]["error"]
     assert "worker died (exit code 9)" in by["Qwen3MoeForCausalLM"]["error"]
@@ -67,6 +68,31 @@ def test_reports_are_byte_identical_across_worker_counts_and_runs(tmp_path):
         a = (tmp_path / "one" / n).read_bytes()
         assert a == (tmp_path / "two" / n).read_bytes() == (tmp_path / "again" / n).read_bytes(), n
     assert b"/tmp/" not in (tmp_path / "one" / "Qwen3ForCausalLM.json").read_bytes()
+
+
+def test_warm_all_serves_cached_reports_and_an_edit_invalidates_them(tmp_path, monkeypatch, mini):
+    monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
+    cold = run_batch(_job(tmp_path, "cold", mini), QWENS, workers=2)
+    assert all(r["ok"] for r in cold)
+
+    def no_walk(self, model_cls):
+        raise RuntimeError("walked although cached")
+
+    real = Walker.walk_model
+    monkeypatch.setattr(Walker, "walk_model", no_walk)  # inherited by the forked workers
+    warm = run_batch(_job(tmp_path, "warm", mini), QWENS, workers=2)
+    assert warm == cold
+    for n in sorted(os.listdir(tmp_path / "cold")):
+        assert (tmp_path / "cold" / n).read_bytes() == (tmp_path / "warm" / n).read_bytes(), n
+    # any edit of the trees changes their fingerprint: every model is analyzed again
+    q = mini / "vllm/model_executor/models/qwen2.py"
+    q.write_text("# moved\n" + q.read_text(encoding="utf-8"), encoding="utf-8")
+    edited = run_batch(_job(tmp_path, "edited", mini), QWENS, workers=2)
+    assert all("walked although cached" in r["error"] for r in edited)
+    monkeypatch.setattr(Walker, "walk_model", real)
+    again = run_batch(_job(tmp_path, "again", mini), QWENS, workers=2)
+    assert all(r["ok"] for r in again)
+    assert (tmp_path / "again" / "Qwen2ForCausalLM.json").read_bytes() != (tmp_path / "cold" / "Qwen2ForCausalLM.json").read_bytes()
 
 
 @pytest.fixture

@@ -3,6 +3,11 @@
 Each worker keeps one Session (so files shared by many models are parsed once per worker) and writes its
 reports itself; the parent only schedules, enforces the per-model time limit and records crashes. A model
 that raises, times out or kills its worker is recorded in index.md and the run goes on.
+
+Where processes fork, the parent first reads what every model needs (registry, Ascend overrides and
+patches, graph passes) and the workers inherit it, so that part is parsed once, not once per worker. With
+the cache on, finished reports are cached per architecture (render/report_cache.py): a warm run over
+unchanged trees only copies them.
 """
 
 from __future__ import annotations
@@ -45,27 +50,65 @@ def select(architectures: list[str], only: list[str] | None) -> list[str]:
     return out
 
 
-def _worker(job: BatchJob, conn) -> None:
-    from .pipeline import Options, analyze_in, render, write_text
+_INHERITED: dict = {}  # set in the parent just before forking: the warmed session and the report cache
+
+
+def _open_session(job: BatchJob):
     from .session import Session
 
     session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache)
+    session.resolver.overrides, session.resolver.patches, session.passes()  # read once, shared by every model
+    return session
+
+
+def _report_cache(job: BatchJob, session):
+    if not job.cache or session.index.cache is None:
+        return None
+    from .render.report_cache import ReportCache, files_fingerprint, tree_fingerprint
+
+    roots = [(t.package, t.package_dir) for t in (session.vllm, session.ascend) if t is not None]
+    patterns = Path(job.patterns) if job.patterns else None
+    inputs = {"trees": tree_fingerprint(roots), "backend": session.backend, "lang": job.lang, "tp": job.tp,
+              "patterns": files_fingerprint(sorted(patterns.rglob("*.yaml"))) if patterns else None,
+              "config": files_fingerprint([Path(job.config)]) if job.config else None}
+    return ReportCache(session.index.cache.base / "reports", inputs)
+
+
+def _worker(job: BatchJob, conn) -> None:
+    from .pipeline import Options, analyze_in, render, write_text
+
+    session = _INHERITED.get("session")
+    reports = _INHERITED.get("reports")
+    if session is None:  # spawned, not forked: nothing to inherit
+        session = _open_session(job)
+        reports = _report_cache(job, session)
     options = Options(config=job.config, tp=job.tp)
     while True:
         arch = conn.recv()
         if arch is None:
             return
         try:
+            md_path, json_path = os.path.join(job.out_dir, f"{arch}.md"), os.path.join(job.out_dir, f"{arch}.json")
+            cached = reports.load(arch) if reports is not None else None
+            if cached is not None:
+                write_text(cached["md"], md_path)
+                write_text(cached["json"], json_path)
+                conn.send(cached["row"])
+                continue
             a = analyze_in(session, arch, options)
-            write_text(render(a, "md", lang=job.lang), os.path.join(job.out_dir, f"{arch}.md"))
-            write_text(render(a, "json"), os.path.join(job.out_dir, f"{arch}.json"))
+            md, js = render(a, "md", lang=job.lang), render(a, "json")
+            write_text(md, md_path)
+            write_text(js, json_path)
             counts = {s: 0 for s in STATUS_COLUMNS}
             for o in a.opportunities:
                 counts[o.status] += 1
             opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
             opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
-            conn.send({"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
-                       "top_open": opens[0].id if opens else None})
+            row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
+                   "top_open": opens[0].id if opens else None}
+            if reports is not None:
+                reports.store(arch, md, js, row)
+            conn.send(row)
         except UserError as exc:
             conn.send({"architecture": arch, "ok": False, "error": exc.message})
         except Exception as exc:  # an internal error of this model only: recorded, the batch goes on
@@ -102,9 +145,16 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
               progress=None) -> list[dict]:
     """Analyze each architecture; returns one result per architecture, in the given order."""
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    fork = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork" if fork else "spawn")
     pending = list(architectures)
     results: dict[str, dict] = {}
+    if fork:  # read the shared part once here; the workers inherit it
+        try:
+            session = _open_session(job)
+            _INHERITED.update(session=session, reports=_report_cache(job, session))
+        except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
+            _INHERITED.clear()
     slots = [_Slot(ctx, job) for _ in range(max(1, min(workers, len(pending))))]
     try:
         while pending or any(s.task for s in slots):
@@ -143,6 +193,7 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     finally:
         for s in slots:
             s.stop()
+        _INHERITED.clear()
     out = [results[a] for a in architectures]
     _write_index(job.out_dir, out)
     return out

@@ -23,6 +23,7 @@ class Analysis:
     shapes: object = None
     device: dict = field(default_factory=dict)
     tp: int | None = None
+    errors: list = field(default_factory=list)  # files of the trees this analysis could not read
 
 
 @dataclass
@@ -50,6 +51,13 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     if options.tp is not None and options.tp < 1:
         raise UserError(f"--tp {options.tp}: the tensor-parallel size is a positive integer")
     device = device_profile(options.device, options.device_profile)
+    index = session.index
+    # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
+    # its unreadable files belong to every report, the rest only to the model that asked for them
+    session.resolver.overrides, session.resolver.patches, session.passes()
+    if session.shared_errors is None:
+        session.shared_errors = set(index.touched)
+    index.touched = set(session.shared_errors)
     loc = session.resolver.resolve(model)
     shapes = load_shapes(options.config)
     if options.config is None and model.endswith(".json"):
@@ -62,7 +70,8 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     ascend, cuda = session.passes()
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
-    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp)
+    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
+                 index.errors_touched())
     to_json(a)  # computes every line number the report needs, so they are cached with the trees
     session.index.save_lines()
     return a
@@ -71,7 +80,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
 def to_json(a: Analysis) -> dict:
     from . import __version__
 
-    errors = [{"file": e.file, "reason": e.reason} for e in sorted(a.session.index.errors.values(), key=lambda e: e.file)]
+    errors = [{"file": e.file, "reason": e.reason} for e in a.errors]
     return {
         "schema_version": 1,
         "tool": {"name": "fusion-analyze", "version": __version__},

@@ -18,6 +18,7 @@ class Session:
     resolver: Resolver
     patterns: list = field(default_factory=list)
     _passes: tuple | None = None
+    shared_errors: set | None = None  # unreadable files met while reading what every model reads
 
     def passes(self) -> tuple[list, list]:
         """The Ascend and CUDA graph passes of the trees, read once per session."""

@@ -15,6 +15,8 @@ import warnings
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .nodes import iter_nodes
+
 
 class _Mismatch(Exception):
     """The two trees disagree: use PositionProvider for this file."""
@@ -58,7 +60,7 @@ class LineTable:
                 self._pair_statements()
                 if node in self.lines:
                     return self.lines[node]
-                if isinstance(node, cst.Call):
+                if isinstance(node, (cst.Call, cst.DictElement)):
                     self._pair_calls(scope if scope is not None and scope in self._ast_of else None)
                     if node in self.lines:
                         return self.lines[node]
@@ -151,18 +153,19 @@ class LineTable:
 
     # -- calls -----------------------------------------------------------------------------------
     def _pair_calls(self, scope) -> None:
-        """Pair the calls of `scope` (a statement; the whole module when None) by source order."""
+        """Pair the calls and dict entries of `scope` (a statement; the whole module when None) by source order."""
         scope = scope if scope is not None else self.tree
         if scope in self._scopes:
             return
         self._scopes.add(scope)
-        a = self._ast_of[scope]
-        ours = _cst_calls(scope)
-        theirs = _ast_calls(a)
-        if len(ours) != len(theirs):
+        ours_calls, ours_entries = _cst_calls(scope)
+        theirs_calls, theirs_keys = _ast_calls(self._ast_of[scope])
+        if len(ours_calls) != len(theirs_calls) or len(ours_entries) != len(theirs_keys):
             raise _Mismatch("call count")
-        for c, ac in zip(ours, theirs):
+        for c, ac in zip(ours_calls, theirs_calls):
             self.lines.setdefault(c, ac.lineno)
+        for e, key in zip(ours_entries, theirs_keys):  # a `key: value` entry starts at its key
+            self.lines.setdefault(e, key.lineno)
 
     # -- fallback --------------------------------------------------------------------------------
     def _positions(self) -> None:
@@ -172,30 +175,32 @@ class LineTable:
             self.lines[node] = pos.start.line
 
 
-def _cst_calls(scope: cst.CSTNode) -> list[cst.Call]:
-    """Calls in pre-order (source order; an outer call before the calls it contains), f-strings left out."""
-    out: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-        def visit_FormattedString(self, node) -> bool:
-            return False
-
-    scope.visit(V())
-    return out
+def _cst_calls(scope: cst.CSTNode) -> tuple[list[cst.Call], list[cst.DictElement]]:
+    """Calls and `key: value` dict entries in pre-order (source order; an outer call before the calls it
+    contains), f-strings left out."""
+    calls, entries = [], []
+    for node in iter_nodes(scope, lambda n: isinstance(n, cst.FormattedString)):
+        if isinstance(node, cst.Call):
+            calls.append(node)
+        elif isinstance(node, cst.DictElement):
+            entries.append(node)
+    return calls, entries
 
 
-def _ast_calls(node: ast.AST) -> list[ast.Call]:
-    out: list[ast.Call] = []
+def _ast_calls(node: ast.AST) -> tuple[list[ast.Call], list[ast.expr]]:
+    calls, keys = [], []
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.JoinedStr):  # positions inside f-strings are unreliable before 3.12
             continue
         if isinstance(n, ast.Call):
-            out.append(n)
+            calls.append(n)
+        elif isinstance(n, ast.Dict):
+            keys += [k for k in n.keys if k is not None]  # None: a **spread, not a key: value entry
         stack.extend(ast.iter_child_nodes(n))
-    out.sort(key=lambda c: (c.lineno, c.col_offset, -(c.end_lineno or 0), -(c.end_col_offset or 0)))
-    return out
+    def order(c):
+        return (c.lineno, c.col_offset, -(c.end_lineno or 0), -(c.end_col_offset or 0))
+    calls.sort(key=order)
+    keys.sort(key=order)
+    return calls, keys

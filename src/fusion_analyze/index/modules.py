@@ -73,6 +73,7 @@ class ModuleInfo:
     imports: dict[str, list[ImportBinding]] = field(default_factory=dict)
     defs: dict[str, list[Definition]] = field(default_factory=dict)
     star_imports: list[str] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)  # (what, node) -> something read from a node of this module
 
     def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
         """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
@@ -81,7 +82,16 @@ class ModuleInfo:
         return self.lines.line(node, scope)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.tree.code_for_node(node)
+        key = ("code", node)
+        found = self.memo.get(key)
+        if found is None:  # generating code is a tree walk: the same condition is asked for many times
+            found = self.memo[key] = self.tree.code_for_node(node)
+        return found
+
+    def text(self) -> str:
+        """The module's source text."""
+        source = self.lines.source if self.lines is not None else None
+        return source.decode("utf-8", "replace") if source is not None else self.tree.code
 
     def classes(self) -> dict[str, Definition]:
         return {n: ds[-1] for n, ds in self.defs.items() if ds and ds[-1].kind == "class"}
@@ -103,6 +113,8 @@ class ModuleIndex:
         self.parse_count = 0
         self._modules: dict[str, ModuleInfo | None] = {}
         self.errors: dict[str, FileError] = {}
+        self._error_of: dict[str, str] = {}  # module -> rel of its unreadable file
+        self.touched: set[str] = set()  # rels of unreadable files asked for since the last reset
         self.memo: dict = {}  # (what, module) -> a table read from that module in one visit
 
     # -- files -------------------------------------------------------------------------------
@@ -137,7 +149,10 @@ class ModuleIndex:
 
     def get(self, module: str) -> ModuleInfo | None:
         if module in self._modules:
-            return self._modules[module]
+            found = self._modules[module]
+            if found is None and module in self._error_of:
+                self.touched.add(self._error_of[module])
+            return found
         self._modules[module] = None  # guards import cycles while parsing
         found = self.module_path(module)
         info = None
@@ -176,14 +191,22 @@ class ModuleIndex:
                 if self.cache is not None:
                     self.cache.store(key, mod)
         except cst.ParserSyntaxError as exc:
-            self.errors[rel] = FileError(rel, f"syntax error at line {exc.raw_line}: {exc.message}")
-            return None
+            return self._unreadable(module, rel, f"syntax error at line {exc.raw_line}: {exc.message}")
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
-            self.errors[rel] = FileError(rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
-            return None
+            return self._unreadable(module, rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
         info = ModuleInfo(module, path, rel, is_pkg, mod, LineTable(mod, source, lines), key)
         _collect(info, mod.body, None)
         return info
+
+    def _unreadable(self, module: str, rel: str, reason: str) -> None:
+        self.errors[rel] = FileError(rel, reason)
+        self._error_of[module] = rel
+        self.touched.add(rel)
+        return None
+
+    def errors_touched(self) -> list[FileError]:
+        """The unreadable files asked for since `touched` was last reset, by path."""
+        return [self.errors[r] for r in sorted(self.touched)]
 
     def save_lines(self) -> None:
         """Write back the line tables this run added to, so the next run needs neither parse nor lines."""

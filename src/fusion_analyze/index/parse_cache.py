@@ -24,6 +24,7 @@ _FORMAT = 2  # bump when the entry layout changes (2: {node: line} instead of {n
 
 class ParseCache:
     def __init__(self, root: Path):
+        self.base = root
         self.root = root / f"f{_FORMAT}-{__version__}-libcst{_LIBCST}-py{sys.version_info[0]}{sys.version_info[1]}"
         self.hits = 0
         self.misses = 0

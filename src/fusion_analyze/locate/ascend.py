@@ -8,6 +8,7 @@ from pathlib import Path
 import libcst as cst
 
 from ..index.modules import ModuleIndex
+from ..index.nodes import find_all
 
 ASCEND_MODELS = "vllm_ascend.models"
 
@@ -94,32 +95,20 @@ def _target_name(index: ModuleIndex, info, expr) -> str | None:
 def _assignments(module: cst.Module):
     """(statement, target expr, value) for `a.b = v` anywhere and `setattr(a, "b", v)` calls."""
     out = []
-
-    class V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
+    for node in find_all(module, (cst.Assign, cst.Call)):
+        if isinstance(node, cst.Assign):
             for t in node.targets:
                 if isinstance(t.target, cst.Attribute):
                     out.append((node, t.target, node.value))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
-                attr = _str(node.args[1].value)
-                if attr is not None:
-                    out.append((node, (node.args[0].value, attr), node.args[2].value))
-
-    module.visit(V())
+        elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
+            attr = _str(node.args[1].value)
+            if attr is not None:
+                out.append((node, (node.args[0].value, attr), node.args[2].value))
     return out
 
 
 def _calls(module: cst.Module) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-    module.visit(V())
-    return out
+    return find_all(module, cst.Call)
 
 
 def _str(node) -> str | None:

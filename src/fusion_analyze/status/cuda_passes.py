@@ -13,6 +13,7 @@ import re
 import libcst as cst
 
 from ..index.modules import ModuleIndex
+from ..index.nodes import find_all, iter_nodes
 from .passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
 
 CUDA_MANAGERS = ["vllm.compilation.passes.pass_manager", "vllm.compilation.pass_manager"]
@@ -29,28 +30,22 @@ def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
     table: dict[str, cst.DictElement] = {}
 
     def in_level(node: cst.CSTNode) -> None:
-        class V(cst.CSTVisitor):
-            def visit_DictElement(self, n: cst.DictElement) -> None:
-                if isinstance(n.key, cst.SimpleString) and isinstance(n.key.evaluated_value, str):
-                    table.setdefault(n.key.evaluated_value, n)
+        for n in find_all(node, cst.DictElement):
+            if isinstance(n.key, cst.SimpleString) and isinstance(n.key.evaluated_value, str):
+                table.setdefault(n.key.evaluated_value, n)
 
-        node.visit(V())
-
-    class Levels(cst.CSTVisitor):
-        def visit_Assign(self, n: cst.Assign) -> bool:
+    def level_value(n) -> cst.CSTNode | None:  # the default level's table, if n holds it
+        if isinstance(n, cst.Assign):
             names = [t.target.value for t in n.targets if isinstance(t.target, cst.Name)]
-            if any(name.endswith(("_02", "_O2")) for name in names):
-                in_level(n.value)
-                return False
-            return True
+            return n.value if any(name.endswith(("_02", "_O2")) for name in names) else None
+        if isinstance(n, cst.DictElement) and isinstance(n.key, cst.Attribute) and n.key.attr.value == DEFAULT_LEVEL:
+            return n.value
+        return None
 
-        def visit_DictElement(self, n: cst.DictElement) -> bool:
-            if info.code(n.key).strip().endswith(f".{DEFAULT_LEVEL}"):
-                in_level(n.value)
-                return False
-            return True
-
-    info.tree.visit(Levels())
+    for n in iter_nodes(info.tree, lambda n: level_value(n) is not None):
+        value = level_value(n)
+        if value is not None:
+            in_level(value)
     index.memo[key] = table
     return table
 
@@ -73,7 +68,7 @@ def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | 
                 doc = _docline(target.node)
                 decided = f"{value.value}() at {target.module.rel}:{target.line}" + (f": {doc}" if doc else "")
             else:
-                m = re.search(rf"^{re.escape(value.value)}\s*(?::[^=]+)?=\s*(True|False)\s*$", info.tree.code, re.M)
+                m = re.search(rf"^{re.escape(value.value)}\s*(?::[^=]+)?=\s*(True|False)\s*$", info.text(), re.M)
                 if m:
                     text = f"{m.group(1)} ({value.value})"
         return text, info.rel, info.line_of(element), decided

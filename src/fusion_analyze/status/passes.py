@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
+from ..index.nodes import find_all, iter_nodes
 from .kernel_table import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
@@ -105,81 +106,50 @@ def _tail(name: str) -> str:
 def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[str], set[str]]:
     calls: list[str] = []
     prims: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+    for node in find_all(fn, (cst.BinaryOperation, cst.Call)):
+        if isinstance(node, cst.BinaryOperation):
             op = _OPERATORS.get(type(node.operator).__name__)
             if op:  # x * scale + y written with Python operators in the pattern
                 calls.append(f"operator.{op}")
                 prims.update(kernel_covers(f"operator.{op}"))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            # torch.ops.npu.npu_rms_norm.default(...) and auto_functionalized(torch.ops._C.x.default, ...)
-            targets = [func] + [a.value for a in node.args if isinstance(a.value, cst.Attribute)]
-            for t in targets:
-                d = index.dotted(info, t)
-                if d is None:
-                    continue
-                d = re.sub(r"\.(default|Tensor|out)$", "", d)
-                c = kernel_covers(d)
-                if c:
-                    calls.append(d)
-                    prims.update(c)
-            if isinstance(func, cst.Attribute) and func.attr.value in _METHOD_PRIMS:
-                prims.add(_METHOD_PRIMS[func.attr.value])
-
-    fn.visit(V())
+            continue
+        func = node.func
+        # torch.ops.npu.npu_rms_norm.default(...) and auto_functionalized(torch.ops._C.x.default, ...)
+        targets = [func] + [a.value for a in node.args if isinstance(a.value, cst.Attribute)]
+        for t in targets:
+            d = index.dotted(info, t)
+            if d is None:
+                continue
+            d = re.sub(r"\.(default|Tensor|out)$", "", d)
+            c = kernel_covers(d)
+            if c:
+                calls.append(d)
+                prims.update(c)
+        if isinstance(func, cst.Attribute) and func.attr.value in _METHOD_PRIMS:
+            prims.add(_METHOD_PRIMS[func.attr.value])
     return calls, prims
 
 
 def _pattern_fns(node: cst.CSTNode) -> list[cst.FunctionDef]:
-    out: list[cst.FunctionDef] = []
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
-            if n.name.value.startswith("pattern") or n.name.value.startswith("_pattern"):
-                out.append(n)
-
-    node.visit(V())
-    return out
+    return [n for n in find_all(node, cst.FunctionDef) if n.name.value.startswith(("pattern", "_pattern"))]
 
 
 def _called_names(node: cst.CSTNode) -> list[str]:
-    out: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            if isinstance(n.func, cst.Name):
-                out.append(n.func.value)
-
-    node.visit(V())
-    return out
+    return [n.func.value for n in find_all(node, cst.Call) if isinstance(n.func, cst.Name)]
 
 
 def _calls_to(node: cst.CSTNode, names: set[str]) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            if isinstance(n.func, cst.Name) and n.func.value in names:
-                out.append(n)
-
-    node.visit(V())
-    return out
+    return [n for n in find_all(node, cst.Call) if isinstance(n.func, cst.Name) and n.func.value in names]
 
 
 def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
     out: list[str] = []
     for stmt in cls.body.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-            class V(cst.CSTVisitor):
-                def visit_If(self, n: cst.If) -> None:
-                    text = " ".join(info.code(n.test).split())
-                    if len(text) < 120 and text not in out:
-                        out.append(f"guard in __init__: `{text}`")
-
-            stmt.visit(V())
+            for n in find_all(stmt, cst.If):
+                text = " ".join(info.code(n.test).split())
+                if len(text) < 120 and text not in out:
+                    out.append(f"guard in __init__: `{text}`")
     return out
 
 
@@ -188,21 +158,20 @@ def _references(index: ModuleIndex, info: ModuleInfo, node: cst.CSTNode) -> tupl
     names: list[str] = []
     prims: set[str] = set()
 
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            d = index.dotted(info, n)
-            if d and kernel_covers(re.sub(r"\.(default|Tensor|out)$", "", d)):
-                names.append(re.sub(r"\.(default|Tensor|out)$", "", d))
-                return False
-            if n.attr.value in _METHOD_PRIMS:
+    def covered(n) -> bool:  # a dotted kernel name is one reference: its parts are not looked at again
+        if not isinstance(n, cst.Attribute):
+            return False
+        d = index.dotted(info, n)
+        return bool(d and kernel_covers(re.sub(r"\.(default|Tensor|out)$", "", d)))
+
+    for n in iter_nodes(node, covered):
+        if isinstance(n, cst.Attribute):
+            if covered(n):
+                names.append(re.sub(r"\.(default|Tensor|out)$", "", index.dotted(info, n)))
+            elif n.attr.value in _METHOD_PRIMS:
                 prims.add(_METHOD_PRIMS[n.attr.value])
-            return True
-
-        def visit_Name(self, n: cst.Name) -> None:
-            if kernel_covers(n.value) and n.value[:1].isalpha():
-                names.append(n.value)
-
-    node.visit(V())
+        elif isinstance(n, cst.Name) and kernel_covers(n.value) and n.value[:1].isalpha():
+            names.append(n.value)
     for n in names:
         prims.update(kernel_covers(n))
     return list(dict.fromkeys(names)), prims
@@ -368,22 +337,17 @@ def _field_defaults(index: ModuleIndex, info) -> dict[str, tuple]:
     if key in index.memo:
         return index.memo[key]
     table: dict[str, tuple] = {}
-
-    class V(cst.CSTVisitor):
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+    for n in find_all(info.tree, (cst.AnnAssign, cst.Call)):
+        if isinstance(n, cst.AnnAssign):
             t = n.target
             name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
             if name is not None and n.value is not None and name not in table:
                 table[name] = (n, n.value)
-
-        def visit_Call(self, n: cst.Call) -> None:
-            if (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
-                    and isinstance(n.args[0].value, cst.SimpleString)):
-                name = n.args[0].value.evaluated_value
-                if isinstance(name, str) and name not in table:
-                    table[name] = (n, n.args[1].value)
-
-    info.tree.visit(V())
+        elif (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
+                and isinstance(n.args[0].value, cst.SimpleString)):
+            name = n.args[0].value.evaluated_value
+            if isinstance(name, str) and name not in table:
+                table[name] = (n, n.args[1].value)
     index.memo[key] = table
     return table
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..index.modules import Definition, ModuleIndex, ModuleRef
+from ..index.nodes import iter_nodes
 
 MAX_DEPTH = 8
 _MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
@@ -397,23 +398,39 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
 
 
 def _super_init_call(fn: cst.FunctionDef, cls: Definition) -> cst.Call | None:
-    found = []
+    key = ("super_init", fn)
+    memo = cls.module.memo
+    if key not in memo:
+        memo[key] = _find_super_init_call(fn)
+    return memo[key]
 
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            f = node.func
-            if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
-                v = f.value
-                if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
-                    found.append(node)
-                elif isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
-                    found.append(node.with_changes(args=node.args[1:]))
 
-        def visit_FunctionDef(self, node) -> bool:
-            return node is fn
+def _find_super_init_call(fn: cst.FunctionDef) -> cst.Call | None:
+    for node in iter_nodes(fn, lambda n: isinstance(n, cst.FunctionDef)):  # not into nested functions
+        if not isinstance(node, cst.Call):
+            continue
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
+            v = f.value
+            if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
+                return node
+            if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
+                return node.with_changes(args=node.args[1:])
+    return None
 
-    fn.visit(V())
-    return found[0] if found else None
+
+def _memo(what: str):
+    """Cache a function of (fn node, module) on the module: __init__ bodies are read once per name asked."""
+    def wrap(read):
+        def cached(fn, module):
+            key = (what, fn)
+            found = module.memo.get(key)
+            if found is None:
+                found = module.memo[key] = read(fn, module)
+            return found
+        cached.__doc__ = read.__doc__
+        return cached
+    return wrap
 
 
 def _is_self(expr) -> bool:
@@ -443,6 +460,7 @@ def _walk_stmts(body, module, cond=None):
             yield from _walk_stmts(stmt.body.body, module, cond)
 
 
+@_memo("assignments")
 def _assignments(fn: cst.FunctionDef, module):
     """(target expr, value, condition, statement position) of every assignment in a function body;
     tuple targets yield each element (a, b, self.layers = make_layers(...))."""
@@ -467,6 +485,7 @@ def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
     return [(v, c, p) for t, v, c, p in _assignments(fn, module) if _is_self_attr(t, name)]
 
 
+@_memo("local_assignments")
 def _local_assignments(fn: cst.FunctionDef, module):
     # Only plain `x = ...` locals: a tuple-unpacked local is a runtime value, not a constructor.
     out = []
@@ -486,6 +505,7 @@ def _local_assignments(fn: cst.FunctionDef, module):
     return out
 
 
+@_memo("returns")
 def _returns(fn: cst.FunctionDef, module):
     out = []
     for stmt, cond in _walk_stmts(fn.body.body, module):

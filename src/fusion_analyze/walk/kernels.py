@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..index.modules import Definition, ModuleIndex
+from ..index.nodes import find_all
 from .conditions import Facts, evaluate
 from .construct import Constructor, _join
 from .taxonomy import is_kernel
@@ -136,25 +137,17 @@ class Backends:
                 visit_expr_in(stmt, cond)
 
         def visit_expr_in(node, cond, shallow=False):
+            def prune(n) -> bool:
+                return isinstance(n, cst.Lambda) or (shallow and isinstance(n, cst.IndentedBlock))
+
             calls: list[cst.Call] = []
-
-            class V(cst.CSTVisitor):
-                def visit_Call(self, c: cst.Call) -> None:
-                    calls.append(c)
-
-                def visit_Lambda(self, n) -> bool:
-                    return False
-
-                def visit_IndentedBlock(self, n) -> bool:
-                    return not shallow
-
             if shallow:
                 for part in ("iter", "items", "test"):
                     sub = getattr(node, part, None)
-                    if sub is not None and isinstance(sub, cst.CSTNode):
-                        sub.visit(V())
+                    if isinstance(sub, cst.CSTNode):
+                        calls += find_all(sub, cst.Call, prune)
             else:
-                node.visit(V())
+                calls = find_all(node, cst.Call, prune)
             for c in calls:
                 backends._call(impl, module, c, cond, facts, out, depth, seen)
 
@@ -335,18 +328,14 @@ def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, t
     from ..index.modules import _absolute, _dotted_name
 
     out = {}
-
-    class V(cst.CSTVisitor):
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if isinstance(node.names, cst.ImportStar):
-                return
-            mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
-            for alias in node.names:
-                name = _dotted_name(alias.name)
-                bound = alias.asname.name.value if alias.asname else name
-                out[bound] = (mod, name)
-
-    fn.visit(V())
+    for node in find_all(fn, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
+        for alias in node.names:
+            name = _dotted_name(alias.name)
+            bound = alias.asname.name.value if alias.asname else name
+            out[bound] = (mod, name)
     return out
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..index.modules import Definition, ModuleIndex
+from ..index.nodes import find_all
 from ..locate.ascend import Patch
 from .conditions import Facts, evaluate
 from .construct import Constructor, Instance, _join, bind_params, class_method
@@ -723,12 +724,8 @@ def _target_names(t) -> list[str]:
 
 def _assigned_names(block) -> set[str]:
     names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            names.update(_target_names(node.target))
-
-    block.visit(V())
+    for node in find_all(block, cst.AssignTarget):
+        names.update(_target_names(node.target))
     return names
 
 
@@ -764,13 +761,4 @@ def _arg_is_name(call: cst.Call, name: str) -> bool:
 
 
 def _self_attr_names(fn: cst.FunctionDef) -> list[str]:
-    names = []
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            t = node.target
-            if _self_attr(t):
-                names.append(t.attr.value)
-
-    fn.visit(V())
-    return sorted(set(names))
+    return sorted({node.target.attr.value for node in find_all(fn, cst.AssignTarget) if _self_attr(node.target)})
