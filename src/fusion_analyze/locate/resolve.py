@@ -13,7 +13,7 @@ import yaml
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
 from ..resources import data_dir
-from .ascend import Override, Patch, read_overrides, read_patches
+from .ascend import Override, Patch, placed, read_overrides, read_patches
 from .registry import TEXT_TABLE, RegistryEntry, read_registry
 
 
@@ -81,6 +81,10 @@ class Resolver:
         if self._overrides is None:
             self._overrides = read_overrides(self.index)
         return self._overrides
+
+    def _override(self, architecture: str) -> Override | None:
+        o = self.overrides.get(architecture)
+        return placed(self.index, o) if o is not None else None
 
     @property
     def patches(self) -> list[Patch]:
@@ -207,7 +211,7 @@ class Resolver:
         return Location(
             architecture=entry.architecture, entry=entry, file=file, class_name=definition.name,
             line=definition.line, definition=definition, verification=evidence,
-            ascend_override=self.overrides.get(entry.architecture), patches=patches,
+            ascend_override=self._override(entry.architecture), patches=patches,
             sources=sources, how=how,
         )
 

@@ -32,13 +32,13 @@ class Backends:
     def __init__(self, index: ModuleIndex, ctor: Constructor):
         self.index = index
         self.ctor = ctor
-        self._oot: dict[str, Definition] | None = None
+        self._oot: RegisteredOps | dict | None = None
         self._custom_ops: CustomOps | None = None
         self._cache: dict = {}
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
-    def oot(self) -> dict[str, Definition]:
+    def oot(self) -> "RegisteredOps | dict":
         """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
         if self._oot is None:
             self._oot = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
@@ -225,12 +225,33 @@ def _dedupe(items: list[Kernel]) -> list[Kernel]:
     return out
 
 
-def read_registered_ops(index: ModuleIndex) -> dict[str, Definition]:
-    """Parse REGISTERED_ASCEND_OPS = {...} (and later item assignments) in vllm_ascend/utils.py."""
+class RegisteredOps:
+    """vLLM class name -> its Ascend class, resolved (and its module parsed) only when a model uses it."""
+
+    def __init__(self, index: ModuleIndex, candidates: dict[str, list]):
+        self.index = index
+        self.candidates = candidates  # name -> [(module, name) or (info, expr)], later entries win
+        self._resolved: dict[str, Definition | None] = {}
+
+    def get(self, key: str, default=None):
+        if key not in self._resolved:
+            found = None
+            for where, what in reversed(self.candidates.get(key, [])):
+                target = self.index.lookup(where, what) if isinstance(where, str) else self.index.resolve_expr(where, what)
+                if isinstance(target, Definition) and target.kind == "class":
+                    found = target
+                    break
+            self._resolved[key] = found
+        found = self._resolved[key]
+        return found if found is not None else default
+
+
+def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
+    """Read REGISTERED_ASCEND_OPS = {...} (and later item assignments) in vllm_ascend/utils.py."""
     info = index.get(ASCEND_UTILS)
     if info is None:
         return {}
-    found: dict[str, Definition] = {}
+    found: dict[str, list] = {}
     for fn in _functions(info.tree):
         local = _local_imports(fn, info, index)
         for stmt, conditional in _statements(fn.body.body):
@@ -253,13 +274,10 @@ def read_registered_ops(index: ModuleIndex) -> dict[str, Definition]:
                             pairs += _dict_pairs(small.value.args[0].value)
                 for key, value in pairs:
                     if isinstance(value, cst.Name) and value.value in local:
-                        mod, name = local[value.value]
-                        target = index.lookup(mod, name)
+                        found.setdefault(key, []).append(local[value.value])
                     else:
-                        target = index.resolve_expr(info, value)
-                    if isinstance(target, Definition) and target.kind == "class":
-                        found[key] = target
-    return found
+                        found.setdefault(key, []).append((info, value))
+    return RegisteredOps(index, found)
 
 
 _REGISTER_RE = re.compile(

@@ -123,7 +123,8 @@ class Walker:
             patch = self.patches.get(f"{c.qualname}.{method}")
             if patch is not None:
                 pmod = self.index.get(patch.module)
-                target = self.index.resolve_expr(pmod, patch.value_node) if pmod and isinstance(patch.value_node, (cst.Name, cst.Attribute)) else None
+                value = cst.parse_expression(patch.value_name) if pmod and patch.value_name else None
+                target = self.index.resolve_expr(pmod, value) if value is not None else None
                 if isinstance(target, Definition) and target.kind == "function":
                     return c, target.node, target.module, patch
                 if isinstance(target, Definition) and target.kind == "class":
