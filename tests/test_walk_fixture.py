@@ -176,3 +176,36 @@ def test_sources_are_not_written(run, mini):
     assert run("Qwen3MoeForCausalLM", "--vllm-root", str(mini), "--format", "json").exit_code == 0
     assert digest() == before
     assert out.read_text().startswith("## ")
+
+
+def _layer_kinds(a):
+    return [(op.kind, op.name, op.file.rsplit("/", 1)[-1], op.line) for op in _steady_layer(a)]
+
+
+def test_helper_method_nested_factory_range_loop_and_function_import():
+    # HybridModel builds its layers in self._init_layers() through a nested get_layer() whose own local picks
+    # the class; forward loops over range() and indexes self.layers[i]; the attention class is imported
+    # inside __init__, the MLP is built in a helper method of the decoder layer.
+    a = analyze("HybridForCausalLM", str(MINI), str(MINI), None, cache=False)
+    loc = a.walk.locations
+    assert (loc["backbone"].cls, loc["decoder_layer"].cls) == ("HybridModel", "HybridDecoderLayer")
+    assert (loc["attention"].cls, loc["mlp"].cls) == ("Qwen3Attention", "Qwen2MLP")
+    assert a.walk.repeat == "config.num_hidden_layers"
+    seq = _layer_kinds(a)
+    assert seq[0] == ("mul", "mul", "hybrid.py", 90)  # the loop body before `layer = self.layers[i]`
+    assert [s for s in seq if s[0] in ("attention", "silu_mul")] == [
+        ("attention", "attn", "qwen3.py", 42), ("silu_mul", "act_fn", "qwen2.py", 36)]
+    first = next(op for op in a.walk.ops if op.name == "mul" and op.section == "layer")
+    assert first.condition == "i == 0"
+    # attention alternatives: the family name "HybridMoe..." does not make a mixer the default
+    alt = next(x for x in a.walk.alternatives if x["path"] == "model.layers.self_attn")
+    assert alt["chosen"] == "Qwen3Attention"
+    assert [name for name, _cond in alt["others"]] == ["HybridMoeConvAttention"]
+
+
+def test_sliced_layer_list_is_still_the_layer_list():
+    a = analyze("SlicedForCausalLM", str(MINI), str(MINI), None, cache=False)
+    assert a.walk.locations["decoder_layer"].cls == "HybridDecoderLayer"
+    seq = _layer_kinds(a)
+    assert ("attention", "attn", "qwen3.py", 42) in seq and ("mul", "mul", "hybrid.py", 90) not in seq
+    assert seq == _layer_kinds(analyze("HybridForCausalLM", str(MINI), str(MINI), None, cache=False))[1:]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..index.modules import Definition, ModuleIndex, ModuleRef
-from ..index.nodes import iter_nodes
+from ..index.nodes import find_all, iter_nodes
 
 MAX_DEPTH = 8
 _MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
@@ -129,9 +129,41 @@ class Constructor:
             result = pick(options)
             break
         if result is None:
+            result = self._helper_attr(inst, name, depth)
+        if result is None:
             result = self._class_attr(inst, name, depth)
         inst._attrs[key] = result
         return result
+
+    def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, (stmt, _cond) in enumerate(_walk_stmts(fn.body.body, c.module)):
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    call = small.value if isinstance(small, cst.Expr) else None
+                    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
+                        continue
+                    found = self.method(inst.cls, call.func.attr.value)  # the most derived override
+                    if found is None or found[1].name.value == "__init__":
+                        continue
+                    owner, helper = found
+                    assigned = _self_assignments(helper, name, owner.module)
+                    if not assigned:
+                        continue
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    hscope = Scope(module=owner.module, owner=inst)
+                    bind_params(helper, call, scope, hscope, skip_self=True)
+                    options = []
+                    for expr, cond, hpos in assigned:
+                        self._fill_locals(helper, hscope, owner.module, before=hpos)
+                        for alt in self.evaluate(expr, hscope, depth + 1):
+                            alt.condition = _join(cond, alt.condition)
+                            options.append(alt)
+                    if options:
+                        return pick(options)
+        return None
 
     def external_class(self, inst: Instance, name: str) -> str | None:
         """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
@@ -188,8 +220,12 @@ class Constructor:
             return self._call(expr, scope, depth)
         if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
             return self.evaluate(expr.left, scope, depth + 1) or self.evaluate(expr.right, scope, depth + 1)
-        if isinstance(expr, cst.Subscript):  # LAYER_TYPES[config.x] -> every value of the dict
-            base = self._dict_values(expr.value, scope, depth)
+        if isinstance(expr, cst.Subscript):
+            if all(isinstance(s.slice, cst.Slice) for s in expr.slice):  # self.layers[a:b] is still the layer list
+                base = [i for i in self.evaluate(expr.value, scope, depth + 1) if i.element is not None]
+                if base:
+                    return base
+            base = self._dict_values(expr.value, scope, depth)  # LAYER_TYPES[config.x] -> every value of the dict
             if base:
                 return base
         return []
@@ -219,6 +255,9 @@ class Constructor:
             if name in scope.defaults:
                 return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
         target = self.index.resolve_expr(scope.module, expr)
+        if target is None and isinstance(expr, cst.Name):
+            local = _function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
+            target = self.index.lookup(*local) if local else None
         if isinstance(target, Definition) and target.kind == "class":
             return [Instance(target)]  # a class object (called later)
         if isinstance(target, Definition) and target.kind == "assign":
@@ -309,7 +348,8 @@ def pick(options: list[Instance]) -> Instance | None:
         return options[0] if options else None
     # The richest structure is the default (it is what the large checkpoints of a family use); the
     # others stay listed as alternatives with their conditions.
-    moe = [o for o in real if _MOE_NAME.search(o.cls.name)]
+    # (a family name such as BailingMoE... says nothing when every option is an attention class)
+    moe = [o for o in real if _MOE_NAME.search(o.cls.name)] if not all("Attention" in o.cls.name for o in real) else []
     mla = [o for o in real if _MLA_NAME.search(o.cls.name)]
     chosen = moe[0] if moe else mla[0] if mla else _prefer_plain(real)[0]
     chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
@@ -433,6 +473,26 @@ def _memo(what: str):
     return wrap
 
 
+def _function_imports(module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from m import X` inside the module's functions (the first binding of a name wins)."""
+    key = ("function_imports", None)
+    found = module.memo.get(key)
+    if found is None:
+        from ..index.modules import _absolute, _dotted_name
+
+        found = {}
+        for fn in find_all(module.tree, cst.FunctionDef):
+            for node in find_all(fn.body, cst.ImportFrom):
+                if isinstance(node.names, cst.ImportStar):
+                    continue
+                mod = _absolute(module, len(node.relative), _dotted_name(node.module) if node.module else None)
+                for alias in node.names:
+                    name = _dotted_name(alias.name)
+                    found.setdefault(alias.asname.name.value if alias.asname else name, (mod, name))
+        module.memo[key] = found
+    return found
+
+
 def _is_self(expr) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "self"
 
@@ -488,13 +548,15 @@ def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
 @_memo("local_assignments")
 def _local_assignments(fn: cst.FunctionDef, module):
     # Only plain `x = ...` locals: a tuple-unpacked local is a runtime value, not a constructor.
-    out = []
+    out, nested = [], []
     for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
         if isinstance(stmt, cst.FunctionDef):
             # a nested layer factory: make_layers(n, get_layer) with `def get_layer(prefix): return Layer(...)`
             rets = _returns(stmt, module)
             if rets and isinstance(rets[0][0], cst.Call):
                 out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+            # its own locals (`layer_class = A if is_attn else B; return layer_class(...)`) resolve that call
+            nested += [(t, v, _join(cond, c), pos) for t, v, c, _p in _local_assignments(stmt, module)]
             continue
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -502,7 +564,8 @@ def _local_assignments(fn: cst.FunctionDef, module):
                     out += [(t.target.value, small.value, cond, pos) for t in small.targets if isinstance(t.target, cst.Name)]
                 elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
                     out.append((small.target.value, small.value, cond, pos))
-    return out
+    outer = {t for t, *_ in out}
+    return out + [n for n in nested if n[0] not in outer]
 
 
 @_memo("returns")

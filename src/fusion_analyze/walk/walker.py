@@ -238,6 +238,13 @@ class Walker:
 
     def _for(self, frame: _Frame, stmt: cst.For, cond, steady) -> None:
         layer_list = self._layer_list(frame, stmt.iter)
+        loop_var, body = None, list(stmt.body.body)
+        if layer_list is None:
+            # for i in range(self.start_layer, self.end_layer): layer = self.layers[i]; ...
+            indexed = self._indexed_layer(frame, body)
+            if indexed is not None:
+                layer_list, loop_var, first = indexed
+                body.remove(first)
         if layer_list is not None and layer_list.element is not None:
             element = layer_list.element
             key = element.cls.qualname if element.cls else None
@@ -246,7 +253,9 @@ class Walker:
             self._walked_lists.add(key)
             target = stmt.target
             names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
-            if names and isinstance(names[-1], cst.Name):
+            if loop_var is not None:
+                frame.loop_vars[loop_var] = element
+            elif names and isinstance(names[-1], cst.Name):
                 frame.loop_vars[names[-1].value] = element
             # Loop-carried variables are not None after the first iteration (the steady state).
             for name in _assigned_names(stmt.body):
@@ -256,11 +265,25 @@ class Walker:
             self.section = "layer"
             self.repeat = layer_list.repeat
             self._layer_role(element)
-            self._block(frame, stmt.body.body, cond, steady)
+            self._block(frame, body, cond, steady)
             self.section = "epilogue" if previous != "layer" else previous
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
+
+    def _indexed_layer(self, frame: _Frame, body: list):
+        """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`."""
+        for stmt in body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            small = stmt.body[0]
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.Subscript)):
+                continue
+            layer_list = self._layer_list(frame, small.value)
+            if layer_list is not None and layer_list.element is not None:
+                return layer_list, small.targets[0].target.value, stmt
+        return None
 
     def _layer_list(self, frame: _Frame, it) -> Instance | None:
         """islice(self.layers, a, b) / self.layers / self.layers[a:b] / enumerate(...) of those."""
