@@ -116,6 +116,6 @@ def test_sweep_text_generation_architectures(ascend):
     share = len(good) / len(text)
     print(f"\nsweep vLLM 0.30.0: {len(good)}/{len(text)} architectures ({share:.1%}) yield a decoder layer "
           f"with attention and MLP/MoE ops; not: {', '.join(bad)}", file=sys.stderr)
-    # Measured 111/125 (88.8%) on 0.30.0; the issue aims at 95%. Five (Mamba, FalconMamba, Mamba2, NemotronH,
-    # NemotronH-Puzzle) have no layer with both attention and an FFN at all; README lists the other nine.
-    assert share >= 0.85
+    # Measured 114/125 (91.2%) on 0.30.0; the issue aims at 95%. Five (Mamba, FalconMamba, Mamba2, NemotronH,
+    # NemotronH-Puzzle) have no layer with both attention and an FFN at all; README lists the other six.
+    assert share >= 0.9

@@ -178,6 +178,12 @@ def test_sources_are_not_written(run, mini):
     assert out.read_text().startswith("## ")
 
 
+def _line_of(name: str, text: str) -> int:
+    """The line of `text` in fixtures/mini/.../models/<name>, read from the file itself."""
+    lines = (MINI / "vllm/model_executor/models" / name).read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
 def _layer_kinds(a):
     return [(op.kind, op.name, op.file.rsplit("/", 1)[-1], op.line) for op in _steady_layer(a)]
 
@@ -192,7 +198,7 @@ def test_helper_method_nested_factory_range_loop_and_function_import():
     assert (loc["attention"].cls, loc["mlp"].cls) == ("Qwen3Attention", "Qwen2MLP")
     assert a.walk.repeat == "config.num_hidden_layers"
     seq = _layer_kinds(a)
-    assert seq[0] == ("mul", "mul", "hybrid.py", 90)  # the loop body before `layer = self.layers[i]`
+    assert seq[0] == ("mul", "mul", "hybrid.py", _line_of("hybrid.py", "hidden_states * 2.0"))  # before `layer = self.layers[i]`
     assert [s for s in seq if s[0] in ("attention", "silu_mul")] == [
         ("attention", "attn", "qwen3.py", 42), ("silu_mul", "act_fn", "qwen2.py", 36)]
     first = next(op for op in a.walk.ops if op.name == "mul" and op.section == "layer")
@@ -207,5 +213,30 @@ def test_sliced_layer_list_is_still_the_layer_list():
     a = analyze("SlicedForCausalLM", str(MINI), str(MINI), None, cache=False)
     assert a.walk.locations["decoder_layer"].cls == "HybridDecoderLayer"
     seq = _layer_kinds(a)
-    assert ("attention", "attn", "qwen3.py", 42) in seq and ("mul", "mul", "hybrid.py", 90) not in seq
+    assert ("attention", "attn", "qwen3.py", 42) in seq and not any(op[0] == "mul" for op in seq)
     assert seq == _layer_kinds(analyze("HybridForCausalLM", str(MINI), str(MINI), None, cache=False))[1:]
+
+
+def test_module_list_append_module_dict_item_and_local_alias():
+    a = analyze("LoopForCausalLM", str(MINI), str(MINI), None, cache=False)
+    assert a.walk.locations["attention"].cls == "LoopAttention"
+    assert [(op.kind, op.name, op.layer_class, op.line) for op in a.walk.ops if op.section == "layer"] == [
+        ("matmul", "qkv_proj", "QKVParallelLinear", _line_of("hybrid.py", "qkv, _ = self.qkv_proj(hidden_states)")),
+        ("split", "chunk", None, _line_of("hybrid.py", "qkv.chunk(3")),
+        ("rmsnorm", "norms", "RMSNorm", _line_of("hybrid.py", 'self.norms["q"](q)')),  # ModuleDict item
+        ("attention", "attn", "Attention", _line_of("hybrid.py", "return attn(q, k, v)")),  # attn = self.attn[0]
+    ]
+    assert not a.walk.unknowns
+
+
+def test_patch_wrapping_the_forward_it_replaces():
+    # vllm_ascend/patch/worker/patch_hybrid.py saves HybridModel.forward and calls it from the new forward
+    a = analyze("HybridForCausalLM", str(MINI), str(MINI), "ascend", cache=False)
+    backbone = a.walk.locations["backbone"]
+    assert backbone.patched_by == "vllm_ascend/patch/worker/patch_hybrid.py:13"
+    assert any(op.kind == "attention" for op in a.walk.ops if op.section == "layer")  # the original still walked
+    assert ("contiguous", "vllm_ascend/patch/worker/patch_hybrid.py", 10) in [
+        (op.name, op.file, op.line) for op in a.walk.ops if op.section == "epilogue"]
+    cuda = analyze("HybridForCausalLM", str(MINI), str(MINI), "cuda", cache=False)
+    assert cuda.walk.locations["backbone"].patched_by is None
+    assert _layer_kinds(cuda) == _layer_kinds(a)

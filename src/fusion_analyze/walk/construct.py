@@ -131,9 +131,36 @@ class Constructor:
         if result is None:
             result = self._helper_attr(inst, name, depth)
         if result is None:
+            result = self._filled_container(inst, name, depth)
+        if result is None:
             result = self._class_attr(inst, name, depth)
         inst._attrs[key] = result
         return result
+
+    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, c.module)):
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    value = None
+                    if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
+                            and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"
+                            and _is_self_attr(small.value.func.value, name)):
+                        value = small.value.args[0].value
+                    elif (isinstance(small, cst.Assign) and len(small.targets) == 1
+                          and isinstance(small.targets[0].target, cst.Subscript)
+                          and _is_self_attr(small.targets[0].target.value, name)):
+                        value = small.value
+                    if value is None:
+                        continue
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    element = pick(self.evaluate(value, scope, depth + 1))
+                    if element is not None and element.cls is not None:
+                        element.condition = _join(cond, element.condition)
+                        return _layer_list(element, None)
+        return None
 
     def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""

@@ -271,6 +271,15 @@ class Walker:
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
 
+    def _list_item(self, frame: _Frame, value) -> Instance | None:
+        """The module `self.<list>[k]` stands for, when the list holds leaves (attention, norms)."""
+        if not (isinstance(value, cst.Subscript) and _self_attr(value.value)):
+            return None
+        lst = self.ctor.attr(frame.inst, value.value.attr.value)
+        if lst is None or lst.element is None or lst.element.cls is None:
+            return None
+        return lst.element if leaf_for_class_names(self.ctor.base_names(lst.element.cls)) is not None else None
+
     def _indexed_layer(self, frame: _Frame, body: list):
         """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`."""
         for stmt in body:
@@ -320,6 +329,10 @@ class Walker:
                     for n in _target_names(t):
                         frame.facts.none[n] = True
                         frame.env[n] = []
+                return
+            alias = self._list_item(frame, value)
+            if alias is not None and len(targets) == 1 and isinstance(targets[0], cst.Name):
+                frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
@@ -438,13 +451,18 @@ class Walker:
         if isinstance(func, cst.Name) and func.value in frame.loop_vars:
             args, kwargs = self._args(frame, call, cond, steady, stmt)
             inst = frame.loop_vars[func.value]
+            if inst.cls is not None and leaf_for_class_names(self.ctor.base_names(inst.cls)) is not None:
+                return self._module_call(frame, inst, func.value, call, args, kwargs, cond, steady, stmt, hint)
             return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
                                 facts=frame.facts)
-        # self.layers[i](...)
+        # self.layers[i](...), self.attn_per_step[str(step)](...)
         if isinstance(func, cst.Subscript) and _self_attr(func.value):
             lst = self.ctor.attr(frame.inst, func.value.attr.value)
             if lst is not None and lst.element is not None:
                 args, kwargs = self._args(frame, call, cond, steady, stmt)
+                if leaf_for_class_names(self.ctor.base_names(lst.element.cls)) is not None:  # a list of leaves
+                    return self._module_call(frame, lst.element, func.value.attr.value, call, args, kwargs, cond,
+                                             steady, stmt, hint)
                 return self._expand(lst.element, "forward", args, kwargs, path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts)
         dotted = self.index.dotted(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         # tensor methods: x.view(...), qkv.split(...)
@@ -471,6 +489,10 @@ class Walker:
         target = self.index.resolve_expr(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.startswith(("vllm.", "vllm_ascend.")):
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
+        original = self._saved_method(target, call)
+        if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
+            owner, fn = original
+            return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
         if isinstance(func, cst.Name) and func.value in _IGNORED_BUILTINS:
             return inputs
         if dotted and dotted.split(".")[0] in ("torch", "F", "math", "einops") and not inputs:
@@ -479,6 +501,17 @@ class Walker:
         if dotted and dotted.startswith("torch."):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, "callee not in the taxonomy or the trees")
+
+    def _saved_method(self, target, call: cst.Call):
+        """(class, method) for `saved(self, ...)` where `saved = SomeClass.method` at module level."""
+        if not (isinstance(target, Definition) and target.kind == "assign" and isinstance(target.node, cst.Attribute)):
+            return None
+        if not (call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "self"):
+            return None
+        cls = self.index.resolve_expr(target.module, target.node.value)
+        if not (isinstance(cls, Definition) and cls.kind == "class"):
+            return None
+        return self.ctor.method(cls, target.node.attr.value)
 
     def _dispatch_target(self, inst: Instance) -> str:
         """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the
@@ -495,11 +528,13 @@ class Walker:
                     return value.attr.value
         return self.backends.forward_name(inst.cls)
 
-    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False) -> list[str]:
+    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False) -> list[str]:
+        """`replaced`: the method a patch replaced, called from the patch (not a recursion)."""
         if len(self._stack) > MAX_DEPTH:
             return []
         key = f"{module.name}.{fn.name.value}"
-        if self._stack.count(key) >= 1 or any(k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:]):
+        if self._stack.count(key) >= 1 or (not replaced and any(
+                k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
             self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
             return []
         sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Facts(dict(), dict(frame.facts.attr_classes)))
