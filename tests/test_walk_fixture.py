@@ -240,3 +240,18 @@ def test_patch_wrapping_the_forward_it_replaces():
     cuda = analyze("HybridForCausalLM", str(MINI), str(MINI), "cuda", cache=False)
     assert cuda.walk.locations["backbone"].patched_by is None
     assert _layer_kinds(cuda) == _layer_kinds(a)
+
+
+def test_conditional_import_bindings_per_backend():
+    from fusion_analyze.index.modules import ImportBinding, ModuleIndex
+
+    rocm = [ImportBinding("m.nvidia", "X", 0, "TYPE_CHECKING or not current_platform.is_rocm()"),
+            ImportBinding("m.amd", "X", 0, "not (TYPE_CHECKING or not current_platform.is_rocm())")]
+    cuda = [ImportBinding("m.cuda", "X", 0, "current_platform.is_cuda_alike()"),
+            ImportBinding("m.other", "X", 0, "not (current_platform.is_cuda_alike())")]
+    typing = [ImportBinding("m.real", "X", 0, None), ImportBinding("m.stub", "X", 0, "TYPE_CHECKING")]
+    for backend in ("ascend", "cuda"):
+        index = ModuleIndex([], backend=backend)
+        assert index.choose(rocm).module == "m.nvidia"  # neither walked backend is ROCm
+        assert index.choose(cuda).module == ("m.cuda" if backend == "cuda" else "m.other")
+        assert index.choose(typing).module == "m.real"

@@ -225,12 +225,17 @@ class ModuleIndex:
             return items[0]
         def score(item) -> int:
             cond = (item.condition or "").replace(" ", "")
-            if "TYPE_CHECKING" in cond and not cond.startswith("not"):
-                return -2
-            cuda = "is_cuda" in cond or "is_cuda_alike" in cond or "is_rocm" in cond
-            if cuda:
-                positive = not cond.startswith("not")
-                return 2 if positive == (backend == "cuda") else -1
+            # `if TYPE_CHECKING or not current_platform.is_rocm():` runs its body when the rest holds
+            cond = cond.replace("TYPE_CHECKINGor", "")
+            while cond.startswith("not(not") and cond.endswith(")"):
+                cond = cond[len("not(not"):-1].strip("()")
+            negated = cond.startswith("not")
+            if "TYPE_CHECKING" in cond:
+                return 0 if negated else -2
+            if "is_cuda" in cond:  # is_cuda(), is_cuda_alike()
+                return 2 if (not negated) == (backend == "cuda") else -1
+            if "is_rocm" in cond:  # neither backend this tool walks is ROCm
+                return 1 if negated else -1
             return 0
         best = max(range(len(items)), key=lambda i: (score(items[i]), i))
         return items[best]
