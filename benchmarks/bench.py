@@ -42,8 +42,10 @@ def main() -> None:
     vroot, aroot = str(fetch_spec(args.vllm)), str(fetch_spec(args.ascend))
     work = tempfile.mkdtemp(prefix="fa-bench-")
     env = dict(os.environ, FUSION_ANALYZE_PARSE_CACHE=os.path.join(work, "cache"))
-    one = (f"from fusion_analyze.pipeline import analyze, render\n"
-           f"a = analyze('Qwen3ForCausalLM', {vroot!r}, {aroot!r}, None, cache=False)\nrender(a, 'md')\n")
+    # (a) is the command a user types, start to exit: `fusion-analyze Qwen3ForCausalLM ... --no-cache`
+    one = (f"import sys\nsys.argv = ['fusion-analyze', 'Qwen3ForCausalLM', '--vllm-root', {vroot!r}, '--ascend-root', "
+           f"{aroot!r}, '--no-cache', '-o', {os.path.join(work, 'one.md')!r}]\n"
+           f"from fusion_analyze.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n")
     every = (f"from fusion_analyze.batch import BatchJob, run_batch\nfrom fusion_analyze.locate.registry import TEXT_TABLE\n"
              f"from fusion_analyze.session import Session\nimport json\n"
              f"s = Session.open({vroot!r}, {aroot!r}, cache=False)\n"

@@ -13,6 +13,7 @@ unchanged trees only copies them.
 from __future__ import annotations
 
 import fnmatch
+import gc
 import json
 import multiprocessing as mp
 import multiprocessing.connection
@@ -66,9 +67,13 @@ def _report_cache(job: BatchJob, session):
         return None
     from .render.report_cache import ReportCache, files_fingerprint, tree_fingerprint
 
+    from .resources import data_dir
+
     roots = [(t.package, t.package_dir) for t in (session.vllm, session.ascend) if t is not None]
+    tool = tree_fingerprint([("code", Path(__file__).parent), ("patterns", data_dir("patterns")),
+                             ("templates", data_dir("templates"))], suffixes=(".py", ".yaml", ".j2"))
     patterns = Path(job.patterns) if job.patterns else None
-    inputs = {"trees": tree_fingerprint(roots), "backend": session.backend, "lang": job.lang, "tp": job.tp,
+    inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": session.backend, "lang": job.lang, "tp": job.tp,
               "patterns": files_fingerprint(sorted(patterns.rglob("*.yaml"))) if patterns else None,
               "config": files_fingerprint([Path(job.config)]) if job.config else None}
     return ReportCache(session.index.cache.base / "reports", inputs)
@@ -77,13 +82,18 @@ def _report_cache(job: BatchJob, session):
 def _worker(job: BatchJob, conn) -> None:
     from .pipeline import Options, analyze_in, render, write_text
 
+    # libcst trees are acyclic and long-lived: keep the cyclic collector off them (it would rescan millions of
+    # nodes again and again) and collect only what one model leaves behind, after each model.
+    gc.disable()
     session = _INHERITED.get("session")
     reports = _INHERITED.get("reports")
     if session is None:  # spawned, not forked: nothing to inherit
         session = _open_session(job)
         reports = _report_cache(job, session)
+    gc.freeze()
     options = Options(config=job.config, tp=job.tp)
     while True:
+        gc.collect(1)
         arch = conn.recv()
         if arch is None:
             return
@@ -150,11 +160,16 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     pending = list(architectures)
     results: dict[str, dict] = {}
     if fork:  # read the shared part once here; the workers inherit it
+        was_enabled = gc.isenabled()
+        gc.disable()
         try:
             session = _open_session(job)
             _INHERITED.update(session=session, reports=_report_cache(job, session))
         except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
             _INHERITED.clear()
+        finally:
+            if was_enabled:
+                gc.enable()
     slots = [_Slot(ctx, job) for _ in range(max(1, min(workers, len(pending))))]
     try:
         while pending or any(s.task for s in slots):

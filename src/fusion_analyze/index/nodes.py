@@ -28,6 +28,15 @@ _ORDER: dict[type, tuple[str, ...]] = {
 }
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}  # isinstance() against libcst's ABC is slow: decide once per type
+
+
+def _is_node(value) -> bool:
+    t = type(value)
+    found = _IS_NODE.get(t)
+    if found is None:
+        found = _IS_NODE[t] = issubclass(t, cst.CSTNode)
+    return found
 
 
 def _fields(t: type) -> tuple[str, ...]:
@@ -43,10 +52,10 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if _is_node(value):
             out.append(value)
-        elif isinstance(value, (tuple, list)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+        elif type(value) in (tuple, list):
+            out.extend(v for v in value if _is_node(v))
     return out
 
 
@@ -65,4 +74,16 @@ def iter_nodes(root: cst.CSTNode, prune=None) -> Iterator[cst.CSTNode]:
 
 def find_all(root: cst.CSTNode, kind, prune=None) -> list:
     """Every node of type `kind` (a type or tuple of types) under root, root included, in source order."""
-    return [n for n in iter_nodes(root, prune) if isinstance(n, kind)]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return [n for n in iter_nodes(root, prune) if _is_a(type(n), kinds)]
+
+
+_IS_A: dict[tuple, bool] = {}
+
+
+def _is_a(t: type, kinds: tuple) -> bool:
+    key = (t, kinds)
+    found = _IS_A.get(key)
+    if found is None:
+        found = _IS_A[key] = issubclass(t, kinds)
+    return found

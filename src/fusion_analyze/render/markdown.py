@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import jinja2
@@ -127,10 +128,16 @@ def render_data(data: dict, template: str | None = None, lang: str = "zh") -> st
         except (jinja2.UndefinedError, jinja2.TemplateError, TypeError) as exc:
             raise UserError(f"{template}: template error: {exc}; see templates/report.md.j2 for the data it gets")
     else:
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-        tmpl = env.get_template("report.md.j2")
+        tmpl = _shipped_template()
     return _render(tmpl, data, lang)
+
+
+@lru_cache(maxsize=1)
+def _shipped_template():
+    """Compiled once per process: `all` renders a report per architecture."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template("report.md.j2")
 
 
 def _render(tmpl, data: dict, lang: str) -> str:

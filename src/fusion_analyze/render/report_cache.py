@@ -2,7 +2,8 @@
 
 An entry is keyed by everything a report depends on: the tool version, the content of every `.py` file of
 both trees (one fingerprint, hashed once per run), the pattern files, the --config file, the options and the
-architecture. Any edit anywhere in the trees changes the fingerprint, so a stale report is never served; the
+architecture, and the tool's own code and data (so a development checkout never serves a report an older
+state of the code wrote). Any edit anywhere in the trees changes the fingerprint, so a stale report is never served; the
 parse cache still makes the recomputation after such an edit cheap. Entries are written to a temporary name
 and renamed into place, so concurrent runs never read a half-written one.
 """
@@ -20,14 +21,14 @@ from .. import __version__
 _FORMAT = 1
 
 
-def tree_fingerprint(roots: list[tuple[str, Path]]) -> str:
+def tree_fingerprint(roots: list[tuple[str, Path]], suffixes: tuple[str, ...] = (".py",)) -> str:
     """sha256 over (package, relative path, content) of every .py file under each package directory."""
     h = hashlib.sha256()
     for package, package_dir in roots:
         files = []
         for dirpath, dirnames, filenames in os.walk(package_dir):
             dirnames.sort()
-            files += [os.path.join(dirpath, f) for f in filenames if f.endswith(".py")]
+            files += [os.path.join(dirpath, f) for f in filenames if f.endswith(suffixes)]
         for path in sorted(files):
             rel = os.path.relpath(path, package_dir).replace(os.sep, "/")
             try:

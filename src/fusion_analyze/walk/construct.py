@@ -501,21 +501,21 @@ def _memo(what: str):
 
 
 def _function_imports(module) -> dict[str, tuple[str, str]]:
-    """Names bound by `from m import X` inside the module's functions (the first binding of a name wins)."""
+    """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
+    names were tried before this, so what is left are imports inside functions."""
     key = ("function_imports", None)
     found = module.memo.get(key)
     if found is None:
         from ..index.modules import _absolute, _dotted_name
 
         found = {}
-        for fn in find_all(module.tree, cst.FunctionDef):
-            for node in find_all(fn.body, cst.ImportFrom):
-                if isinstance(node.names, cst.ImportStar):
-                    continue
-                mod = _absolute(module, len(node.relative), _dotted_name(node.module) if node.module else None)
-                for alias in node.names:
-                    name = _dotted_name(alias.name)
-                    found.setdefault(alias.asname.name.value if alias.asname else name, (mod, name))
+        for node in find_all(module.tree, cst.ImportFrom):
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            mod = _absolute(module, len(node.relative), _dotted_name(node.module) if node.module else None)
+            for alias in node.names:
+                name = _dotted_name(alias.name)
+                found.setdefault(alias.asname.name.value if alias.asname else name, (mod, name))
         module.memo[key] = found
     return found
 

@@ -34,14 +34,17 @@ class Backends:
         self.ctor = ctor
         self._oot: RegisteredOps | dict | None = None
         self._custom_ops: CustomOps | None = None
-        self._cache: dict = {}
+        self._cache: dict = index.memo.setdefault(("kernels_of", ctor.__class__.__name__), {})  # per session
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
     def oot(self) -> "RegisteredOps | dict":
         """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
-        if self._oot is None:
-            self._oot = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
+        if self._oot is None:  # one table per session, not per model
+            memo = self.index.memo
+            if ("registered_ops", None) not in memo:
+                memo[("registered_ops", None)] = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
+            self._oot = memo[("registered_ops", None)]
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:
@@ -79,8 +82,8 @@ class Backends:
     # -- torch.ops.vllm.<name> -> the Python function behind it -----------------------------------
     @property
     def custom_ops(self) -> "CustomOps":
-        if self._custom_ops is None:
-            self._custom_ops = CustomOps(self.index)
+        if self._custom_ops is None:  # the text scan reads every file of both trees: once per session
+            self._custom_ops = self.index.memo.setdefault(("custom_ops", None), CustomOps(self.index))
         return self._custom_ops
 
     # -- kernels ----------------------------------------------------------------------------------
@@ -95,7 +98,7 @@ class Backends:
                 owner, fn = found
                 self._collect(impl, owner.module, fn, facts, out, 0, set())
             self._cache[key] = _dedupe(out)
-        return self._cache[key]
+        return list(self._cache[key])
 
     def kernels_of_function(self, fn_def: Definition, facts: Facts) -> list[Kernel]:
         out: list[Kernel] = []

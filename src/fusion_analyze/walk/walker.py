@@ -658,7 +658,10 @@ class Walker:
         if inst.cls is None:
             return out
         for c, fn, _scope in self.ctor.init_scopes(inst)[:1]:
-            for name in _self_attr_names(fn):
+            key = ("self_attr_names", fn)
+            if key not in c.module.memo:
+                c.module.memo[key] = _self_attr_names(fn)
+            for name in c.module.memo[key]:
                 sub = self.ctor.attr(inst, name)
                 if sub is not None and sub.cls is not None:
                     impl = self.backends.implementation(sub.cls)
