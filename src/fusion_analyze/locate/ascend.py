@@ -30,7 +30,7 @@ class Patch:
     target: str  # absolute dotted name that is replaced: vllm.x.y.Class.forward
     file: str
     line: int
-    value: str  # source text of what is assigned
+    value: str  # what is assigned, as Python (ast.unparse)
     module: str  # the patch module (to resolve `value` in)
     value_name: str | None = None  # `value` when it is a dotted name (new_forward, mod.Class)
 
@@ -94,8 +94,7 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
             target = _target_name(index, imports, target_expr)
             if target is None or not target.startswith("vllm."):
                 continue
-            text = ast.get_source_segment(source.decode("utf-8", "replace"), value) or ast.unparse(value)
-            patches.append(Patch(target, rel, node.lineno, text.strip(), module, _dotted(value)))
+            patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, _dotted(value)))
     return sorted(patches, key=lambda p: (p.target, p.file, p.line))
 
 
