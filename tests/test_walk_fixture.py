@@ -203,6 +203,10 @@ def test_helper_method_nested_factory_range_loop_and_function_import():
         ("attention", "attn", "qwen3.py", 42), ("silu_mul", "act_fn", "qwen2.py", 36)]
     first = next(op for op in a.walk.ops if op.name == "mul" and op.section == "layer")
     assert first.condition == "i == 0"
+    # get_layer() picks the class per layer index: the other class is listed with its condition
+    layers = next(x for x in a.walk.alternatives if x["path"] == "model.layers")
+    assert layers["chosen"] == "HybridDecoderLayer"
+    assert [tuple(o) for o in layers["others"]] == [("HybridConvLayer", "not (layer_idx % 4 == 3)")]
     # attention alternatives: the family name "HybridMoe..." does not make a mixer the default
     alt = next(x for x in a.walk.alternatives if x["path"] == "model.layers.self_attn")
     assert alt["chosen"] == "Qwen3Attention"

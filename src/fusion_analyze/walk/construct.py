@@ -317,7 +317,8 @@ class Constructor:
             elems = self.evaluate(lam.body, scope, depth + 1)
             first = call.args[0].value if call.args else None
             repeat = scope.module.code(first).strip() if first is not None and first is not lam and not isinstance(first, cst.Name) or (isinstance(first, cst.Name) and first.value not in scope.locals) else None
-            return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+            chosen = pick(elems)  # a per-layer class choice: the default, the others listed as alternatives
+            return [_layer_list(chosen, repeat)] if chosen is not None else []
         if fname == "ModuleList" and call.args:
             arg = call.args[0].value
             if isinstance(arg, cst.ListComp):

@@ -264,7 +264,7 @@ class Walker:
             previous = self.section
             self.section = "layer"
             self.repeat = layer_list.repeat
-            self._layer_role(element)
+            self._layer_role(element, f"{frame.path}.layers" if frame.path else "layers")
             self._block(frame, body, cond, steady)
             self.section = "epilogue" if previous != "layer" else previous
             return
@@ -681,8 +681,13 @@ class Walker:
             patched = f"{patch.file}:{patch.line}" if patch else None
         self.locations[role] = RoleLocation(inst.cls.name, inst.cls.module.rel, inst.cls.line, f_file, f_line, patched)
 
-    def _layer_role(self, element: Instance) -> None:
+    def _layer_role(self, element: Instance, path: str = "layers") -> None:
         self._role("decoder_layer", element)
+        if element.alternatives and element.cls is not None and not any(a["path"] == path for a in self.alternatives):
+            self.alternatives.append({  # get_layer() picks the class per layer index
+                "path": path, "chosen": element.cls.name, "condition": element.condition,
+                "others": sorted({(a.name, a.condition or "") for a in element.alternatives}),
+            })
 
     def _role_for_submodule(self, frame: _Frame, name: str, sub: Instance, kind: str | None = None) -> None:
         model = self.locations.get("model")
