@@ -392,6 +392,22 @@ def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) ->
                 )
 
 
+def import_from_bindings(info: ModuleInfo, root: cst.CSTNode) -> list[tuple[str, tuple[str, str]]]:
+    """(bound name, (absolute module, name)) of every `from m import X` under root, in source order; for the
+    imports inside functions, which the module-level index leaves out."""
+    from .nodes import find_all
+
+    out = []
+    for node in find_all(root, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
+        for alias in node.names:
+            name = _dotted_name(alias.name)
+            out.append((alias.asname.name.value if alias.asname else name, (mod, name)))
+    return out
+
+
 def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:
     if level == 0:
         return module or ""

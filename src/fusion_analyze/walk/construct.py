@@ -137,59 +137,59 @@ class Constructor:
         inst._attrs[key] = result
         return result
 
-    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
-        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
+    def _init_statements(self, inst: Instance):
+        """(class, __init__, scope, position, condition, small statement) through the __init__ chain."""
         for c, fn, scope in self.init_scopes(inst):
             for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, c.module)):
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                for small in stmt.body:
-                    value = None
-                    if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
-                            and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"
-                            and _is_self_attr(small.value.func.value, name)):
-                        value = small.value.args[0].value
-                    elif (isinstance(small, cst.Assign) and len(small.targets) == 1
-                          and isinstance(small.targets[0].target, cst.Subscript)
-                          and _is_self_attr(small.targets[0].target.value, name)):
-                        value = small.value
-                    if value is None:
-                        continue
-                    self._fill_locals(fn, scope, c.module, before=pos)
-                    element = pick(self.evaluate(value, scope, depth + 1))
-                    if element is not None and element.cls is not None:
-                        element.condition = _join(cond, element.condition)
-                        return _layer_list(element, None)
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        yield c, fn, scope, pos, cond, small
+
+    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
+        for c, fn, scope, pos, cond, small in self._init_statements(inst):
+            value = None
+            if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
+                    and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"
+                    and _is_self_attr(small.value.func.value, name)):
+                value = small.value.args[0].value
+            elif (isinstance(small, cst.Assign) and len(small.targets) == 1
+                  and isinstance(small.targets[0].target, cst.Subscript)
+                  and _is_self_attr(small.targets[0].target.value, name)):
+                value = small.value
+            if value is None:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            element = pick(self.evaluate(value, scope, depth + 1))
+            if element is not None and element.cls is not None:
+                element.condition = _join(cond, element.condition)
+                return _layer_list(element, None)
         return None
 
     def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
-        for c, fn, scope in self.init_scopes(inst):
-            for pos, (stmt, _cond) in enumerate(_walk_stmts(fn.body.body, c.module)):
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                for small in stmt.body:
-                    call = small.value if isinstance(small, cst.Expr) else None
-                    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
-                        continue
-                    found = self.method(inst.cls, call.func.attr.value)  # the most derived override
-                    if found is None or found[1].name.value == "__init__":
-                        continue
-                    owner, helper = found
-                    assigned = _self_assignments(helper, name, owner.module)
-                    if not assigned:
-                        continue
-                    self._fill_locals(fn, scope, c.module, before=pos)
-                    hscope = Scope(module=owner.module, owner=inst)
-                    bind_params(helper, call, scope, hscope, skip_self=True)
-                    options = []
-                    for expr, cond, hpos in assigned:
-                        self._fill_locals(helper, hscope, owner.module, before=hpos)
-                        for alt in self.evaluate(expr, hscope, depth + 1):
-                            alt.condition = _join(cond, alt.condition)
-                            options.append(alt)
-                    if options:
-                        return pick(options)
+        for c, fn, scope, pos, _cond, small in self._init_statements(inst):
+            call = small.value if isinstance(small, cst.Expr) else None
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
+                continue
+            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
+            if found is None or found[1].name.value == "__init__":
+                continue
+            owner, helper = found
+            assigned = _self_assignments(helper, name, owner.module)
+            if not assigned:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            hscope = Scope(module=owner.module, owner=inst)
+            bind_params(helper, call, scope, hscope, skip_self=True)
+            options = []
+            for expr, cond, hpos in assigned:
+                self._fill_locals(helper, hscope, owner.module, before=hpos)
+                for alt in self.evaluate(expr, hscope, depth + 1):
+                    alt.condition = _join(cond, alt.condition)
+                    options.append(alt)
+            if options:
+                return pick(options)
         return None
 
     def external_class(self, inst: Instance, name: str) -> str | None:
@@ -507,16 +507,11 @@ def _function_imports(module) -> dict[str, tuple[str, str]]:
     key = ("function_imports", None)
     found = module.memo.get(key)
     if found is None:
-        from ..index.modules import _absolute, _dotted_name
+        from ..index.modules import import_from_bindings
 
         found = {}
-        for node in find_all(module.tree, cst.ImportFrom):
-            if isinstance(node.names, cst.ImportStar):
-                continue
-            mod = _absolute(module, len(node.relative), _dotted_name(node.module) if node.module else None)
-            for alias in node.names:
-                name = _dotted_name(alias.name)
-                found.setdefault(alias.asname.name.value if alias.asname else name, (mod, name))
+        for bound, where in import_from_bindings(module, module.tree):
+            found.setdefault(bound, where)
         module.memo[key] = found
     return found
 

@@ -346,18 +346,9 @@ def _statements(body, conditional=False):
 
 
 def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:
-    from ..index.modules import _absolute, _dotted_name
+    from ..index.modules import import_from_bindings
 
-    out = {}
-    for node in find_all(fn, cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
-            continue
-        mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
-        for alias in node.names:
-            name = _dotted_name(alias.name)
-            bound = alias.asname.name.value if alias.asname else name
-            out[bound] = (mod, name)
-    return out
+    return dict(import_from_bindings(info, fn))  # a later import of a name wins, as at run time
 
 
 def _dict_pairs(node: cst.Dict):

@@ -271,6 +271,10 @@ class Walker:
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
 
+    def _is_leaf(self, inst: Instance) -> bool:
+        """A class the taxonomy lists (attention, norm, linear...): one op, not a forward to walk into."""
+        return inst.cls is not None and leaf_for_class_names(self.ctor.base_names(inst.cls)) is not None
+
     def _list_item(self, frame: _Frame, value) -> Instance | None:
         """The module `self.<list>[k]` stands for, when the list holds leaves (attention, norms)."""
         if not (isinstance(value, cst.Subscript) and _self_attr(value.value)):
@@ -278,7 +282,7 @@ class Walker:
         lst = self.ctor.attr(frame.inst, value.value.attr.value)
         if lst is None or lst.element is None or lst.element.cls is None:
             return None
-        return lst.element if leaf_for_class_names(self.ctor.base_names(lst.element.cls)) is not None else None
+        return lst.element if self._is_leaf(lst.element) else None
 
     def _indexed_layer(self, frame: _Frame, body: list):
         """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`."""
@@ -451,7 +455,7 @@ class Walker:
         if isinstance(func, cst.Name) and func.value in frame.loop_vars:
             args, kwargs = self._args(frame, call, cond, steady, stmt)
             inst = frame.loop_vars[func.value]
-            if inst.cls is not None and leaf_for_class_names(self.ctor.base_names(inst.cls)) is not None:
+            if self._is_leaf(inst):
                 return self._module_call(frame, inst, func.value, call, args, kwargs, cond, steady, stmt, hint)
             return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
                                 facts=frame.facts)
@@ -460,7 +464,7 @@ class Walker:
             lst = self.ctor.attr(frame.inst, func.value.attr.value)
             if lst is not None and lst.element is not None:
                 args, kwargs = self._args(frame, call, cond, steady, stmt)
-                if leaf_for_class_names(self.ctor.base_names(lst.element.cls)) is not None:  # a list of leaves
+                if self._is_leaf(lst.element):  # a list of leaves
                     return self._module_call(frame, lst.element, func.value.attr.value, call, args, kwargs, cond,
                                              steady, stmt, hint)
                 return self._expand(lst.element, "forward", args, kwargs, path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts)
