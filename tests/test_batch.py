@@ -12,6 +12,8 @@ from fusion_analyze.batch import BatchJob, run_batch
 from fusion_analyze.diff import diff_paths, to_markdown
 from fusion_analyze.walk.walker import Walker
 
+from fusion_analyze import batch
+
 from .conftest import MINI, validate_report
 
 QWENS = ["Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"]
@@ -80,8 +82,12 @@ def test_warm_all_serves_cached_reports_and_an_edit_invalidates_them(tmp_path, m
 
     real = Walker.walk_model
     monkeypatch.setattr(Walker, "walk_model", no_walk)  # inherited by the forked workers
+    opened = []
+    real_open = batch._open_session
+    monkeypatch.setattr(batch, "_open_session", lambda job: opened.append(job) or real_open(job))
     warm = run_batch(_job(tmp_path, "warm", mini), QWENS, workers=2)
     assert warm == cold
+    assert opened == []  # every report was cached: the trees were fingerprinted, not analyzed
     for n in sorted(os.listdir(tmp_path / "cold")):
         assert (tmp_path / "cold" / n).read_bytes() == (tmp_path / "warm" / n).read_bytes(), n
     # any edit of the trees changes their fingerprint: every model is analyzed again

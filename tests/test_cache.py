@@ -16,14 +16,16 @@ def _run(cache=True):
 def test_warm_run_parses_nothing_and_is_identical(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
     cold_index, cold = _run()
-    assert cold_index.parse_count > 10 and cold_index.cache.hits == 0
+    # a cold run can hit too: entries are per chunk, and two files may hold the same chunk text
+    assert cold_index.parse_count > 10 and cold_index.cache.hits < cold_index.parse_count
     warm_index, warm = _run()
-    assert warm_index.parse_count == 0 and warm_index.cache.hits == cold_index.parse_count
+    assert warm_index.parse_count == 0
+    assert warm_index.cache.hits == cold_index.parse_count + cold_index.cache.hits
     assert warm == cold
     # line tables were saved with the trees: the warm run computed no line itself
-    modules = [m for m in warm_index._modules.values() if m is not None and m.lines is not None]
-    assert modules and sum(m.lines.misses for m in modules) == 0
-    assert sum(m.lines.misses for m in cold_index._modules.values() if m is not None and m.lines is not None) > 0
+    modules = [m for m in warm_index._modules.values() if m is not None and m.chunks]
+    assert modules and sum(m.line_misses for m in modules) == 0
+    assert sum(m.line_misses for m in cold_index._modules.values() if m is not None) > 0
 
 
 def test_no_cache_and_damaged_entries(tmp_path, monkeypatch):

@@ -59,24 +59,34 @@ def _open_session(job: BatchJob):
 
     session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache)
     session.resolver.overrides, session.resolver.patches, session.passes()  # read once, shared by every model
+    session.index.save_lines()  # stored here once, not by every worker that inherits them
     return session
 
 
-def _report_cache(job: BatchJob, session):
-    if not job.cache or session.index.cache is None:
+def _report_cache(job: BatchJob):
+    """The per-architecture report cache for this job's inputs; it needs the trees' files, not their analysis."""
+    if not job.cache:
         return None
+    from .index.parse_cache import default_cache
     from .render.report_cache import ReportCache, files_fingerprint, tree_fingerprint
-
     from .resources import data_dir
+    from .session import backend_for
+    from .sources.trees import open_tree
 
-    roots = [(t.package, t.package_dir) for t in (session.vllm, session.ascend) if t is not None]
+    cache = default_cache()
+    if cache is None:
+        return None
+    vllm = open_tree(job.vllm_root, "vllm", required=True)
+    ascend = open_tree(job.ascend_root, "vllm_ascend", required=False)
+    roots = [(t.package, t.package_dir) for t in (vllm, ascend) if t is not None]
     tool = tree_fingerprint([("code", Path(__file__).parent), ("patterns", data_dir("patterns")),
                              ("templates", data_dir("templates"))], suffixes=(".py", ".yaml", ".j2"))
     patterns = Path(job.patterns) if job.patterns else None
-    inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": session.backend, "lang": job.lang, "tp": job.tp,
+    inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": backend_for(job.backend, ascend),
+              "lang": job.lang, "tp": job.tp,
               "patterns": files_fingerprint(sorted(patterns.rglob("*.yaml"))) if patterns else None,
               "config": files_fingerprint([Path(job.config)]) if job.config else None}
-    return ReportCache(session.index.cache.base / "reports", inputs)
+    return ReportCache(cache.base / "reports", inputs)
 
 
 def _worker(job: BatchJob, conn) -> None:
@@ -87,9 +97,8 @@ def _worker(job: BatchJob, conn) -> None:
     gc.disable()
     session = _INHERITED.get("session")
     reports = _INHERITED.get("reports")
-    if session is None:  # spawned, not forked: nothing to inherit
-        session = _open_session(job)
-        reports = _report_cache(job, session)
+    if "reports" not in _INHERITED:  # spawned, not forked: nothing to inherit
+        reports = _report_cache(job)
     gc.freeze()
     options = Options(config=job.config, tp=job.tp)
     while True:
@@ -105,6 +114,8 @@ def _worker(job: BatchJob, conn) -> None:
                 write_text(cached["json"], json_path)
                 conn.send(cached["row"])
                 continue
+            if session is None:
+                session = _open_session(job)
             a = analyze_in(session, arch, options)
             md, js = render(a, "md", lang=job.lang), render(a, "json")
             write_text(md, md_path)
@@ -159,18 +170,33 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     ctx = mp.get_context("fork" if fork else "spawn")
     pending = list(architectures)
     results: dict[str, dict] = {}
-    if fork:  # read the shared part once here; the workers inherit it
+    try:
+        reports = _report_cache(job)
+    except Exception:  # noqa: BLE001 - unreadable roots: each model records the error
+        reports = None
+    if reports is not None:  # what the cache holds is copied here: no session, no worker
+        from .pipeline import write_text
+
+        for arch in list(pending):
+            cached = reports.load(arch)
+            if cached is not None:
+                write_text(cached["md"], os.path.join(job.out_dir, f"{arch}.md"))
+                write_text(cached["json"], os.path.join(job.out_dir, f"{arch}.json"))
+                results[arch] = cached["row"]
+                pending.remove(arch)
+                if progress is not None:
+                    progress(arch, results[arch])
+    if pending and fork:  # read the shared part once here; the workers inherit it
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            session = _open_session(job)
-            _INHERITED.update(session=session, reports=_report_cache(job, session))
+            _INHERITED.update(session=_open_session(job), reports=reports)
         except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
             _INHERITED.clear()
         finally:
             if was_enabled:
                 gc.enable()
-    slots = [_Slot(ctx, job) for _ in range(max(1, min(workers, len(pending))))]
+    slots = [_Slot(ctx, job) for _ in range(min(max(1, workers), len(pending)))]
     try:
         while pending or any(s.task for s in slots):
             for i, s in enumerate(slots):

@@ -9,6 +9,11 @@ from .locate.resolve import Resolver
 from .sources.trees import SourceTree, open_tree
 
 
+def backend_for(backend: str | None, ascend: SourceTree | None) -> str:
+    """The backend asked for, else Ascend when there is a vllm-ascend tree."""
+    return backend or ("ascend" if ascend is not None else "cuda")
+
+
 @dataclass
 class Session:
     vllm: SourceTree
@@ -34,8 +39,7 @@ class Session:
              patterns_dir: str | None = None, cache: bool = True) -> "Session":
         vllm = open_tree(vllm_root, "vllm", required=True)
         ascend = open_tree(ascend_root, "vllm_ascend", required=False)
-        if backend is None:
-            backend = "ascend" if ascend is not None else "cuda"
+        backend = backend_for(backend, ascend)
         from .index.parse_cache import default_cache
 
         index = ModuleIndex([vllm, ascend], backend=backend, cache=default_cache() if cache else None)

@@ -47,27 +47,30 @@ class LineTable:
         self._full = False
         self._scopes: set = set()
         self.computed = False  # True once this run added lines the cache does not have
-        self.misses = 0  # lookups the table could not answer
 
-    def line(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
+    def find(self, node: cst.CSTNode, scope: cst.CSTNode | None, step: str) -> int | None:
+        """The node's line if this table has it after `step`: "statements" pairs the statement trees,
+        "calls" the calls and dict entries (of `scope` when this table holds it), "positions" falls back
+        to PositionProvider. A disagreement between the trees goes straight to the fallback."""
         found = self.lines.get(node)
-        if found is not None:
+        if found is not None or self._full:
             return found
-        self.computed = True
-        self.misses += 1
-        if not self._full:
-            try:
+        try:
+            if step == "statements":
                 self._pair_statements()
-                if node in self.lines:
-                    return self.lines[node]
-                if isinstance(node, (cst.Call, cst.DictElement)):
-                    self._pair_calls(scope if scope is not None and scope in self._ast_of else None)
-                    if node in self.lines:
-                        return self.lines[node]
-            except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
-                pass
+            elif step == "calls":
+                if not isinstance(node, (cst.Call, cst.DictElement)):
+                    return None
+                self._pair_statements()
+                if scope is not None and scope not in self._ast_of:
+                    return None  # the node is in the chunk that holds its scope
+                self._pair_calls(scope)
+            else:
+                self._positions()
+        except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
             self._positions()
-        return self.lines.get(node, 0)
+        self.computed = True
+        return self.lines.get(node)
 
     # -- statements ------------------------------------------------------------------------------
     def _pair_statements(self) -> None:

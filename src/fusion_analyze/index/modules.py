@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import re
-from dataclasses import dataclass, field
+import tokenize
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -37,19 +41,54 @@ class ImportBinding:
     condition: str | None = None
 
 
-@dataclass
 class Definition:
-    """A class, function or module-level assignment, with where it stands."""
+    """A class, function or module-level assignment, with where it stands. The node of a top-level class or
+    function is parsed when first asked for (see Chunk)."""
 
-    kind: str  # "class" | "function" | "assign"
-    name: str
-    module: "ModuleInfo"
-    node: cst.CSTNode
-    condition: str | None = None
+    __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk")
+
+    def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
+                 condition: str | None = None, chunk: "Chunk | None" = None):
+        self.kind = kind  # "class" | "function" | "assign"
+        self.name = name
+        self.module = module
+        self._node = node
+        self.condition = condition
+        self._chunk = chunk
+
+    @property
+    def node(self) -> cst.CSTNode:
+        if self._node is None:
+            self._node = self.module.chunk_tree(self._chunk).body[0]
+        return self._node
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Definition) and (self.kind, self.name, self.condition) == (
+            other.kind, other.name, other.condition) and self.module is other.module and self.node is other.node
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass it replaces: compared, never hashed
+
+    def __repr__(self) -> str:
+        return f"Definition({self.kind} {self.module.name}.{self.name})"
 
     @property
     def line(self) -> int:
+        if self._node is None and self._chunk is not None:
+            return self._chunk.def_line  # known from `ast`: no need to parse the class for it
         return self.module.line_of(self.node)
+
+    @property
+    def bases(self) -> list[cst.Arg]:
+        """A class's bases; read from `ast` while its body is not parsed (walking an MRO reads many classes
+        only for their bases)."""
+        if self._node is None and self._chunk is not None:
+            return self._chunk.bases
+        return list(self.node.bases)
+
+    def may_define(self, method: str) -> bool:
+        """False when `ast` saw no method of that name in the class (in its body or its if-blocks), so
+        looking for it need not parse the class."""
+        return self._node is not None or self._chunk is None or method in self._chunk.methods
 
     @property
     def qualname(self) -> str:
@@ -61,37 +100,96 @@ class ModuleRef:
     name: str
 
 
-@dataclass
+class Chunk:
+    """A piece of a file that libcst parses on its own: one top-level class or function (parsed when first
+    asked for), or a run of other top-level statements (imports, assignments, if/try blocks; parsed at once,
+    because they make the module's name index). A model reads a fraction of the classes of the files it
+    touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
+
+    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods")
+
+    def __init__(self, start: int, text: bytes, lazy: bool):
+        self.start = start  # the file line of the chunk's first line
+        self.text = text
+        self.lazy = lazy
+        self.module: cst.Module | None = None
+        self.lines: LineTable | None = None  # lines relative to the chunk
+        self.key: str | None = None  # its parse-cache key
+        self.name = self.kind = ""  # of a lazy chunk's class or function
+        self.def_line = 0  # the line of its `class` or `def` keyword
+        self._bases: list = []  # the class's bases as `ast` read them
+        self.methods: frozenset = frozenset()  # names of the functions in its body and its if-blocks
+
+    @property
+    def bases(self) -> list[cst.Arg]:
+        return [cst.Arg(_cst_expr(b)) for b in self._bases]
+
+
 class ModuleInfo:
-    name: str
-    path: Path
-    rel: str  # path relative to its tree root: vllm/model_executor/models/qwen3.py
-    is_package: bool
-    tree: cst.Module
-    lines: LineTable | None = None
-    cache_key: str | None = None
-    imports: dict[str, list[ImportBinding]] = field(default_factory=dict)
-    defs: dict[str, list[Definition]] = field(default_factory=dict)
-    star_imports: list[str] = field(default_factory=list)
-    memo: dict = field(default_factory=dict)  # (what, node) -> something read from a node of this module
+    def __init__(self, name: str, path: Path, rel: str, is_package: bool, index: "ModuleIndex | None" = None,
+                 source: bytes | None = None, chunks: list[Chunk] | None = None, fmt: cst.Module | None = None):
+        self.name = name
+        self.path = path
+        self.rel = rel  # path relative to its tree root: vllm/model_executor/models/qwen3.py
+        self.is_package = is_package
+        self.source = source
+        self.chunks: list[Chunk] = chunks or []
+        self._index = index
+        self._fmt = fmt or cst.Module(body=[])  # the file's indent and newline, for code_for_node
+        self._tree: cst.Module | None = None
+        self._parsed: list[Chunk] = []  # chunks parsed so far, in the order they were
+        self.line_misses = 0  # line lookups the tables could not answer (a warm cache has none)
+        self.imports: dict[str, list[ImportBinding]] = {}
+        self.defs: dict[str, list[Definition]] = {}
+        self.star_imports: list[str] = []
+        self.memo: dict = {}  # (what, node) -> something read from a node of this module
+
+    def chunk_tree(self, chunk: Chunk) -> cst.Module:
+        if chunk.module is None:
+            self._index._parse_chunk(self, chunk)
+            self._parsed.append(chunk)
+        return chunk.module
+
+    @property
+    def tree(self) -> cst.Module:
+        """The whole module (every chunk parsed): for the readers that scan a file end to end."""
+        if self._tree is None:
+            body = [s for c in self.chunks for s in self.chunk_tree(c).body]
+            self._tree = self._fmt.with_changes(body=body)
+        return self._tree
+
+    def statements_with(self, needle: "bytes | re.Pattern") -> list[cst.BaseStatement]:
+        """The top-level statements, in order, of the chunks whose text holds the needle (bytes or a bytes
+        regex): a scan for what only such text can match need not parse the rest of the file."""
+        found = needle.search if isinstance(needle, re.Pattern) else (lambda text: needle in text)
+        return [s for c in self.chunks if found(c.text) for s in self.chunk_tree(c).body]
 
     def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
         """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
-        if self.lines is None:
-            self.lines = LineTable(self.tree, None)
-        return self.lines.line(node, scope)
+        for c in self._parsed:
+            found = c.lines.lines.get(node)
+            if found is not None:
+                return found + c.start - 1
+        self.line_misses += 1
+        for step in ("statements", "calls", "positions"):
+            if step == "calls" and scope is not None and not any(scope in c.lines._ast_of for c in self._parsed):
+                scope = None  # not a statement of this file's tables: pair the calls of every chunk
+            for c in self._parsed:
+                found = c.lines.find(node, scope, step)
+                if found:
+                    return found + c.start - 1
+        return 0
 
     def code(self, node: cst.CSTNode) -> str:
         key = ("code", node)
         found = self.memo.get(key)
         if found is None:  # generating code is a tree walk: the same condition is asked for many times
-            found = self.memo[key] = self.tree.code_for_node(node)
+            found = self.memo[key] = self._fmt.code_for_node(node)
         return found
 
     def text(self) -> str:
         """The module's source text."""
-        source = self.lines.source if self.lines is not None else None
-        return source.decode("utf-8", "replace") if source is not None else self.tree.code
+        return self.source.decode("utf-8", "replace") if self.source is not None else ""
 
     def classes(self) -> dict[str, Definition]:
         return {n: ds[-1] for n, ds in self.defs.items() if ds and ds[-1].kind == "class"}
@@ -169,7 +267,7 @@ class ModuleIndex:
         tree = self.tree_for(module)
         rel = tree.rel(path) if path.is_file() or path.is_symlink() else tree.rel(path) + "/"
         if path.is_dir():
-            return ModuleInfo(module, path, rel, True, cst.Module(body=[]))
+            return ModuleInfo(module, path, rel, True, self)
         try:
             if path.is_symlink() and not path.exists():
                 raise OSError("broken symlink")
@@ -177,26 +275,49 @@ class ModuleIndex:
             if size > MAX_FILE_BYTES:
                 raise ValueError(f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
             source = path.read_bytes()
-            key = hit = None
-            if self.cache is not None:
-                key = self.cache.key(source)
-                hit = self.cache.load(key)
-            if hit is not None:
-                mod, lines = hit
-            else:
-                _check_nesting(source)
-                mod = cst.parse_module(source)
-                lines = None
-                self.parse_count += 1
-                if self.cache is not None:
-                    self.cache.store(key, mod)
+            _check_nesting(source)
+            chunks, fmt = split_chunks(source)
+            info = ModuleInfo(module, path, rel, is_pkg, self, source, chunks, fmt)
+            for chunk in chunks:
+                if not chunk.lazy:
+                    info.chunk_tree(chunk)
         except cst.ParserSyntaxError as exc:
             return self._unreadable(module, rel, f"syntax error at line {exc.raw_line}: {exc.message}")
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
-            return self._unreadable(module, rel, f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
-        info = ModuleInfo(module, path, rel, is_pkg, mod, LineTable(mod, source, lines), key)
-        _collect(info, mod.body, None)
+            return self._unreadable(module, rel, _reason(exc))
+        for chunk in chunks:
+            if chunk.lazy:
+                _add_def(info, chunk.kind, chunk.name, None, None, chunk)
+            else:
+                _collect(info, chunk.module.body, None)
         return info
+
+    def _parse_chunk(self, info: ModuleInfo, chunk: Chunk) -> None:
+        hit = None
+        if self.cache is not None:
+            chunk.key = self.cache.key(chunk.text)
+            hit = self.cache.load(chunk.key)
+        if hit is not None:
+            chunk.module, lines = hit
+        else:
+            lines = None
+            try:
+                chunk.module = cst.parse_module(chunk.text)
+            except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+                if not chunk.lazy:
+                    raise  # the file's name index needs it: the file is unreadable
+                # `ast` read this class or function but libcst cannot: report the file, walk on without its body
+                reason = (f"syntax error at line {exc.raw_line + chunk.start - 1}: {exc.message}"
+                          if isinstance(exc, cst.ParserSyntaxError) else _reason(exc))
+                self.errors[info.rel] = FileError(info.rel, reason)
+                self.touched.add(info.rel)
+                stub = f"class {chunk.name}:\n    pass\n" if chunk.kind == "class" else f"def {chunk.name}(*args, **kwargs):\n    pass\n"
+                chunk.module = cst.parse_module(stub)
+                chunk.lines = LineTable(chunk.module, None, {})
+                return
+            self.parse_count += 1
+        chunk.lines = LineTable(chunk.module, chunk.text, lines)
+        chunk.lines.computed = hit is None  # stored by save_lines, once, with the lines asked for by then
 
     def _unreadable(self, module: str, rel: str, reason: str) -> None:
         self.errors[rel] = FileError(rel, reason)
@@ -209,13 +330,15 @@ class ModuleIndex:
         return [self.errors[r] for r in sorted(self.touched)]
 
     def save_lines(self) -> None:
-        """Write back the line tables this run added to, so the next run needs neither parse nor lines."""
+        """Store the chunks parsed since the last call, and the line tables this run added to, so the next
+        run needs neither parse nor lines. (Pickling a tree costs about half its parse: once per chunk.)"""
         if self.cache is None:
             return
         for info in self._modules.values():
-            if info is not None and info.cache_key and info.lines is not None and info.lines.computed:
-                self.cache.store(info.cache_key, info.tree, info.lines.lines)
-                info.lines.computed = False
+            for chunk in info._parsed if info is not None else ():
+                if chunk.key and chunk.lines.computed:
+                    self.cache.store(chunk.key, chunk.module, chunk.lines.lines)
+                    chunk.lines.computed = False
 
     # -- names -------------------------------------------------------------------------------
     def choose(self, items: list, backend: str | None = None):
@@ -308,8 +431,65 @@ class ModuleIndex:
         return ".".join([head] + list(reversed(parts)))
 
 
-def _cond_text(mod: cst.Module, test: cst.BaseExpression) -> str:
-    return mod.code_for_node(test).strip()
+def _reason(exc: Exception) -> str:
+    return f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+
+
+def _cst_expr(node: ast.expr) -> cst.BaseExpression:
+    """The libcst form of a base-class expression, as far as names resolve: dotted names and subscripts of
+    them (Generic[T]; the index is not kept); anything else resolves to nothing."""
+    if isinstance(node, ast.Subscript):
+        return cst.Subscript(_cst_expr(node.value), [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])
+    if isinstance(node, ast.Name):
+        return cst.Name(node.id)
+    if isinstance(node, ast.Attribute):
+        value = _cst_expr(node.value)
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            return cst.Attribute(value, cst.Name(node.attr))
+    return cst.Ellipsis()
+
+
+def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
+    """The file's chunks (see Chunk), found with `ast`, and a module with its indent and newline. A file
+    `ast` cannot read, or one not in UTF-8, is one chunk, so libcst reads (or reports) it as a whole."""
+    newline = "\r\n" if b"\r\n" in source[: source.find(b"\n") + 1] else "\r" if b"\n" not in source and b"\r" in source else "\n"
+    whole = ([Chunk(1, source, False)] if source.strip() else []), cst.Module(body=[], default_newline=newline)
+    try:
+        if tokenize.detect_encoding(io.BytesIO(source).readline)[0] != "utf-8":
+            return whole  # a BOM or another encoding's cookie belongs to the file's first lines only
+        with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return whole
+    lines = source.splitlines(keepends=True)
+    spans: list[list] = []  # [start, end, lazy, stmt]
+    indent = None
+    for stmt in tree.body:
+        start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        lazy = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        body = getattr(stmt, "body", None)
+        if indent is None and isinstance(body, list) and body and body[0].lineno > stmt.lineno:
+            line = lines[body[0].lineno - 1]
+            indent = line[: len(line) - len(line.lstrip(b" \t"))].decode()
+        if spans and start <= spans[-1][1]:  # `a = 1; b = 2` share a line: one chunk
+            spans[-1][1], spans[-1][2] = max(spans[-1][1], stmt.end_lineno), False
+        elif not lazy and spans and not spans[-1][2]:
+            spans[-1][1] = stmt.end_lineno
+        else:
+            spans.append([start, stmt.end_lineno, lazy, stmt])
+    chunks = []
+    for start, end, lazy, stmt in spans:
+        chunk = Chunk(start, b"".join(lines[start - 1:end]), lazy)
+        if lazy:
+            chunk.name, chunk.kind = stmt.name, "class" if isinstance(stmt, ast.ClassDef) else "function"
+            chunk.def_line = stmt.lineno
+            chunk._bases = list(getattr(stmt, "bases", ()))
+            if isinstance(stmt, ast.ClassDef):
+                inner = [x for b in stmt.body for x in ([b] + (b.body if isinstance(b, ast.If) else []))]
+                chunk.methods = frozenset(x.name for x in inner if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        chunks.append(chunk)
+    return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
 
 
 def _collect(info: ModuleInfo, body, condition: str | None) -> None:
@@ -320,13 +500,13 @@ def _collect(info: ModuleInfo, body, condition: str | None) -> None:
         elif isinstance(stmt, cst.FunctionDef):
             _add_def(info, "function", stmt.name.value, stmt, condition)
         elif isinstance(stmt, cst.If):
-            cond = _cond_text(info.tree, stmt.test)
+            cond = info.code(stmt.test).strip()
             _collect(info, stmt.body.body, _join(condition, cond))
             orelse = stmt.orelse
             neg = f"not ({cond})"
             while orelse is not None:
                 if isinstance(orelse, cst.If):
-                    c2 = _cond_text(info.tree, orelse.test)
+                    c2 = info.code(orelse.test).strip()
                     _collect(info, orelse.body.body, _join(condition, f"{neg} and {c2}"))
                     neg = f"{neg} and not ({c2})"
                     orelse = orelse.orelse
@@ -346,8 +526,9 @@ def _join(a: str | None, b: str) -> str:
     return b if not a else f"{a} and {b}"
 
 
-def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode, condition: str | None) -> None:
-    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition))
+def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, condition: str | None,
+             chunk: Chunk | None = None) -> None:
+    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition, chunk))
 
 
 def _dotted_name(node) -> str:
@@ -406,6 +587,22 @@ def import_from_bindings(info: ModuleInfo, root: cst.CSTNode) -> list[tuple[str,
             name = _dotted_name(alias.name)
             out.append((alias.asname.name.value if alias.asname else name, (mod, name)))
     return out
+
+
+def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str]]]:
+    """import_from_bindings over the whole file, read with `ast`: scanning a file's functions for their
+    imports should not make libcst parse every one of them."""
+    if info.source is None or not re.search(rb"(^|\n)[ \t]*from[ \t]", info.source):
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(info.source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a file read whole: libcst can say
+        return import_from_bindings(info, info.tree)
+    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)), key=lambda n: (n.lineno, n.col_offset))
+    return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
+            for n in nodes for alias in n.names if alias.name != "*"]
 
 
 def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:

@@ -19,7 +19,7 @@ import libcst
 from .. import __version__
 
 _LIBCST = getattr(libcst, "__version__", "?")
-_FORMAT = 2  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange})
+_FORMAT = 3  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange}; 3: per chunk, lines relative to it)
 
 
 class ParseCache:

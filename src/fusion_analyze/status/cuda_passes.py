@@ -22,6 +22,10 @@ LEVEL_TABLES = ["vllm.config.vllm"]
 DEFAULT_LEVEL = "O2"
 
 
+# the text of what level_value matches: `X_O2 = {...}` / `X_02 = {...}`, or a `<enum>.O2: {...}` entry
+_LEVEL_TEXT = re.compile(rb"(_02|_O2)\s*=[^=]|\.O2\s*:")
+
+
 def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
     """flag -> its `"flag": value` element in the default level's table, read in one visit per module."""
     key = ("level_table", info.name)
@@ -42,10 +46,11 @@ def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
             return n.value
         return None
 
-    for n in iter_nodes(info.tree, lambda n: level_value(n) is not None):
-        value = level_value(n)
-        if value is not None:
-            in_level(value)
+    for stmt in info.statements_with(_LEVEL_TEXT):
+        for n in iter_nodes(stmt, lambda n: level_value(n) is not None):
+            value = level_value(n)
+            if value is not None:
+                in_level(value)
     index.memo[key] = table
     return table
 

@@ -184,7 +184,7 @@ def _bases_in_module(d, classes: dict) -> list:
         if any(c is o for o in out):
             continue
         out.append(c)
-        for b in c.node.bases:
+        for b in c.bases:
             if isinstance(b.value, cst.Name) and b.value.value in classes:
                 stack.append(classes[b.value.value])
     return out
@@ -331,25 +331,29 @@ def _flag_of(cond: str | None) -> str | None:
     return None
 
 
-def _field_defaults(index: ModuleIndex, info) -> dict[str, tuple]:
-    """name -> (node, default expr) of every `name: T = default` and `.get("name", default)`, one visit per module."""
-    key = ("field_defaults", info.name)
+def _field_default(index: ModuleIndex, info, flag: str) -> tuple | None:
+    """(node, default expr) of the first `flag: T = default` or `.get("flag", default)` in the module; only
+    statements whose text names the flag can hold it."""
+    key = ("field_default", info.name, flag)
     if key in index.memo:
         return index.memo[key]
-    table: dict[str, tuple] = {}
-    for n in find_all(info.tree, (cst.AnnAssign, cst.Call)):
-        if isinstance(n, cst.AnnAssign):
-            t = n.target
-            name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
-            if name is not None and n.value is not None and name not in table:
-                table[name] = (n, n.value)
-        elif (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
-                and isinstance(n.args[0].value, cst.SimpleString)):
-            name = n.args[0].value.evaluated_value
-            if isinstance(name, str) and name not in table:
-                table[name] = (n, n.args[1].value)
-    index.memo[key] = table
-    return table
+    found = None
+    for stmt in info.statements_with(flag.encode()):
+        for n in find_all(stmt, (cst.AnnAssign, cst.Call)):
+            if isinstance(n, cst.AnnAssign):
+                t = n.target
+                name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
+                if name == flag and n.value is not None:
+                    found = (n, n.value)
+            elif (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
+                    and isinstance(n.args[0].value, cst.SimpleString) and n.args[0].value.evaluated_value == flag):
+                found = (n, n.args[1].value)
+            if found:
+                break
+        if found:
+            break
+    index.memo[key] = found
+    return found
 
 
 def _default_of(index: ModuleIndex, modules: list[str], flag: str) -> tuple[str, str, int] | None:
@@ -358,7 +362,7 @@ def _default_of(index: ModuleIndex, modules: list[str], flag: str) -> tuple[str,
         info = index.get(modname)
         if info is None:
             continue
-        found = _field_defaults(index, info).get(flag)
+        found = _field_default(index, info, flag)
         if found:
             node, value = found
             return info.code(value).strip(), info.rel, info.line_of(node)

@@ -55,7 +55,7 @@ class Constructor:
             return []
         seen.add(cls.qualname)
         out = [cls]
-        for base in cls.node.bases:
+        for base in cls.bases:
             target = self.index.resolve_expr(cls.module, _strip_subscript(base.value))
             if isinstance(target, Definition) and target.kind == "class":
                 for c in self.mro(target, seen):
@@ -65,7 +65,7 @@ class Constructor:
 
     def base_names(self, cls: Definition) -> list[str]:
         names = [c.name for c in self.mro(cls)]
-        for base in cls.node.bases:  # bases outside the trees (nn.Module) still count by name
+        for base in cls.bases:  # bases outside the trees (nn.Module) still count by name
             expr = _strip_subscript(base.value)
             if isinstance(expr, cst.Attribute):
                 names.append(expr.attr.value)
@@ -434,6 +434,8 @@ def _join(a: str | None, b: str | None) -> str | None:
 
 
 def class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
+    if not cls.may_define(name):
+        return None
     body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
     found = None
     for stmt in body:
@@ -507,10 +509,10 @@ def _function_imports(module) -> dict[str, tuple[str, str]]:
     key = ("function_imports", None)
     found = module.memo.get(key)
     if found is None:
-        from ..index.modules import import_from_bindings
+        from ..index.modules import all_import_from_bindings
 
         found = {}
-        for bound, where in import_from_bindings(module, module.tree):
+        for bound, where in all_import_from_bindings(module):
             found.setdefault(bound, where)
         module.memo[key] = found
     return found

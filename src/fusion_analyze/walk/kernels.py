@@ -255,7 +255,7 @@ def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
     if info is None:
         return {}
     found: dict[str, list] = {}
-    for fn in _functions(info.tree):
+    for fn in _functions(info.statements_with(b"REGISTERED_ASCEND_OPS")):
         local = _local_imports(fn, info, index)
         for stmt, conditional in _statements(fn.body.body):
             if conditional:
@@ -329,8 +329,8 @@ class CustomOps:
         return self._resolved[name]
 
 
-def _functions(module: cst.Module) -> list[cst.FunctionDef]:
-    return [s for s in module.body if isinstance(s, cst.FunctionDef)]
+def _functions(body: list) -> list[cst.FunctionDef]:
+    return [s for s in body if isinstance(s, cst.FunctionDef)]
 
 
 def _statements(body, conditional=False):

@@ -1,0 +1,118 @@
+"""Chunked parsing (index/modules.py): a file is split with `ast` into top-level classes and functions, parsed by
+libcst only when asked for, and runs of other statements, parsed at once. What a reader gets must not depend
+on it: the same nodes' code, the same lines, the same names."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from fusion_analyze.index.modules import ModuleIndex, split_chunks
+from fusion_analyze.pipeline import analyze, render
+from fusion_analyze.sources.trees import open_tree
+
+from .conftest import MINI
+
+SOURCE = b'''"""doc"""
+import torch
+from torch import nn; import os
+
+X = 1
+
+
+@decorate(1)
+class A(nn.Module, Generic[T]):
+    """A class."""
+
+    def forward(self, x):
+        return torch.relu(x)
+
+    if CONDITION:
+        def extra(self):
+            pass
+
+
+def helper(y):
+    return y + 1
+# a trailing comment
+Y = helper(2)
+'''
+
+
+def test_split_groups_statements_and_keeps_lines():
+    chunks, fmt = split_chunks(SOURCE)
+    assert [(c.start, c.lazy, c.name) for c in chunks] == [(1, False, ""), (8, True, "A"), (20, True, "helper"), (23, False, "")]
+    assert chunks[1].text.startswith(b"@decorate(1)\nclass A") and chunks[1].def_line == 9
+    assert chunks[1].methods == {"forward", "extra"}
+    assert fmt.default_indent == "    " and fmt.default_newline == "\n"
+
+
+def test_split_reads_whole_what_ast_cannot_or_other_encodings():
+    for source in (b"def broken(:\n    pass\n", b"# -*- coding: latin-1 -*-\nclass A:\n    x = '\xe9'\n", b"\xef\xbb\xbfclass A:\n    pass\n"):
+        chunks, _ = split_chunks(source)
+        assert len(chunks) == 1 and not chunks[0].lazy and chunks[0].text == source
+    assert split_chunks(b"\n\n")[0] == []
+    chunks, fmt = split_chunks(b"class A:\r\n  def f(self):\r\n    return 1\r\n")
+    assert fmt.default_indent == "  " and fmt.default_newline == "\r\n" and chunks[0].lazy
+
+
+def _index(tmp_path, source: bytes) -> ModuleIndex:
+    pkg = tmp_path / "vllm"
+    (pkg / "model_executor").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_bytes(source)
+    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)])
+
+
+def test_lazy_definitions_parse_on_demand_with_file_lines(tmp_path):
+    index = _index(tmp_path, SOURCE)
+    info = index.get("vllm.m")
+    a = info.defs["A"][-1]
+    assert a.line == 9 and [cst.Module([]).code_for_node(b.value) for b in a.bases] == ["nn.Module", "Generic[...]"]
+    assert not a.may_define("__init__") and a.may_define("forward")
+    assert info.chunks[1].module is None  # line, bases and methods came from ast: nothing parsed yet
+    call = a.node.body.body[1].body.body[0].body[0].value  # torch.relu(x)
+    assert info.code(call) == "torch.relu(x)" and info.line_of(call) == 13
+    assert info.line_of(a.node) == 9 and a.line == 9
+    assert info.chunks[2].module is None  # helper is still unparsed
+    assert index.lookup("vllm.m", "Y").kind == "assign" and info.line_of(index.lookup("vllm.m", "Y").node) == 23
+    assert info.line_of(info.defs["helper"][-1].node) == 20
+    assert [type(s).__name__ for s in info.tree.body][-3:] == ["ClassDef", "FunctionDef", "SimpleStatementLine"]
+
+
+def test_statements_with_parses_only_matching_chunks(tmp_path):
+    info = _index(tmp_path, SOURCE).get("vllm.m")
+    assert [type(s).__name__ for s in info.statements_with(b"y + 1")] == ["FunctionDef"]
+    assert info.chunks[1].module is None
+
+
+def test_a_chunk_libcst_rejects_is_reported_and_the_walk_goes_on(tmp_path, monkeypatch):
+    index = _index(tmp_path, SOURCE)
+    info = index.get("vllm.m")
+    real = cst.parse_module
+
+    def picky(text, *args, **kwargs):
+        if isinstance(text, bytes) and text.startswith(b"def helper"):
+            raise cst.ParserSyntaxError("made up", lines=["x"], raw_line=2, raw_column=0)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", picky)
+    node = info.defs["helper"][-1].node
+    assert isinstance(node, cst.FunctionDef) and node.name.value == "helper"
+    assert [(e.file, e.reason) for e in index.errors_touched()] == [("vllm/m.py", "syntax error at line 21: made up")]
+
+
+def test_reports_do_not_depend_on_what_was_parsed_before(tmp_path, monkeypatch):
+    """The fixture report is the same when every chunk is parsed up front."""
+    monkeypatch.setenv("FUSION_ANALYZE_NO_CACHE", "1")
+    lazy = analyze("qwen3", str(MINI), str(MINI), None, cache=False)
+    import fusion_analyze.index.modules as modules
+
+    real = modules.split_chunks
+    monkeypatch.setattr(modules, "split_chunks", lambda source: ([_eager(c) for c in real(source)[0]], real(source)[1]))
+    eager = analyze("qwen3", str(MINI), str(MINI), None, cache=False)
+    assert render(lazy, "md") == render(eager, "md") and render(lazy, "json") == render(eager, "json")
+
+
+def _eager(chunk):
+    chunk.lazy = False
+    return chunk
