@@ -144,6 +144,7 @@ class _Slot:
         self.proc = ctx.Process(target=_worker, args=(job, child), daemon=True)
         self.proc.start()
         self.task: str | None = None
+        self.last: str | None = None  # the architecture it analyzed last
         self.started = 0.0
 
     def give(self, arch: str) -> None:
@@ -160,6 +161,26 @@ class _Slot:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
+
+
+def _groups(architectures: list[str]) -> dict[str, str]:
+    """architecture -> the module that defines it, from the session the parent warmed (else none): models of
+    one file share most of what they parse."""
+    session = _INHERITED.get("session")
+    if session is None:
+        return {}
+    wanted = set(architectures)
+    return {e.architecture: e.module for e in session.resolver.entries if e.architecture in wanted}
+
+
+def _next(pending: list[str], group: dict[str, str], last: str | None) -> str:
+    """The next architecture for a worker: one of the module it analyzed last, if any is left, so that the
+    worker's parsed trees serve it; else the first pending one."""
+    if last is not None and last in group:
+        for i, arch in enumerate(pending):
+            if group.get(arch) == group[last]:
+                return pending.pop(i)
+    return pending.pop(0)
 
 
 def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout: float = 300.0,
@@ -196,12 +217,14 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
         finally:
             if was_enabled:
                 gc.enable()
+    group = _groups(pending)
     slots = [_Slot(ctx, job) for _ in range(min(max(1, workers), len(pending)))]
     try:
         while pending or any(s.task for s in slots):
             for i, s in enumerate(slots):
                 if s.task is None and pending:
-                    s.give(pending.pop(0))
+                    s.give(_next(pending, group, s.last))
+                    s.last = s.task
             busy = [s for s in slots if s.task]
             ready = mp.connection.wait([s.parent for s in busy] + [s.proc.sentinel for s in busy], timeout=0.5)
             for i, s in enumerate(slots):

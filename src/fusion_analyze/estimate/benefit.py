@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import UserError
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 from .shapes import Shapes, evaluate
 
 STARS = {3: "⭐⭐⭐", 2: "⭐⭐", 1: "⭐"}
@@ -25,7 +25,7 @@ SEVERITY_PRIORITY = {"high": 3, "medium": 2, "low": 1}
 def _devices(path: str | None) -> dict:
     p = Path(path) if path else data_dir("patterns") / "catalog" / "devices.yaml"
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return load_yaml(p.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"device profile {p}: cannot read it ({exc}); give a YAML file like patterns/catalog/devices.yaml")
 

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
 from ..errors import UserError
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "int8": 1}
 
@@ -45,7 +44,7 @@ class Shapes:
 
 @lru_cache(maxsize=1)
 def presets() -> dict:
-    return yaml.safe_load((data_dir("patterns") / "catalog" / "presets.yaml").read_text(encoding="utf-8"))["presets"]
+    return load_yaml((data_dir("patterns") / "catalog" / "presets.yaml").read_text(encoding="utf-8"))["presets"]
 
 
 def _from_config(cfg: dict, source: str) -> Shapes:

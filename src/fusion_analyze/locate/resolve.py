@@ -8,11 +8,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 from .ascend import Override, Patch, placed, read_overrides, read_patches
 from .registry import TEXT_TABLE, RegistryEntry, read_registry
 
@@ -65,7 +64,7 @@ def _stem(entry: RegistryEntry) -> str:
 
 def load_aliases() -> list[dict]:
     path = data_dir("patterns") / "catalog" / "aliases.yaml"
-    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("aliases", [])
+    return (load_yaml(path.read_text(encoding="utf-8")) or {}).get("aliases", [])
 
 
 class Resolver:

@@ -6,9 +6,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
-import yaml
 
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 
 ROLES = [
     ("model", "主模型类"),
@@ -53,10 +52,15 @@ def render_markdown(analysis, template: str | None = None, lang: str = "zh") -> 
     return render_data(data, template, lang)
 
 
+@lru_cache(maxsize=1)
+def _labels() -> dict:
+    return load_yaml((data_dir("templates") / "labels.yaml").read_text(encoding="utf-8"))
+
+
 def labels(lang: str) -> dict:
     from ..errors import UserError
 
-    data = yaml.safe_load((data_dir("templates") / "labels.yaml").read_text(encoding="utf-8"))
+    data = _labels()
     if lang not in data:
         raise UserError(f"--lang {lang}: use one of {', '.join(sorted(data))}")
     return data[lang]

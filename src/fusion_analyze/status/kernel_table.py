@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import yaml
 
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 
 
 @lru_cache(maxsize=1)
 def _table() -> list[tuple[re.Pattern, frozenset[str]]]:
-    data = yaml.safe_load((data_dir("patterns") / "catalog" / "kernels.yaml").read_text(encoding="utf-8"))
+    data = load_yaml((data_dir("patterns") / "catalog" / "kernels.yaml").read_text(encoding="utf-8"))
     return [(re.compile(e["match"]), frozenset(e["covers"])) for e in data["kernels"]]
 
 

@@ -46,11 +46,21 @@ class Instance:
 class Constructor:
     def __init__(self, index: ModuleIndex):
         self.index = index
+        # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
+        # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
+        self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition, _seen: set | None = None) -> list[Definition]:
         """Linearised bases (depth-first, left-to-right, duplicates dropped); cycles end."""
-        seen = _seen if _seen is not None else set()
+        if _seen is None:
+            hit = self._mros.get(id(cls))
+            if hit is None or hit[0] is not cls:
+                hit = self._mros[id(cls)] = (cls, self._mro(cls, set()))
+            return list(hit[1])
+        return self._mro(cls, _seen)
+
+    def _mro(self, cls: Definition, seen: set) -> list[Definition]:
         if cls.qualname in seen or len(seen) > 40:
             return []
         seen.add(cls.qualname)
@@ -140,10 +150,8 @@ class Constructor:
     def _init_statements(self, inst: Instance):
         """(class, __init__, scope, position, condition, small statement) through the __init__ chain."""
         for c, fn, scope in self.init_scopes(inst):
-            for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, c.module)):
-                if isinstance(stmt, cst.SimpleStatementLine):
-                    for small in stmt.body:
-                        yield c, fn, scope, pos, cond, small
+            for pos, cond, small in _small_statements(fn, c.module):
+                yield c, fn, scope, pos, cond, small
 
     def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
@@ -436,6 +444,13 @@ def _join(a: str | None, b: str | None) -> str | None:
 def class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
     if not cls.may_define(name):
         return None
+    key = ("class_method", cls.node, name)  # asked for at every step up every MRO
+    if key not in cls.module.memo:
+        cls.module.memo[key] = _class_method(cls, name)
+    return cls.module.memo[key]
+
+
+def _class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
     body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
     found = None
     for stmt in body:
@@ -501,6 +516,13 @@ def _memo(what: str):
         cached.__doc__ = read.__doc__
         return cached
     return wrap
+
+
+@_memo("small_statements")
+def _small_statements(fn: cst.FunctionDef, module) -> list:
+    """(position, condition, small statement) through the blocks of a function body, as _walk_stmts counts."""
+    return [(pos, cond, small) for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module))
+            if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
 
 
 def _function_imports(module) -> dict[str, tuple[str, str]]:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import yaml
 
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml
 
 
 @lru_cache(maxsize=1)
 def taxonomy() -> dict:
     path = data_dir("patterns") / "catalog" / "leaf_ops.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     data["_assume"] = [(re.compile(a["match"]), bool(a["value"])) for a in data.get("assume", [])]
     return data
 
