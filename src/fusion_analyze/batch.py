@@ -58,7 +58,8 @@ def _open_session(job: BatchJob):
     from .session import Session
 
     session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache)
-    session.resolver.overrides, session.resolver.patches, session.passes()  # read once, shared by every model
+    session.start_passes()  # read once, shared by every model; the passes in a child meanwhile
+    session.resolver.overrides, session.resolver.patches, session.passes()
     session.index.save_lines()  # stored here once, not by every worker that inherits them
     return session
 

@@ -43,9 +43,7 @@ def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, opti
 
 
 def analyze_in(session: Session, model: str, options: Options | None = None) -> Analysis:
-    from .estimate.benefit import device_profile, estimate
-    from .estimate.shapes import load_shapes
-    from .status.derive import derive
+    from .estimate.benefit import device_profile
 
     options = options or Options()
     if options.tp is not None and options.tp < 1:
@@ -54,11 +52,24 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     index = session.index
     # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
     # its unreadable files belong to every report, the rest only to the model that asked for them
-    session.resolver.overrides, session.resolver.patches, session.passes()
+    session.resolver.overrides, session.resolver.patches
     if session.shared_errors is None:
         session.shared_errors = set(index.touched)
     index.touched = set(session.shared_errors)
     loc = session.resolver.resolve(model)
+    session.start_passes()  # in a child, while this process walks the model
+    try:
+        return _analyze_located(session, model, options, loc, device)
+    finally:
+        session.stop_passes()
+
+
+def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
+    from .estimate.benefit import estimate
+    from .estimate.shapes import load_shapes
+    from .status.derive import derive
+
+    index = session.index
     shapes = load_shapes(options.config)
     if options.config is None and model.endswith(".json"):
         try:  # the model was named by its config.json: its dimensions serve the estimate too
@@ -67,7 +78,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
             pass
     walker = Walker(session.index, session.resolver.patches)
     result = walker.walk_model(loc.definition)
-    ascend, cuda = session.passes()
+    ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+import sys
 from dataclasses import dataclass, field
 
 from .index.modules import ModuleIndex
@@ -14,6 +17,10 @@ def backend_for(backend: str | None, ascend: SourceTree | None) -> str:
     return backend or ("ascend" if ascend is not None else "cuda")
 
 
+def _counts(index: ModuleIndex) -> list[int]:
+    return [index.parse_count, index.cache.hits if index.cache is not None else 0]
+
+
 @dataclass
 class Session:
     vllm: SourceTree
@@ -23,16 +30,75 @@ class Session:
     resolver: Resolver
     patterns: list = field(default_factory=list)
     _passes: tuple | None = None
+    _reading: tuple | None = None  # (pid, pipe) of the child reading the passes
     shared_errors: set | None = None  # unreadable files met while reading what every model reads
+
+    def start_passes(self) -> None:
+        """Read the graph passes in a forked child while this process goes on (the walk of one model costs
+        about as much as the passes, and the machine has two cores). passes() collects them; where there is
+        no fork, or the child fails, passes() reads them itself, with the same result."""
+        if self._passes is not None or self._reading is not None or not sys.platform.startswith("linux"):
+            return
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: read, send (passes, unreadable files met, counts), store what it parsed, exit
+            try:
+                os.close(r)
+                index = self.index
+                counts = _counts(index)
+                passes = self._read_passes()
+                met = {rel: index.errors[rel] for rel in index.touched if rel in index.errors}
+                counts = [b - a for a, b in zip(counts, _counts(index))]
+                data = pickle.dumps((passes, met, counts), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                index.save_lines()
+            finally:
+                os._exit(0)  # no atexit handlers, no flush of buffers the parent owns
+        os.close(w)
+        self._reading = (pid, r)
+
+    def stop_passes(self) -> None:
+        """Abandon a child still reading (the analysis failed before it needed the passes)."""
+        if self._reading is not None:
+            pid, r = self._reading
+            self._reading = None
+            os.close(r)
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
 
     def passes(self) -> tuple[list, list]:
         """The Ascend and CUDA graph passes of the trees, read once per session."""
+        if self._passes is None and self._reading is not None:
+            pid, r = self._reading
+            self._reading = None
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
+            os.waitpid(pid, 0)
+            try:
+                self._passes, met, (parsed, hits) = pickle.loads(data)
+            except Exception:  # noqa: BLE001 - the child died: read them here
+                self._passes = None
+            else:
+                self.index.parse_count += parsed  # the counts say what this analysis parsed, wherever
+                if self.index.cache is not None:
+                    self.index.cache.hits += hits
+                self.index.errors.update(met)
+                self.index.touched.update(met)
+                if self.shared_errors is not None:
+                    self.shared_errors.update(met)
         if self._passes is None:
-            from .status.cuda_passes import read_cuda_passes
-            from .status.passes import read_ascend_passes
-
-            self._passes = (read_ascend_passes(self.index), read_cuda_passes(self.index))
+            self._passes = self._read_passes()
         return self._passes
+
+    def _read_passes(self) -> tuple[list, list]:
+        from .status.cuda_passes import read_cuda_passes
+        from .status.passes import read_ascend_passes
+
+        return read_ascend_passes(self.index), read_cuda_passes(self.index)
 
     @classmethod
     def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None,
