@@ -38,9 +38,12 @@ if hasattr(cst, "TryStar") and hasattr(ast, "TryStar"):
 
 
 class LineTable:
-    def __init__(self, tree: cst.Module, source: bytes | None, lines: dict | None = None):
+    def __init__(self, tree: cst.Module, source: bytes | None, lines: dict | None = None,
+                 statements: list | None = None, offset: int = 0):
         self.tree = tree
         self.source = source
+        self._statements = statements  # the ast statements of `source`, if already parsed ...
+        self._offset = offset  # ... with their lines `offset` more than the source's own
         self.lines: dict = lines if lines is not None else {}
         self._ast_of: dict = {}  # libcst statement -> its ast node
         self._paired = False
@@ -76,18 +79,21 @@ class LineTable:
     def _pair_statements(self) -> None:
         if self._paired:
             return
-        if self.source is None:
+        if self._statements is not None:
+            module = ast.Module(body=self._statements, type_ignores=[])
+        elif self.source is None:
             raise _Mismatch("no source")
-        with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
-            warnings.simplefilter("ignore")
-            module = ast.parse(self.source)
+        else:
+            with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
+                warnings.simplefilter("ignore")
+                module = ast.parse(self.source)
         self._ast_of[self.tree] = module
         self._body(self.tree.body, module.body)
         self._paired = True
 
     def _record(self, node, a) -> None:
         self._ast_of[node] = a
-        self.lines[node] = a.lineno
+        self.lines[node] = a.lineno - self._offset
 
     def _body(self, stmts, nodes: list) -> None:
         i = 0
@@ -123,7 +129,7 @@ class LineTable:
             if len(s.cases) != len(a.cases):
                 raise _Mismatch("match cases")
             for case, ac in zip(s.cases, a.cases):
-                self.lines[case] = ac.pattern.lineno
+                self.lines[case] = ac.pattern.lineno - self._offset
                 self._suite(case.body, ac.body)
             return
         self._suite(s.body, a.body)
@@ -166,9 +172,9 @@ class LineTable:
         if len(ours_calls) != len(theirs_calls) or len(ours_entries) != len(theirs_keys):
             raise _Mismatch("call count")
         for c, ac in zip(ours_calls, theirs_calls):
-            self.lines.setdefault(c, ac.lineno)
+            self.lines.setdefault(c, ac.lineno - self._offset)
         for e, key in zip(ours_entries, theirs_keys):  # a `key: value` entry starts at its key
-            self.lines.setdefault(e, key.lineno)
+            self.lines.setdefault(e, key.lineno - self._offset)
 
     # -- fallback --------------------------------------------------------------------------------
     def _positions(self) -> None:

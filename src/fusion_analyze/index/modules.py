@@ -106,7 +106,7 @@ class Chunk:
     because they make the module's name index). A model reads a fraction of the classes of the files it
     touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
 
-    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods")
+    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods", "statements")
 
     def __init__(self, start: int, text: bytes, lazy: bool):
         self.start = start  # the file line of the chunk's first line
@@ -119,6 +119,7 @@ class Chunk:
         self.def_line = 0  # the line of its `class` or `def` keyword
         self._bases: list = []  # the class's bases as `ast` read them
         self.methods: frozenset = frozenset()  # names of the functions in its body and its if-blocks
+        self.statements: list | None = None  # its ast statements (file lines), kept to pair lines with
 
     @property
     def bases(self) -> list[cst.Arg]:
@@ -316,7 +317,7 @@ class ModuleIndex:
                 chunk.lines = LineTable(chunk.module, None, {})
                 return
             self.parse_count += 1
-        chunk.lines = LineTable(chunk.module, chunk.text, lines)
+        chunk.lines = LineTable(chunk.module, chunk.text, lines, chunk.statements, chunk.start - 1)
         chunk.lines.computed = hit is None  # stored by save_lines, once, with the lines asked for by then
 
     def _unreadable(self, module: str, rel: str, reason: str) -> None:
@@ -336,8 +337,8 @@ class ModuleIndex:
             return
         for info in self._modules.values():
             for chunk in info._parsed if info is not None else ():
-                if chunk.key and chunk.lines.computed:
-                    self.cache.store(chunk.key, chunk.module, chunk.lines.lines)
+                if chunk.key and chunk.lines.computed:  # a bare parse need not replace another's entry
+                    self.cache.store(chunk.key, chunk.module, chunk.lines.lines, if_missing=not chunk.lines.lines)
                     chunk.lines.computed = False
 
     # -- names -------------------------------------------------------------------------------
@@ -464,6 +465,7 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
         return whole
     lines = source.splitlines(keepends=True)
     spans: list[list] = []  # [start, end, lazy, stmt]
+    stmts: dict[int, list] = {}  # chunk start -> its ast statements
     indent = None
     for stmt in tree.body:
         start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
@@ -478,9 +480,12 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
             spans[-1][1] = stmt.end_lineno
         else:
             spans.append([start, stmt.end_lineno, lazy, stmt])
+            stmts[start] = []
+        stmts[spans[-1][0]].append(stmt)
     chunks = []
     for start, end, lazy, stmt in spans:
         chunk = Chunk(start, b"".join(lines[start - 1:end]), lazy)
+        chunk.statements = stmts[start]
         if lazy:
             chunk.name, chunk.kind = stmt.name, "class" if isinstance(stmt, ast.ClassDef) else "function"
             chunk.def_line = stmt.lineno
@@ -594,13 +599,10 @@ def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str
     imports should not make libcst parse every one of them."""
     if info.source is None or not re.search(rb"(^|\n)[ \t]*from[ \t]", info.source):
         return []
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(info.source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a file read whole: libcst can say
+    if any(c.statements is None for c in info.chunks):  # a file read whole: libcst can say
         return import_from_bindings(info, info.tree)
-    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)), key=lambda n: (n.lineno, n.col_offset))
+    found = (n for c in info.chunks for s in c.statements for n in ast.walk(s) if isinstance(n, ast.ImportFrom))
+    nodes = sorted(found, key=lambda n: (n.lineno, n.col_offset))
     return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
             for n in nodes for alias in n.names if alias.name != "*"]
 
