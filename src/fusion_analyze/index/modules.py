@@ -601,10 +601,21 @@ def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str
         return []
     if any(c.statements is None for c in info.chunks):  # a file read whole: libcst can say
         return import_from_bindings(info, info.tree)
-    found = (n for c in info.chunks for s in c.statements for n in ast.walk(s) if isinstance(n, ast.ImportFrom))
-    nodes = sorted(found, key=lambda n: (n.lineno, n.col_offset))
+    nodes = sorted(_import_froms([s for c in info.chunks for s in c.statements]), key=lambda n: (n.lineno, n.col_offset))
     return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
             for n in nodes for alias in n.names if alias.name != "*"]
+
+
+def _import_froms(stmts: list):
+    """The `from m import X` statements among stmts and in their blocks (statements only: an import is
+    never inside an expression, and walking every expression node costs more than parsing)."""
+    for s in stmts:
+        if isinstance(s, ast.ImportFrom):
+            yield s
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            sub = getattr(s, name, None)
+            if isinstance(sub, list) and sub:
+                yield from _import_froms(sub)
 
 
 def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:

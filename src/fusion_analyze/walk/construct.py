@@ -147,39 +147,26 @@ class Constructor:
         inst._attrs[key] = result
         return result
 
-    def _init_statements(self, inst: Instance):
-        """(class, __init__, scope, position, condition, small statement) through the __init__ chain."""
+    def _init_self_calls(self, inst: Instance):
+        """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""
         for c, fn, scope in self.init_scopes(inst):
-            for pos, cond, small in _small_statements(fn, c.module):
-                yield c, fn, scope, pos, cond, small
+            for pos, call in _self_calls(fn, c.module):
+                yield c, fn, scope, pos, call
 
     def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
-        for c, fn, scope, pos, cond, small in self._init_statements(inst):
-            value = None
-            if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
-                    and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"
-                    and _is_self_attr(small.value.func.value, name)):
-                value = small.value.args[0].value
-            elif (isinstance(small, cst.Assign) and len(small.targets) == 1
-                  and isinstance(small.targets[0].target, cst.Subscript)
-                  and _is_self_attr(small.targets[0].target.value, name)):
-                value = small.value
-            if value is None:
-                continue
-            self._fill_locals(fn, scope, c.module, before=pos)
-            element = pick(self.evaluate(value, scope, depth + 1))
-            if element is not None and element.cls is not None:
-                element.condition = _join(cond, element.condition)
-                return _layer_list(element, None)
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, cond, value in _container_fills(fn, c.module).get(name, ()):
+                self._fill_locals(fn, scope, c.module, before=pos)
+                element = pick(self.evaluate(value, scope, depth + 1))
+                if element is not None and element.cls is not None:
+                    element.condition = _join(cond, element.condition)
+                    return _layer_list(element, None)
         return None
 
     def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
-        for c, fn, scope, pos, _cond, small in self._init_statements(inst):
-            call = small.value if isinstance(small, cst.Expr) else None
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
-                continue
+        for c, fn, scope, pos, call in self._init_self_calls(inst):
             found = self.method(inst.cls, call.func.attr.value)  # the most derived override
             if found is None or found[1].name.value == "__init__":
                 continue
@@ -518,11 +505,39 @@ def _memo(what: str):
     return wrap
 
 
-@_memo("small_statements")
-def _small_statements(fn: cst.FunctionDef, module) -> list:
+def _small_statements(fn: cst.FunctionDef, module):
     """(position, condition, small statement) through the blocks of a function body, as _walk_stmts counts."""
-    return [(pos, cond, small) for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module))
-            if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
+    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                yield pos, cond, small
+
+
+@_memo("self_calls")
+def _self_calls(fn: cst.FunctionDef, module) -> list:
+    """(position, call) of each `self.<method>(...)` expression statement, through the blocks of fn."""
+    out = []
+    for pos, _cond, small in _small_statements(fn, module):
+        call = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value):
+            out.append((pos, call))
+    return out
+
+
+@_memo("container_fills")
+def _container_fills(fn: cst.FunctionDef, module) -> dict:
+    """name -> [(position, condition, value)] of `self.<name>.append(value)` and `self.<name>[k] = value`."""
+    out: dict = {}
+    for pos, cond, small in _small_statements(fn, module):
+        target = value = None
+        if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
+                and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"):
+            target, value = small.value.func.value, small.value.args[0].value
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+            target, value = small.targets[0].target.value, small.value
+        if isinstance(target, cst.Attribute) and _is_self(target.value):
+            out.setdefault(target.attr.value, []).append((pos, cond, value))
+    return out
 
 
 def _function_imports(module) -> dict[str, tuple[str, str]]:
@@ -589,7 +604,17 @@ def _assignments(fn: cst.FunctionDef, module):
 
 
 def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
-    return [(v, c, p) for t, v, c, p in _assignments(fn, module) if _is_self_attr(t, name)]
+    return list(_self_assignment_table(fn, module).get(name, ()))
+
+
+@_memo("self_assignments")
+def _self_assignment_table(fn: cst.FunctionDef, module) -> dict:
+    """name -> [(value, condition, position)] of each `self.<name> = value` in fn (asked for name by name)."""
+    out: dict = {}
+    for t, v, c, p in _assignments(fn, module):
+        if isinstance(t, cst.Attribute) and _is_self(t.value):
+            out.setdefault(t.attr.value, []).append((v, c, p))
+    return out
 
 
 @_memo("local_assignments")
