@@ -66,3 +66,13 @@ def test_a_failed_analysis_leaves_no_child(monkeypatch):
     assert s._reading is None
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child of this process is left, running or not reaped
+
+
+def test_a_bad_option_after_the_child_started_leaves_no_child():
+    from fusion_analyze.errors import UserError
+    from fusion_analyze.pipeline import Options, analyze
+
+    with pytest.raises(UserError, match="--tp 0"):
+        analyze("qwen3", str(MINI), str(MINI), None, options=Options(tp=0), cache=False)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)

@@ -57,8 +57,8 @@ _INHERITED: dict = {}  # set in the parent just before forking: the warmed sessi
 def _open_session(job: BatchJob):
     from .session import Session
 
-    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache)
-    session.start_passes()  # read once, shared by every model; the passes in a child meanwhile
+    # read once, shared by every model; the passes in a child meanwhile
+    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache, read_passes=True)
     session.resolver.overrides, session.resolver.patches, session.passes()
     session.index.save_lines()  # stored here once, not by every worker that inherits them
     return session

@@ -38,8 +38,11 @@ class Options:
 
 def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
             cache: bool = True) -> Analysis:
-    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache)
-    return analyze_in(session, model, options)
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True)
+    try:
+        return analyze_in(session, model, options)
+    finally:
+        session.stop_passes()  # a bad option fails before analyze_in collects the passes
 
 
 def analyze_in(session: Session, model: str, options: Options | None = None) -> Analysis:
@@ -52,13 +55,13 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     index = session.index
     # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
     # its unreadable files belong to every report, the rest only to the model that asked for them
-    session.resolver.overrides, session.resolver.patches
-    if session.shared_errors is None:
-        session.shared_errors = set(index.touched)
-    index.touched = set(session.shared_errors)
-    loc = session.resolver.resolve(model)
-    session.start_passes()  # in a child, while this process walks the model
+    session.start_passes()  # in a child, while this process reads the rest and walks the model
     try:
+        session.resolver.overrides, session.resolver.patches
+        if session.shared_errors is None:
+            session.shared_errors = set(index.touched)
+        index.touched = set(session.shared_errors)
+        loc = session.resolver.resolve(model)
         return _analyze_located(session, model, options, loc, device)
     finally:
         session.stop_passes()

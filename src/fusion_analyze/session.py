@@ -102,13 +102,23 @@ class Session:
 
     @classmethod
     def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None,
-             patterns_dir: str | None = None, cache: bool = True) -> "Session":
+             patterns_dir: str | None = None, cache: bool = True, read_passes: bool = False) -> "Session":
+        """`read_passes`: start reading the graph passes in a child at once (see start_passes), for a
+        session that will analyze a model; the registry and patterns are read meanwhile."""
         vllm = open_tree(vllm_root, "vllm", required=True)
         ascend = open_tree(ascend_root, "vllm_ascend", required=False)
         backend = backend_for(backend, ascend)
         from .index.parse_cache import default_cache
-
-        index = ModuleIndex([vllm, ascend], backend=backend, cache=default_cache() if cache else None)
         from .match.patterns import load_patterns
 
-        return cls(vllm, ascend, backend, index, Resolver(index), load_patterns(patterns_dir))
+        index = ModuleIndex([vllm, ascend], backend=backend, cache=default_cache() if cache else None)
+        session = cls(vllm, ascend, backend, index, None)  # type: ignore[arg-type]
+        if read_passes:
+            session.start_passes()
+        try:
+            session.resolver = Resolver(index)
+            session.patterns = load_patterns(patterns_dir)
+        except BaseException:
+            session.stop_passes()
+            raise
+        return session
