@@ -190,8 +190,10 @@ def _bases_in_module(d, classes: dict) -> list:
     return out
 
 
-def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class: bool = False) -> list[GraphPass]:
-    """Every pass class of a module with its patterns (pattern classes it instantiates, or its own).
+def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class: bool = False,
+                     only: set[str] | None = None) -> list[GraphPass]:
+    """Every pass class of a module (or those named in `only`) with its patterns (pattern classes it
+    instantiates, or its own).
 
     `whole_class`: vLLM's CUDA patterns build their ops through matcher helpers (MatcherRMSNorm, ...)
     held on the pattern object, so everything the pattern class names counts, not only pattern()."""
@@ -199,40 +201,18 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class
     if info is None:
         return []
     classes = {n: d for n, d in info.classes().items()}
-    pattern_of: dict[str, list[PassPattern]] = {}
-    for name, d in classes.items():
-        pats = []
-        for fn in ([] if whole_class else _pattern_fns(d.node)):
-            calls, prims = _calls(index, info, fn)
-            if calls:
-                pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims)))
-        if not pats and whole_class and not name.endswith("Pass"):
-            calls, prims = [], set()
-            for c in _bases_in_module(d, classes):  # matchers are often built in a shared base class
-                cs, ps = _references(index, info, c.node)
-                calls += [x for x in cs if x not in calls]
-                prims |= ps
-            if calls:
-                pats.append(PassPattern(name, info.rel, d.line, calls, frozenset(prims)))
-        if pats:
-            pattern_of[name] = pats
-    # module-level pattern functions (older vLLM trees)
-    for name, ds in info.defs.items():
-        d = ds[-1]
-        if d.kind == "function" and name.startswith(("pattern", "_pattern")):
-            calls, prims = _calls(index, info, d.node)
-            if calls:
-                pattern_of.setdefault(name, []).append(PassPattern(name, info.rel, info.line_of(d.node), calls, frozenset(prims)))
+    patterns = _PatternsOf(index, info, classes, whole_class)
     out: list[GraphPass] = []
     for name, d in classes.items():
-        if not name.endswith("Pass"):
+        if not name.endswith("Pass") or (only is not None and name not in only):
             continue
-        pats: list[PassPattern] = list(pattern_of.get(name, []))
+        pats: list[PassPattern] = list(patterns.get(name))
         guards = _init_guards(info, d.node)
-        for called in dict.fromkeys(_called_names(d.node)):
-            if called != name and called in pattern_of:
-                pats.extend(pattern_of[called])
-        for call in _calls_to(d.node, set(pattern_of)):
+        called_names = _called_names(d.node)
+        for called in dict.fromkeys(called_names):
+            if called != name:
+                pats.extend(patterns.get(called))
+        for call in _calls_to(d.node, {n for n in called_names if patterns.get(n)}):
             text = " ".join(info.code(call).split())
             if any(a.keyword is not None and a.keyword.value not in ("vllm_config", "config") for a in call.args) and len(text) <= 140:
                 g = f"registered as `{text}`"  # the constants the pattern is traced with
@@ -242,6 +222,49 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class
             continue
         out.append(GraphPass(name, info.rel, d.line, backend, pats, guards=guards))
     return out
+
+
+class _PatternsOf:
+    """name -> the patterns of the pattern class, or module-level pattern function (older vLLM trees), of that
+    name; read when a pass class names it, so the classes no pass uses are not parsed."""
+
+    def __init__(self, index: ModuleIndex, info: ModuleInfo, classes: dict, whole_class: bool):
+        self.index, self.info, self.classes, self.whole_class = index, info, classes, whole_class
+        self.functions = {n: ds[-1] for n, ds in info.defs.items()
+                          if ds[-1].kind == "function" and n.startswith(("pattern", "_pattern"))}
+        self._found: dict[str, list[PassPattern]] = {}
+
+    def get(self, name: str) -> list[PassPattern]:
+        if name not in self._found:
+            self._found[name] = self._of_class(name) + self._of_function(name)
+        return self._found[name]
+
+    def _of_class(self, name: str) -> list[PassPattern]:
+        d = self.classes.get(name)
+        if d is None:
+            return []
+        index, info = self.index, self.info
+        pats = []
+        for fn in ([] if self.whole_class else _pattern_fns(d.node)):
+            calls, prims = _calls(index, info, fn)
+            if calls:
+                pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims)))
+        if not pats and self.whole_class and not name.endswith("Pass"):
+            calls, prims = [], set()
+            for c in _bases_in_module(d, self.classes):  # matchers are often built in a shared base class
+                cs, ps = _references(index, info, c.node)
+                calls += [x for x in cs if x not in calls]
+                prims |= ps
+            if calls:
+                pats.append(PassPattern(name, info.rel, d.line, calls, frozenset(prims)))
+        return pats
+
+    def _of_function(self, name: str) -> list[PassPattern]:
+        d = self.functions.get(name)
+        if d is None:
+            return []
+        calls, prims = _calls(self.index, self.info, d.node)
+        return [PassPattern(name, self.info.rel, self.info.line_of(d.node), calls, frozenset(prims))] if calls else []
 
 
 def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, str, int, str]]:
@@ -380,7 +403,7 @@ def read_ascend_passes(index: ModuleIndex) -> list[GraphPass]:
     seen: set[str] = set()
     for manager in ASCEND_MANAGERS:
         for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager).items()):
-            for p in read_pass_module(index, modname, "ascend"):
+            for p in read_pass_module(index, modname, "ascend", only={cls_name}):
                 if p.name != cls_name or p.name in seen:
                     continue
                 seen.add(p.name)
