@@ -601,21 +601,21 @@ def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str
         return []
     if any(c.statements is None for c in info.chunks):  # a file read whole: libcst can say
         return import_from_bindings(info, info.tree)
-    nodes = sorted(_import_froms([s for c in info.chunks for s in c.statements]), key=lambda n: (n.lineno, n.col_offset))
+    found = (n for n in ast_statements([s for c in info.chunks for s in c.statements]) if isinstance(n, ast.ImportFrom))
+    nodes = sorted(found, key=lambda n: (n.lineno, n.col_offset))
     return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
             for n in nodes for alias in n.names if alias.name != "*"]
 
 
-def _import_froms(stmts: list):
-    """The `from m import X` statements among stmts and in their blocks (statements only: an import is
-    never inside an expression, and walking every expression node costs more than parsing)."""
+def ast_statements(stmts: list):
+    """Every `ast` statement among stmts and in their blocks, without visiting expressions: ast.walk visits
+    every node, and costs more than the parse when only statements are wanted."""
     for s in stmts:
-        if isinstance(s, ast.ImportFrom):
-            yield s
+        yield s
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
             sub = getattr(s, name, None)
             if isinstance(sub, list) and sub:
-                yield from _import_froms(sub)
+                yield from ast_statements(sub)
 
 
 def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:

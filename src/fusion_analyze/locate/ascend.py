@@ -10,7 +10,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from ..index.modules import ImportBinding, ModuleIndex, _absolute
+from ..index.modules import ImportBinding, ModuleIndex, _absolute, ast_statements
 from ..index.nodes import find_all
 
 ASCEND_MODELS = "vllm_ascend.models"
@@ -90,7 +90,7 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
             continue
         rel = tree.rel(path)
         imports = _imports(module_ast, module, path.name == "__init__.py")
-        for node, target_expr, value in _assignments(module_ast):
+        for node, target_expr, value in _assignments(module_ast, b"setattr" in source):
             target = _target_name(index, imports, target_expr)
             if target is None or not target.startswith("vllm."):
                 continue
@@ -164,10 +164,11 @@ def _resolved(index: ModuleIndex, imports: dict, expr) -> str | None:
     return f"{head}.{rest}" if rest else head
 
 
-def _assignments(module_ast: ast.Module):
-    """(statement, target expr, value) for `a.b = v` anywhere and `setattr(a, "b", v)` calls."""
+def _assignments(module_ast: ast.Module, setattr_calls: bool = True):
+    """(statement, target expr, value) for `a.b = v` anywhere and `setattr(a, "b", v)` calls; without
+    `setattr_calls` (the file never names setattr) only statements are visited."""
     out = []
-    for node in ast.walk(module_ast):
+    for node in ast.walk(module_ast) if setattr_calls else ast_statements(module_ast.body):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Attribute):
