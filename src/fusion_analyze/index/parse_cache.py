@@ -21,7 +21,16 @@ import libcst
 
 from .. import __version__
 
-_LIBCST = getattr(libcst, "__version__", "?")
+def _libcst_version() -> str:
+    try:  # libcst has no __version__: its distribution metadata has the version
+        from importlib.metadata import version
+
+        return version("libcst")
+    except Exception:  # noqa: BLE001 - an unusual install: the tool version still keys the cache
+        return getattr(libcst, "__version__", "unknown")
+
+
+_LIBCST = _libcst_version()
 _FORMAT = 3  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange}; 3: per chunk, lines relative to it)
 
 
