@@ -76,3 +76,15 @@ def test_a_bad_option_after_the_child_started_leaves_no_child():
         analyze("qwen3", str(MINI), str(MINI), None, options=Options(tp=0), cache=False)
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+def test_an_unreadable_pass_file_read_in_the_child_is_in_the_report(run, mini):
+    broken = mini / "vllm_ascend/compilation/passes/muls_add_pass.py"
+    broken.write_bytes(b"class Broken(\n")
+    r = run("qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "--format", "json", "--no-cache")
+    assert r.exit_code == 0, r.output
+    import json
+
+    errors = json.loads(r.stdout)["errors"]
+    assert [e["file"] for e in errors] == ["vllm_ascend/compilation/passes/muls_add_pass.py"]
+    assert errors[0]["reason"].startswith("syntax error")
