@@ -6,7 +6,6 @@ import ast
 import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
-from pathlib import Path
 
 import libcst as cst
 

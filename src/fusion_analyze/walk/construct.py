@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..index.modules import Definition, ModuleIndex, ModuleRef
-from ..index.nodes import find_all, iter_nodes
+from ..index.modules import Definition, ModuleIndex
+from ..index.nodes import iter_nodes
 
 MAX_DEPTH = 8
 _MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
@@ -694,7 +694,3 @@ def _returns_decided(fn, module, facts, evaluate):
 
     visit(fn.body.body, None)
     return out
-
-
-def _is_self_attr(expr, name: str) -> bool:
-    return isinstance(expr, cst.Attribute) and _is_self(expr.value) and expr.attr.value == name
