@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .status.states import STATUSES
 
-STATUS_COLUMNS = ["open", "fused_by_ascend_graph_pass", "fused_by_ascend_kernel", "fused_in_model", "inactive"]
+STATUS_COLUMNS = list(STATUSES)
 
 
 @dataclass
@@ -123,7 +124,7 @@ def _worker(job: BatchJob, conn) -> None:
             write_text(js, json_path)
             counts = {s: 0 for s in STATUS_COLUMNS}
             for o in a.opportunities:
-                counts[o.status] += 1
+                counts[str(o.status)] += 1
             opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
             opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
             row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,

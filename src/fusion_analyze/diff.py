@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .status.states import FUSED
 
-FUSED = {"fused_in_model", "fused_by_ascend_kernel", "fused_by_ascend_graph_pass"}
 MAX_MD = 65536
 FAIL_ON = ("any", "regression", "status", "opportunities", "ops", "none")
 

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from .errors import UserError
 from .locate.resolve import Location
 from .session import Session
-from .walk.walker import Walker, WalkResult
+from .render.json import to_json
+from .walk.ir import WalkResult
+from .walk.walker import Walker
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Analysis:
     device: dict = field(default_factory=dict)
     tp: int | None = None
     errors: list = field(default_factory=list)  # files of the trees this analysis could not read
+    report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
 
 
 @dataclass
@@ -86,63 +89,14 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
                  index.errors_touched())
-    to_json(a)  # computes every line number the report needs, so they are cached with the trees
+    a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
 
 
-def to_json(a: Analysis) -> dict:
-    from . import __version__
-
-    errors = [{"file": e.file, "reason": e.reason} for e in a.errors]
-    return {
-        "schema_version": 1,
-        "tool": {"name": "fusion-analyze", "version": __version__},
-        "backend": a.session.backend,
-        "sources": a.location.sources,
-        "model": a.location.to_json(),
-        "locations": {k: v.to_json() for k, v in sorted(a.walk.locations.items())},
-        "repeat": a.walk.repeat,
-        "ops": [op.to_json() for op in a.walk.ops],
-        "alternatives": _alternatives(a.walk.alternatives),
-        "opportunities": [_opportunity(a, o) for o in a.opportunities],
-        "estimate": _estimate_inputs(a),
-        "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
-        "errors": errors,
-        "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
-    }
-
-
-def _opportunity(a: Analysis, o) -> dict:
-    from .render.stubs import stub_source
-
-    where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
-    stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
-    return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
-            "target": dict(o.pattern.target), "interface": {"name": o.pattern.interface["name"], "stub": stub}}
-
-
-def _estimate_inputs(a: Analysis) -> dict:
-    shapes = a.shapes
-    dev = {k: v for k, v in a.device.items() if k != "scenarios"}
-    return {"shapes": dict(sorted(shapes.dims.items())) if shapes is not None else {},
-            "shapes_source": shapes.source if shapes is not None else None,
-            "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
-            "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp}
-
-
-def _alternatives(items: list[dict]) -> list[dict]:
-    seen, out = set(), []
-    for alt in items:
-        if alt["path"] not in seen:
-            seen.add(alt["path"])
-            out.append({**alt, "others": [list(o) for o in alt["others"]]})
-    return out
-
-
 def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:
     if fmt == "json":
-        return json.dumps(to_json(a), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return json.dumps(a.report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt == "md":
         from .render.markdown import render_markdown
 

@@ -95,8 +95,8 @@ class Session:
         return self._passes
 
     def _read_passes(self) -> tuple[list, list]:
-        from .status.cuda_passes import read_cuda_passes
-        from .status.passes import read_ascend_passes
+        from .locate.cuda_passes import read_cuda_passes
+        from .locate.passes import read_ascend_passes
 
         return read_ascend_passes(self.index), read_cuda_passes(self.index)
 

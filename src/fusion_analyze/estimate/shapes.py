@@ -5,12 +5,9 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-
 from ..errors import UserError
-from ..resources import data_dir, load_yaml
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "int8": 1}
 
@@ -42,9 +39,10 @@ class Shapes:
         return d
 
 
-@lru_cache(maxsize=1)
 def presets() -> dict:
-    return load_yaml((data_dir("patterns") / "catalog" / "presets.yaml").read_text(encoding="utf-8"))["presets"]
+    from ..catalog import catalog
+
+    return catalog().presets
 
 
 def _from_config(cfg: dict, source: str) -> Shapes:

@@ -1,20 +1,44 @@
-"""Parse modules on demand (each file at most once per run) and resolve names across files."""
+"""Parse modules on demand (each file at most once per run) and resolve names across files.
+
+ModuleIndex maps a module name to its parsed ModuleInfo, reporting the files it cannot read, and resolves a
+name as seen from a module (following imports, aliases and star imports). The pieces it builds on live in
+their own modules: chunks.py (splitting a file with `ast`), module_info.py (ModuleInfo, Definition and the
+other records) and bindings.py (reading a module's bindings). Every name those define is importable from
+here as before."""
 
 from __future__ import annotations
 
-import ast
-import io
 import os
 import re
-import tokenize
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
 
 from ..sources.trees import SourceTree
+from .bindings import (
+    _absolute,
+    _add_def,
+    _collect,
+    _collect_small,
+    _dotted_name,
+    _join,
+    all_import_from_bindings,
+    import_from_bindings,
+)
+# split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
+from .chunks import Chunk, _cst_expr, ast_statements, split_chunks
 from .lines import LineTable
+from .module_info import Definition, FileError, ImportBinding, ModuleInfo, ModuleRef
+
+__all__ = [
+    # defined here
+    "MAX_FILE_BYTES", "MAX_NESTING", "ModuleIndex",
+    # re-exported: importable from here as before the split
+    "Chunk", "split_chunks", "ast_statements", "_cst_expr",
+    "ImportBinding", "Definition", "ModuleRef", "ModuleInfo", "FileError",
+    "import_from_bindings", "all_import_from_bindings", "_absolute", "_dotted_name",
+    "_collect", "_collect_small", "_add_def", "_join",
+]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not model code
 # CPython refuses more than 200 nested brackets; libcst's native parser crashes (segfault) far deeper,
@@ -31,175 +55,6 @@ def _check_nesting(source: bytes) -> None:
         depth += 1 if m.group() in (b"(", b"[", b"{") else -1
         if depth > MAX_NESTING:
             raise RecursionError(f"brackets nested deeper than {MAX_NESTING} levels (Python allows 200)")
-
-
-@dataclass
-class ImportBinding:
-    module: str  # absolute module imported from
-    name: str | None  # attribute imported from it; None binds the module itself
-    line: int
-    condition: str | None = None
-
-
-class Definition:
-    """A class, function or module-level assignment, with where it stands. The node of a top-level class or
-    function is parsed when first asked for (see Chunk)."""
-
-    __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk")
-
-    def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
-                 condition: str | None = None, chunk: "Chunk | None" = None):
-        self.kind = kind  # "class" | "function" | "assign"
-        self.name = name
-        self.module = module
-        self._node = node
-        self.condition = condition
-        self._chunk = chunk
-
-    @property
-    def node(self) -> cst.CSTNode:
-        if self._node is None:
-            self._node = self.module.chunk_tree(self._chunk).body[0]
-        return self._node
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Definition) and (self.kind, self.name, self.condition) == (
-            other.kind, other.name, other.condition) and self.module is other.module and self.node is other.node
-
-    __hash__ = None  # type: ignore[assignment]  # as the dataclass it replaces: compared, never hashed
-
-    def __repr__(self) -> str:
-        return f"Definition({self.kind} {self.module.name}.{self.name})"
-
-    @property
-    def line(self) -> int:
-        if self._node is None and self._chunk is not None:
-            return self._chunk.def_line  # known from `ast`: no need to parse the class for it
-        return self.module.line_of(self.node)
-
-    @property
-    def bases(self) -> list[cst.Arg]:
-        """A class's bases; read from `ast` while its body is not parsed (walking an MRO reads many classes
-        only for their bases)."""
-        if self._node is None and self._chunk is not None:
-            return self._chunk.bases
-        return list(self.node.bases)
-
-    def may_define(self, method: str) -> bool:
-        """False when `ast` saw no method of that name in the class (in its body or its if-blocks), so
-        looking for it need not parse the class."""
-        return self._node is not None or self._chunk is None or method in self._chunk.methods
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module.name}.{self.name}"
-
-
-@dataclass
-class ModuleRef:
-    name: str
-
-
-class Chunk:
-    """A piece of a file that libcst parses on its own: one top-level class or function (parsed when first
-    asked for), or a run of other top-level statements (imports, assignments, if/try blocks; parsed at once,
-    because they make the module's name index). A model reads a fraction of the classes of the files it
-    touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
-
-    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods", "statements")
-
-    def __init__(self, start: int, text: bytes, lazy: bool):
-        self.start = start  # the file line of the chunk's first line
-        self.text = text
-        self.lazy = lazy
-        self.module: cst.Module | None = None
-        self.lines: LineTable | None = None  # lines relative to the chunk
-        self.key: str | None = None  # its parse-cache key
-        self.name = self.kind = ""  # of a lazy chunk's class or function
-        self.def_line = 0  # the line of its `class` or `def` keyword
-        self._bases: list = []  # the class's bases as `ast` read them
-        self.methods: frozenset = frozenset()  # names of the functions in its body and its if-blocks
-        self.statements: list | None = None  # its ast statements (file lines), kept to pair lines with
-
-    @property
-    def bases(self) -> list[cst.Arg]:
-        return [cst.Arg(_cst_expr(b)) for b in self._bases]
-
-
-class ModuleInfo:
-    def __init__(self, name: str, path: Path, rel: str, is_package: bool, index: "ModuleIndex | None" = None,
-                 source: bytes | None = None, chunks: list[Chunk] | None = None, fmt: cst.Module | None = None):
-        self.name = name
-        self.path = path
-        self.rel = rel  # path relative to its tree root: vllm/model_executor/models/qwen3.py
-        self.is_package = is_package
-        self.source = source
-        self.chunks: list[Chunk] = chunks or []
-        self._index = index
-        self._fmt = fmt or cst.Module(body=[])  # the file's indent and newline, for code_for_node
-        self._tree: cst.Module | None = None
-        self._parsed: list[Chunk] = []  # chunks parsed so far, in the order they were
-        self.line_misses = 0  # line lookups the tables could not answer (a warm cache has none)
-        self.imports: dict[str, list[ImportBinding]] = {}
-        self.defs: dict[str, list[Definition]] = {}
-        self.star_imports: list[str] = []
-        self.memo: dict = {}  # (what, node) -> something read from a node of this module
-
-    def chunk_tree(self, chunk: Chunk) -> cst.Module:
-        if chunk.module is None:
-            self._index._parse_chunk(self, chunk)
-            self._parsed.append(chunk)
-        return chunk.module
-
-    @property
-    def tree(self) -> cst.Module:
-        """The whole module (every chunk parsed): for the readers that scan a file end to end."""
-        if self._tree is None:
-            body = [s for c in self.chunks for s in self.chunk_tree(c).body]
-            self._tree = self._fmt.with_changes(body=body)
-        return self._tree
-
-    def statements_with(self, needle: "bytes | re.Pattern") -> list[cst.BaseStatement]:
-        """The top-level statements, in order, of the chunks whose text holds the needle (bytes or a bytes
-        regex): a scan for what only such text can match need not parse the rest of the file."""
-        found = needle.search if isinstance(needle, re.Pattern) else (lambda text: needle in text)
-        return [s for c in self.chunks if found(c.text) for s in self.chunk_tree(c).body]
-
-    def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
-        """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
-        for c in self._parsed:
-            found = c.lines.lines.get(node)
-            if found is not None:
-                return found + c.start - 1
-        self.line_misses += 1
-        for step in ("statements", "calls", "positions"):
-            if step == "calls" and scope is not None and not any(scope in c.lines._ast_of for c in self._parsed):
-                scope = None  # not a statement of this file's tables: pair the calls of every chunk
-            for c in self._parsed:
-                found = c.lines.find(node, scope, step)
-                if found:
-                    return found + c.start - 1
-        return 0
-
-    def code(self, node: cst.CSTNode) -> str:
-        key = ("code", node)
-        found = self.memo.get(key)
-        if found is None:  # generating code is a tree walk: the same condition is asked for many times
-            found = self.memo[key] = self._fmt.code_for_node(node)
-        return found
-
-    def text(self) -> str:
-        """The module's source text."""
-        return self.source.decode("utf-8", "replace") if self.source is not None else ""
-
-    def classes(self) -> dict[str, Definition]:
-        return {n: ds[-1] for n, ds in self.defs.items() if ds and ds[-1].kind == "class"}
-
-
-@dataclass
-class FileError:
-    file: str
-    reason: str
 
 
 class ModuleIndex:
@@ -434,196 +289,3 @@ class ModuleIndex:
 
 def _reason(exc: Exception) -> str:
     return f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-
-
-def _cst_expr(node: ast.expr) -> cst.BaseExpression:
-    """The libcst form of a base-class expression, as far as names resolve: dotted names and subscripts of
-    them (Generic[T]; the index is not kept); anything else resolves to nothing."""
-    if isinstance(node, ast.Subscript):
-        return cst.Subscript(_cst_expr(node.value), [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])
-    if isinstance(node, ast.Name):
-        return cst.Name(node.id)
-    if isinstance(node, ast.Attribute):
-        value = _cst_expr(node.value)
-        if isinstance(value, (cst.Name, cst.Attribute)):
-            return cst.Attribute(value, cst.Name(node.attr))
-    return cst.Ellipsis()
-
-
-def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
-    """The file's chunks (see Chunk), found with `ast`, and a module with its indent and newline. A file
-    `ast` cannot read, or one not in UTF-8, is one chunk, so libcst reads (or reports) it as a whole."""
-    newline = "\r\n" if b"\r\n" in source[: source.find(b"\n") + 1] else "\r" if b"\n" not in source and b"\r" in source else "\n"
-    whole = ([Chunk(1, source, False)] if source.strip() else []), cst.Module(body=[], default_newline=newline)
-    try:
-        if tokenize.detect_encoding(io.BytesIO(source).readline)[0] != "utf-8":
-            return whole  # a BOM or another encoding's cookie belongs to the file's first lines only
-        with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return whole
-    lines = source.splitlines(keepends=True)
-    spans: list[list] = []  # [start, end, lazy, stmt]
-    stmts: dict[int, list] = {}  # chunk start -> its ast statements
-    indent = None
-    for stmt in tree.body:
-        start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
-        lazy = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        body = getattr(stmt, "body", None)
-        if indent is None and isinstance(body, list) and body and body[0].lineno > stmt.lineno:
-            line = lines[body[0].lineno - 1]
-            indent = line[: len(line) - len(line.lstrip(b" \t"))].decode()
-        if spans and start <= spans[-1][1]:  # `a = 1; b = 2` share a line: one chunk
-            spans[-1][1], spans[-1][2] = max(spans[-1][1], stmt.end_lineno), False
-        elif not lazy and spans and not spans[-1][2]:
-            spans[-1][1] = stmt.end_lineno
-        else:
-            spans.append([start, stmt.end_lineno, lazy, stmt])
-            stmts[start] = []
-        stmts[spans[-1][0]].append(stmt)
-    chunks = []
-    for start, end, lazy, stmt in spans:
-        chunk = Chunk(start, b"".join(lines[start - 1:end]), lazy)
-        chunk.statements = stmts[start]
-        if lazy:
-            chunk.name, chunk.kind = stmt.name, "class" if isinstance(stmt, ast.ClassDef) else "function"
-            chunk.def_line = stmt.lineno
-            chunk._bases = list(getattr(stmt, "bases", ()))
-            if isinstance(stmt, ast.ClassDef):
-                inner = [x for b in stmt.body for x in ([b] + (b.body if isinstance(b, ast.If) else []))]
-                chunk.methods = frozenset(x.name for x in inner if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)))
-        chunks.append(chunk)
-    return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
-
-
-def _collect(info: ModuleInfo, body, condition: str | None) -> None:
-    """Top-level bindings, looking inside if/try blocks (with their condition), not into functions."""
-    for stmt in body:
-        if isinstance(stmt, cst.ClassDef):
-            _add_def(info, "class", stmt.name.value, stmt, condition)
-        elif isinstance(stmt, cst.FunctionDef):
-            _add_def(info, "function", stmt.name.value, stmt, condition)
-        elif isinstance(stmt, cst.If):
-            cond = info.code(stmt.test).strip()
-            _collect(info, stmt.body.body, _join(condition, cond))
-            orelse = stmt.orelse
-            neg = f"not ({cond})"
-            while orelse is not None:
-                if isinstance(orelse, cst.If):
-                    c2 = info.code(orelse.test).strip()
-                    _collect(info, orelse.body.body, _join(condition, f"{neg} and {c2}"))
-                    neg = f"{neg} and not ({c2})"
-                    orelse = orelse.orelse
-                else:
-                    _collect(info, orelse.body.body, _join(condition, neg))
-                    orelse = None
-        elif isinstance(stmt, cst.Try):
-            _collect(info, stmt.body.body, condition)
-            for handler in stmt.handlers:
-                _collect(info, handler.body.body, _join(condition, "except"))
-        elif isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                _collect_small(info, small, stmt, condition)
-
-
-def _join(a: str | None, b: str) -> str:
-    return b if not a else f"{a} and {b}"
-
-
-def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, condition: str | None,
-             chunk: Chunk | None = None) -> None:
-    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition, chunk))
-
-
-def _dotted_name(node) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted_name(node.value)}.{node.attr.value}"
-    return ""
-
-
-def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) -> None:
-    line = 0  # import lines are not reported; skip the position pass
-    if isinstance(small, cst.Import):
-        for alias in small.names:
-            full = _dotted_name(alias.name)
-            if alias.asname is not None:
-                bound = alias.asname.name.value
-                info.imports.setdefault(bound, []).append(ImportBinding(full, None, line, condition))
-            else:
-                head = full.split(".")[0]
-                info.imports.setdefault(head, []).append(ImportBinding(head, None, line, condition))
-    elif isinstance(small, cst.ImportFrom):
-        level = len(small.relative)
-        mod = _dotted_name(small.module) if small.module is not None else None
-        absolute = _absolute(info, level, mod)
-        if isinstance(small.names, cst.ImportStar):
-            info.star_imports.append(absolute)
-            return
-        for alias in small.names:
-            name = _dotted_name(alias.name)
-            bound = alias.asname.name.value if alias.asname is not None else name
-            info.imports.setdefault(bound, []).append(ImportBinding(absolute, name, line, condition))
-    elif isinstance(small, (cst.Assign, cst.AnnAssign)):
-        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-        value = small.value
-        if value is None:
-            return
-        for target in targets:
-            if isinstance(target, cst.Name):
-                info.defs.setdefault(target.value, []).append(
-                    Definition("assign", target.value, info, value, condition)
-                )
-
-
-def import_from_bindings(info: ModuleInfo, root: cst.CSTNode) -> list[tuple[str, tuple[str, str]]]:
-    """(bound name, (absolute module, name)) of every `from m import X` under root, in source order; for the
-    imports inside functions, which the module-level index leaves out."""
-    from .nodes import find_all
-
-    out = []
-    for node in find_all(root, cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
-            continue
-        mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
-        for alias in node.names:
-            name = _dotted_name(alias.name)
-            out.append((alias.asname.name.value if alias.asname else name, (mod, name)))
-    return out
-
-
-def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str]]]:
-    """import_from_bindings over the whole file, read with `ast`: scanning a file's functions for their
-    imports should not make libcst parse every one of them."""
-    if info.source is None or not re.search(rb"(^|\n)[ \t]*from[ \t]", info.source):
-        return []
-    if any(c.statements is None for c in info.chunks):  # a file read whole: libcst can say
-        return import_from_bindings(info, info.tree)
-    found = (n for n in ast_statements([s for c in info.chunks for s in c.statements]) if isinstance(n, ast.ImportFrom))
-    nodes = sorted(found, key=lambda n: (n.lineno, n.col_offset))
-    return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
-            for n in nodes for alias in n.names if alias.name != "*"]
-
-
-def ast_statements(stmts: list):
-    """Every `ast` statement among stmts and in their blocks, without visiting expressions: ast.walk visits
-    every node, and costs more than the parse when only statements are wanted."""
-    for s in stmts:
-        yield s
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            sub = getattr(s, name, None)
-            if isinstance(sub, list) and sub:
-                yield from ast_statements(sub)
-
-
-def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:
-    if level == 0:
-        return module or ""
-    parts = info.name.split(".")
-    if not info.is_package:
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    return ".".join(parts + ([module] if module else []))

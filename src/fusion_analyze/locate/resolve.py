@@ -11,7 +11,6 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
-from ..resources import data_dir, load_yaml
 from .ascend import Override, Patch, placed, read_overrides, read_patches
 from .registry import TEXT_TABLE, RegistryEntry, read_registry
 
@@ -63,8 +62,9 @@ def _stem(entry: RegistryEntry) -> str:
 
 
 def load_aliases() -> list[dict]:
-    path = data_dir("patterns") / "catalog" / "aliases.yaml"
-    return (load_yaml(path.read_text(encoding="utf-8")) or {}).get("aliases", [])
+    from ..catalog import catalog
+
+    return catalog().aliases
 
 
 class Resolver:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..walk.walker import Op
+from ..walk.ir import Op
 from .patterns import Form, Node, Pattern
 
 MAX_MATCHES = 200  # per form; a model has tens of layers' worth of ops at most once

@@ -15,9 +15,9 @@ import yaml
 
 from ..errors import UserError
 from ..resources import data_dir
+from ..status.states import STATUSES
 
 CATEGORIES = ("norm", "matmul", "moe", "attention", "activation", "vector")
-STATUSES = ("fused_in_model", "fused_by_ascend_kernel", "fused_by_ascend_graph_pass", "inactive", "open")
 SEVERITIES = ("high", "medium", "low")
 
 _TOP = {

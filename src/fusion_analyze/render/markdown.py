@@ -8,6 +8,7 @@ from pathlib import Path
 import jinja2
 
 from ..resources import data_dir, load_yaml
+from ..status.states import ORDER
 
 ROLES = [
     ("model", "主模型类"),
@@ -46,10 +47,7 @@ def op_line(op: dict) -> str:
 
 
 def render_markdown(analysis, template: str | None = None, lang: str = "zh") -> str:
-    from ..pipeline import to_json
-
-    data = to_json(analysis)
-    return render_data(data, template, lang)
+    return render_data(analysis.report, template, lang)
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +64,6 @@ def labels(lang: str) -> dict:
     return data[lang]
 
 
-_ORDER = {"open": 0, "fused_by_ascend_graph_pass": 1, "fused_by_ascend_kernel": 2, "fused_in_model": 3, "inactive": 4}
 
 
 def _state(o: dict, L: dict) -> str:
@@ -151,7 +148,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
             continue
         ops.append({**op, "line_text": op_line(op)})
     L = labels(lang)
-    opps = sorted(data.get("opportunities", []), key=lambda o: (_ORDER[o["status"]], -o["benefit"]["priority"], o["id"]))
+    opps = sorted(data.get("opportunities", []), key=lambda o: (ORDER[o["status"]], -o["benefit"]["priority"], o["id"]))
     table, open_ = [], []
     from ..estimate.benefit import STARS
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from ..catalog import kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import Pattern
-from ..walk.walker import Op
-from .kernel_table import kernel_covers, kernel_fuses
-from .passes import GraphPass
+from ..walk.ir import Op
+from .states import Status
 
-STATUS_ORDER = {"open": 0, "fused_by_ascend_graph_pass": 1, "fused_by_ascend_kernel": 2, "fused_in_model": 3, "inactive": 4}
+if TYPE_CHECKING:  # the passes the session read from the trees: only their data is used here
+    from ..locate.passes import GraphPass
 
 
 @dataclass
@@ -20,7 +22,7 @@ class Opportunity:
     id: str
     scenario: str
     category: str
-    status: str
+    status: Status
     conditions: list[str]
     cuda: dict
     evidence: list[dict]
@@ -35,11 +37,11 @@ class Opportunity:
     @property
     def cuda_only(self) -> bool:
         """Fused on CUDA by a vLLM pass but still open here: the line to read first."""
-        return self.status == "open" and self.cuda.get("status") in ("fused_by_pass", "fused_by_pass_if")
+        return self.status is Status.OPEN and self.cuda.get("status") in ("fused_by_pass", "fused_by_pass_if")
 
     def to_json(self) -> dict:
         d = {
-            "id": self.id, "scenario": self.scenario, "category": self.category, "status": self.status,
+            "id": self.id, "scenario": self.scenario, "category": self.category, "status": str(self.status),
             "conditions": list(self.conditions), "cuda": dict(self.cuda), "evidence": list(self.evidence),
             "ops": list(self.ops), "file": self.file, "line": self.line, "scope": self.scope,
             "title": dict(self.pattern.title), "cuda_only": self.cuda_only,
@@ -110,44 +112,44 @@ def _ascend_pass(m: Match, passes: list[GraphPass]):
     return None
 
 
-def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[str, list[str], list[dict], str | None]:
+def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[Status, list[str], list[dict], str | None]:
     ops = m.op_list
     need = m.pattern.covers
     conds = _op_conditions(ops)
     sites = _call_sites(ops)
     if m.inactive:
-        return "inactive", [_fill(m.form.when or "", m)] + conds, sites, None
+        return Status.INACTIVE, [_fill(m.form.when or "", m)] + conds, sites, None
     if backend == "ascend":
         hit = _covering_kernel(ops, need)
         if hit is not None:
             op, k = hit
             c = conds + ([f"{k.name} runs when {k.condition}"] if k.condition else [])
-            return "fused_by_ascend_kernel", c, [_ev(k.file, k.line, f"{k.name} (in {op.attrs.get('ascend_class') or op.layer_class})")] + sites, None
+            return Status.FUSED_BY_ASCEND_KERNEL, c, [_ev(k.file, k.line, f"{k.name} (in {op.attrs.get('ascend_class') or op.layer_class})")] + sites, None
         hit_pass = _ascend_pass(m, ascend_passes)
         if hit_pass is not None:
             p, pat = hit_pass
             if p.default_on() is False:
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
-                return "open", conds + p.conditions(), [p.evidence(pat)] + sites, note
-            return "fused_by_ascend_graph_pass", conds + p.conditions(), [p.evidence(pat)] + sites, None
+                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note
+            return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions(), [p.evidence(pat)] + sites, None
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class} has "
                     f"{native[0].attrs['native']}")
-            return "open", conds, [_ev(native[0].attrs["class_file"], native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
+            return Status.OPEN, conds, [_ev(native[0].attrs["class_file"], native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
         separate = _separate_kernels(ops, need) if backend == "ascend" else []
         if separate:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "
                     f"separate kernels: {', '.join(separate)}")
-            return "open", conds, sites, note
+            return Status.OPEN, conds, sites, note
         ev = []
         for op in ops:
             if op.attrs.get("class_file"):
                 ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}"))
                 break
-        return "fused_in_model", conds, ev + sites, None
-    return "open", conds, sites, None
+        return Status.FUSED_IN_MODEL, conds, ev + sites, None
+    return Status.OPEN, conds, sites, None
 
 
 def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:

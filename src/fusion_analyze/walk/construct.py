@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
-from ..index.nodes import iter_nodes
+from .mro import c3_linearization
+from .tables import _is_self, class_method, function_imports, tables
+from .values import EVALUATOR, Bindings, Condition, Truth, join
 
-MAX_DEPTH = 8
-_MOE_NAME = re.compile(r"moe|sparse|expert", re.IGNORECASE)
-_MLA_NAME = re.compile(r"MLA|LatentAttention")
+MAX_DEPTH = catalog().limit("construct_depth")
 
 
 @dataclass
@@ -22,7 +23,7 @@ class Scope:
     module: object  # ModuleInfo the code lives in
     params: dict[str, tuple] = field(default_factory=dict)  # name -> (expr, Scope) bound at the call
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
-    locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, condition)]
+    locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
     owner: "Instance | None" = None  # the instance whose __init__ this is (for self.y)
 
 
@@ -31,7 +32,7 @@ class Instance:
     cls: Definition | None  # None for a value that is not a module (None, a tensor, ...)
     call: cst.Call | None = None
     scope: Scope | None = None  # where `call` was evaluated (to bind the class's __init__ params)
-    condition: str | None = None
+    condition: Condition | None = None  # when this alternative is built (code until rendered)
     alternatives: list["Instance"] = field(default_factory=list)
     element: "Instance | None" = None  # for layer lists
     repeat: str | None = None  # config name that sets the list length
@@ -49,28 +50,22 @@ class Constructor:
         # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
+        self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
 
     # -- classes -----------------------------------------------------------------------------
-    def mro(self, cls: Definition, _seen: set | None = None) -> list[Definition]:
-        """Linearised bases (depth-first, left-to-right, duplicates dropped); cycles end."""
-        if _seen is None:
-            hit = self._mros.get(id(cls))
-            if hit is None or hit[0] is not cls:
-                hit = self._mros[id(cls)] = (cls, self._mro(cls, set()))
-            return list(hit[1])
-        return self._mro(cls, _seen)
+    def mro(self, cls: Definition) -> list[Definition]:
+        """Python's C3 linearisation of the bases found in the trees (bases outside them are left out)."""
+        hit = self._mros.get(id(cls))
+        if hit is None or hit[0] is not cls:
+            hit = self._mros[id(cls)] = (cls, c3_linearization(cls, self._bases, self._c3))
+        return list(hit[1])
 
-    def _mro(self, cls: Definition, seen: set) -> list[Definition]:
-        if cls.qualname in seen or len(seen) > 40:
-            return []
-        seen.add(cls.qualname)
-        out = [cls]
+    def _bases(self, cls: Definition) -> list[Definition]:
+        out = []
         for base in cls.bases:
             target = self.index.resolve_expr(cls.module, _strip_subscript(base.value))
             if isinstance(target, Definition) and target.kind == "class":
-                for c in self.mro(target, seen):
-                    if c.qualname not in {o.qualname for o in out}:
-                        out.append(c)
+                out.append(target)
         return out
 
     def base_names(self, cls: Definition) -> list[str]:
@@ -108,7 +103,7 @@ class Constructor:
             scope = Scope(module=c.module, owner=inst)
             bind_params(fn, call, call_scope, scope, skip_self=True)
             out.append((c, fn, scope))
-            sup = _super_init_call(fn, c)
+            sup = tables(fn, c.module).super_init_call
             if sup is None:
                 break
             call, call_scope = sup, scope
@@ -125,16 +120,16 @@ class Constructor:
         inst._attrs[key] = None  # cycle guard
         result = None
         for c, fn, scope in self.init_scopes(inst):
-            found = _self_assignments(fn, name, c.module)
+            found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
                 continue
             options: list[Instance] = []
-            local_text = {t: c.module.code(v).strip() for t, v, _c, _p in _local_assignments(fn, c.module)}
+            local_text = {t: c.module.code(v).strip() for t, v, _c, _p in tables(fn, c.module).local_assignments}
             for expr, cond, pos in found:
                 cond = _explain(cond, local_text)
                 self._fill_locals(fn, scope, c.module, before=pos)
                 for alt in self.evaluate(expr, scope, depth + 1):
-                    alt.condition = _join(cond, alt.condition)
+                    alt.condition = join(cond, alt.condition)
                     options.append(alt)
             result = pick(options)
             break
@@ -150,17 +145,17 @@ class Constructor:
     def _init_self_calls(self, inst: Instance):
         """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""
         for c, fn, scope in self.init_scopes(inst):
-            for pos, call in _self_calls(fn, c.module):
+            for pos, call in tables(fn, c.module).self_calls:
                 yield c, fn, scope, pos, call
 
     def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
         for c, fn, scope in self.init_scopes(inst):
-            for pos, cond, value in _container_fills(fn, c.module).get(name, ()):
+            for pos, cond, value in tables(fn, c.module).container_fills.get(name, ()):
                 self._fill_locals(fn, scope, c.module, before=pos)
                 element = pick(self.evaluate(value, scope, depth + 1))
                 if element is not None and element.cls is not None:
-                    element.condition = _join(cond, element.condition)
+                    element.condition = join(cond, element.condition)
                     return _layer_list(element, None)
         return None
 
@@ -171,7 +166,7 @@ class Constructor:
             if found is None or found[1].name.value == "__init__":
                 continue
             owner, helper = found
-            assigned = _self_assignments(helper, name, owner.module)
+            assigned = tables(helper, owner.module).self_assignments.get(name, ())
             if not assigned:
                 continue
             self._fill_locals(fn, scope, c.module, before=pos)
@@ -181,7 +176,7 @@ class Constructor:
             for expr, cond, hpos in assigned:
                 self._fill_locals(helper, hscope, owner.module, before=hpos)
                 for alt in self.evaluate(expr, hscope, depth + 1):
-                    alt.condition = _join(cond, alt.condition)
+                    alt.condition = join(cond, alt.condition)
                     options.append(alt)
             if options:
                 return pick(options)
@@ -190,7 +185,7 @@ class Constructor:
     def external_class(self, inst: Instance, name: str) -> str | None:
         """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
         for c, fn, scope in self.init_scopes(inst):
-            for expr, _cond, _pos in _self_assignments(fn, name, c.module):
+            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
                 if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
                     dotted = self.index.dotted(c.module, expr.func)
                     if dotted and not dotted.startswith(("vllm.", "vllm_ascend.")):
@@ -215,7 +210,7 @@ class Constructor:
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
-        for expr_target, value, cond, pos in _local_assignments(fn, module):
+        for expr_target, value, cond, pos in tables(fn, module).local_assignments:
             if pos < before:
                 scope.locals.setdefault(expr_target, []).append((value, cond))
 
@@ -225,13 +220,13 @@ class Constructor:
         if depth > MAX_DEPTH or expr is None:
             return []
         if isinstance(expr, cst.IfExp):
-            cond = scope.module.code(expr.test).strip()
+            cond = Condition.of(expr.test, scope.module)
             out = []
             for alt in self.evaluate(expr.body, scope, depth + 1):
-                alt.condition = _join(cond, alt.condition)
+                alt.condition = join(cond, alt.condition)
                 out.append(alt)
             for alt in self.evaluate(expr.orelse, scope, depth + 1):
-                alt.condition = _join(f"not ({cond})", alt.condition)
+                alt.condition = join(cond.negate(), alt.condition)
                 out.append(alt)
             return out
         if isinstance(expr, cst.Name) and expr.value == "None":
@@ -266,7 +261,7 @@ class Constructor:
                 try:
                     for value, cond in values:
                         for alt in self.evaluate(value, scope, depth + 1):
-                            alt.condition = _join(cond, alt.condition)
+                            alt.condition = join(cond, alt.condition)
                             out.append(alt)
                 finally:
                     scope.locals[name] = values
@@ -278,7 +273,7 @@ class Constructor:
                 return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
         target = self.index.resolve_expr(scope.module, expr)
         if target is None and isinstance(expr, cst.Name):
-            local = _function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
+            local = function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
             target = self.index.lookup(*local) if local else None
         if isinstance(target, Definition) and target.kind == "class":
             return [Instance(target)]  # a class object (called later)
@@ -346,18 +341,17 @@ class Constructor:
         inner = Scope(module=fn_def.module, owner=owner)
         bind_params(fn, call, scope, inner, skip_self=skip_self)
         out: list[Instance] = []
-        from .conditions import Facts, evaluate
-
         # Parameters the call leaves at a None default decide some of the factory's branches.
-        facts = Facts(none={p: True for p, d in inner.defaults.items()
-                            if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
-        for target, value, cond, _pos in _local_assignments(fn, fn_def.module):
-            decided = _decide_text(cond, facts)
-            if decided is not False:
-                inner.locals.setdefault(target, []).append((value, decided if decided is not True else None))
-        for ret, cond in _returns_decided(fn, fn_def.module, facts, evaluate):
+        env = Bindings(none={p: True for p, d in inner.defaults.items()
+                             if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
+        table = tables(fn, fn_def.module)
+        for target, value, cond, _pos in table.local_assignments:
+            decided = EVALUATOR.decide(cond, env, none_only=True)
+            if decided is not Truth.FALSE:
+                inner.locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
+        for ret, cond in table.returns_decided(env):
             for alt in self.evaluate(ret, inner, depth + 1):
-                alt.condition = _join(cond, alt.condition)
+                alt.condition = join(cond, alt.condition)
                 alt.factory = fn_def.qualname
                 out.append(alt)
         return _prefer_plain(_dedupe(out))
@@ -365,27 +359,32 @@ class Constructor:
 
 # -- helpers -------------------------------------------------------------------------------------
 def pick(options: list[Instance]) -> Instance | None:
-    """Default of conditional constructions: a MoE block where one exists, else the first real module."""
-    real = [o for o in options if o.cls is not None and o.cls.name not in ("PPMissingLayer", "Identity")]
+    """Default of conditional constructions (patterns/catalog/walk.yaml `default_choice`): the first preference
+    that names a real option, else the first real module; the others stay listed as alternatives."""
+    policy = catalog()
+    real = [o for o in options if o.cls is not None and o.cls.name not in policy.placeholders]
     if not real:
         return options[0] if options else None
-    # The richest structure is the default (it is what the large checkpoints of a family use); the
-    # others stay listed as alternatives with their conditions.
-    # (a family name such as BailingMoE... says nothing when every option is an attention class)
-    moe = [o for o in real if _MOE_NAME.search(o.cls.name)] if not all("Attention" in o.cls.name for o in real) else []
-    mla = [o for o in real if _MLA_NAME.search(o.cls.name)]
-    chosen = moe[0] if moe else mla[0] if mla else _prefer_plain(real)[0]
+    chosen = None
+    for pref in policy.default_choice:
+        if pref["unless_all"] is not None and all(pref["unless_all"].search(o.cls.name) for o in real):
+            continue
+        named = [o for o in real if pref["name"].search(o.cls.name)]
+        if named:
+            chosen = named[0]
+            break
+    chosen = chosen or _prefer_plain(real)[0]
     chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
     return chosen
 
 
-def _explain(cond: str | None, local_text: dict[str, str]) -> str | None:
-    """`is_moe_layer` says little: show what the local flag was computed from."""
+def _explain(cond: Condition | None, local_text: dict[str, str]) -> Condition | None:
+    """`is_moe_layer` says little: show what the local flag was computed from (a note for the report)."""
     if not cond:
         return cond
-    notes = [f"{name} = {' '.join(local_text[name].split())}" for name in re.findall(r"[A-Za-z_]\w*", cond)
+    notes = [f"{name} = {' '.join(local_text[name].split())}" for name in re.findall(r"[A-Za-z_]\w*", str(cond))
              if name in local_text and len(local_text[name]) < 300]
-    return f"{cond} [{'; '.join(dict.fromkeys(notes))}]" if notes else cond
+    return cond.with_suffix(f" [{'; '.join(dict.fromkeys(notes))}]") if notes else cond
 
 
 def _prefer_plain(options: list[Instance]) -> list[Instance]:
@@ -422,34 +421,6 @@ def _strip_subscript(expr):
     return expr.value if isinstance(expr, cst.Subscript) else expr
 
 
-def _join(a: str | None, b: str | None) -> str | None:
-    if a and b:
-        return f"{a} and {b}"
-    return a or b
-
-
-def class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
-    if not cls.may_define(name):
-        return None
-    key = ("class_method", cls.node, name)  # asked for at every step up every MRO
-    if key not in cls.module.memo:
-        cls.module.memo[key] = _class_method(cls, name)
-    return cls.module.memo[key]
-
-
-def _class_method(cls: Definition, name: str) -> cst.FunctionDef | None:
-    body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
-    found = None
-    for stmt in body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-            found = stmt  # the last definition wins, as at runtime
-        elif isinstance(stmt, cst.If):
-            for s in stmt.body.body:
-                if isinstance(s, cst.FunctionDef) and s.name.value == name and found is None:
-                    found = s
-    return found
-
-
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
     params = list(fn.params.posonly_params) + list(fn.params.params)
     if skip_self and params and params[0].name.value in ("self", "cls"):
@@ -467,230 +438,3 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     for a in call.args:
         if a.keyword is not None and a.keyword.value in names:
             scope.params[a.keyword.value] = (a.value, call_scope)
-
-
-def _super_init_call(fn: cst.FunctionDef, cls: Definition) -> cst.Call | None:
-    key = ("super_init", fn)
-    memo = cls.module.memo
-    if key not in memo:
-        memo[key] = _find_super_init_call(fn)
-    return memo[key]
-
-
-def _find_super_init_call(fn: cst.FunctionDef) -> cst.Call | None:
-    for node in iter_nodes(fn, lambda n: isinstance(n, cst.FunctionDef)):  # not into nested functions
-        if not isinstance(node, cst.Call):
-            continue
-        f = node.func
-        if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
-            v = f.value
-            if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
-                return node
-            if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
-                return node.with_changes(args=node.args[1:])
-    return None
-
-
-def _memo(what: str):
-    """Cache a function of (fn node, module) on the module: __init__ bodies are read once per name asked."""
-    def wrap(read):
-        def cached(fn, module):
-            key = (what, fn)
-            found = module.memo.get(key)
-            if found is None:
-                found = module.memo[key] = read(fn, module)
-            return found
-        cached.__doc__ = read.__doc__
-        return cached
-    return wrap
-
-
-def _small_statements(fn: cst.FunctionDef, module):
-    """(position, condition, small statement) through the blocks of a function body, as _walk_stmts counts."""
-    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                yield pos, cond, small
-
-
-@_memo("self_calls")
-def _self_calls(fn: cst.FunctionDef, module) -> list:
-    """(position, call) of each `self.<method>(...)` expression statement, through the blocks of fn."""
-    out = []
-    for pos, _cond, small in _small_statements(fn, module):
-        call = small.value if isinstance(small, cst.Expr) else None
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value):
-            out.append((pos, call))
-    return out
-
-
-@_memo("container_fills")
-def _container_fills(fn: cst.FunctionDef, module) -> dict:
-    """name -> [(position, condition, value)] of `self.<name>.append(value)` and `self.<name>[k] = value`."""
-    out: dict = {}
-    for pos, cond, small in _small_statements(fn, module):
-        target = value = None
-        if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
-                and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"):
-            target, value = small.value.func.value, small.value.args[0].value
-        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
-            target, value = small.targets[0].target.value, small.value
-        if isinstance(target, cst.Attribute) and _is_self(target.value):
-            out.setdefault(target.attr.value, []).append((pos, cond, value))
-    return out
-
-
-def _function_imports(module) -> dict[str, tuple[str, str]]:
-    """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
-    names were tried before this, so what is left are imports inside functions."""
-    key = ("function_imports", None)
-    found = module.memo.get(key)
-    if found is None:
-        from ..index.modules import all_import_from_bindings
-
-        found = {}
-        for bound, where in all_import_from_bindings(module):
-            found.setdefault(bound, where)
-        module.memo[key] = found
-    return found
-
-
-def _is_self(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "self"
-
-
-def _walk_stmts(body, module, cond=None):
-    """Yield (stmt, condition) through if/else/try/with/for blocks of a function body."""
-    for stmt in body:
-        yield stmt, cond
-        if isinstance(stmt, cst.If):
-            test = module.code(stmt.test).strip()
-            yield from _walk_stmts(stmt.body.body, module, _join(cond, test))
-            orelse, neg = stmt.orelse, f"not ({test})"
-            while orelse is not None:
-                if isinstance(orelse, cst.If):
-                    t2 = module.code(orelse.test).strip()
-                    yield from _walk_stmts(orelse.body.body, module, _join(cond, f"{neg} and {t2}"))
-                    neg = f"{neg} and not ({t2})"
-                    orelse = orelse.orelse
-                else:
-                    yield from _walk_stmts(orelse.body.body, module, _join(cond, neg))
-                    orelse = None
-        elif isinstance(stmt, (cst.With, cst.For, cst.While)):
-            yield from _walk_stmts(stmt.body.body, module, cond)
-        elif isinstance(stmt, cst.Try):
-            yield from _walk_stmts(stmt.body.body, module, cond)
-
-
-@_memo("assignments")
-def _assignments(fn: cst.FunctionDef, module):
-    """(target expr, value, condition, statement position) of every assignment in a function body;
-    tuple targets yield each element (a, b, self.layers = make_layers(...))."""
-    out = []
-    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = [small.target]
-            else:
-                continue
-            for t in targets:
-                for el in ([e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
-                    out.append((el, small.value, cond, pos))
-    return out
-
-
-def _self_assignments(fn: cst.FunctionDef, name: str, module) -> list[tuple]:
-    return list(_self_assignment_table(fn, module).get(name, ()))
-
-
-@_memo("self_assignments")
-def _self_assignment_table(fn: cst.FunctionDef, module) -> dict:
-    """name -> [(value, condition, position)] of each `self.<name> = value` in fn (asked for name by name)."""
-    out: dict = {}
-    for t, v, c, p in _assignments(fn, module):
-        if isinstance(t, cst.Attribute) and _is_self(t.value):
-            out.setdefault(t.attr.value, []).append((v, c, p))
-    return out
-
-
-@_memo("local_assignments")
-def _local_assignments(fn: cst.FunctionDef, module):
-    # Only plain `x = ...` locals: a tuple-unpacked local is a runtime value, not a constructor.
-    out, nested = [], []
-    for pos, (stmt, cond) in enumerate(_walk_stmts(fn.body.body, module)):
-        if isinstance(stmt, cst.FunctionDef):
-            # a nested layer factory: make_layers(n, get_layer) with `def get_layer(prefix): return Layer(...)`
-            rets = _returns(stmt, module)
-            if rets and isinstance(rets[0][0], cst.Call):
-                out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
-            # its own locals (`layer_class = A if is_attn else B; return layer_class(...)`) resolve that call
-            nested += [(t, v, _join(cond, c), pos) for t, v, c, _p in _local_assignments(stmt, module)]
-            continue
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Assign):
-                    out += [(t.target.value, small.value, cond, pos) for t in small.targets if isinstance(t.target, cst.Name)]
-                elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
-                    out.append((small.target.value, small.value, cond, pos))
-    outer = {t for t, *_ in out}
-    return out + [n for n in nested if n[0] not in outer]
-
-
-@_memo("returns")
-def _returns(fn: cst.FunctionDef, module):
-    out = []
-    for stmt, cond in _walk_stmts(fn.body.body, module):
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Return) and small.value is not None:
-                    out.append((small.value, cond))
-    return out
-
-
-def _decide_text(cond: str | None, facts) -> str | bool | None:
-    """Drop conjuncts `p is None` / `p is not None` that the facts decide; False if one is false."""
-    if not cond:
-        return None
-    kept = []
-    for part in cond.split(" and "):
-        m = re.fullmatch(r"\(?(not \()?(\w+) is (not )?None\)?\)?", part.strip())
-        if m and m.group(2) in facts.none:
-            value = facts.none[m.group(2)]
-            if m.group(3):
-                value = not value
-            if m.group(1):
-                value = not value
-            if not value:
-                return False
-            continue
-        kept.append(part)
-    return " and ".join(kept) if kept else True
-
-
-def _returns_decided(fn, module, facts, evaluate):
-    """Return statements with their path condition; branches the facts decide are dropped or implied."""
-    out = []
-
-    def visit(body, cond):
-        for stmt in body:
-            if isinstance(stmt, cst.If):
-                value = evaluate(stmt.test, module, facts)
-                test = module.code(stmt.test).strip()
-                if value is not False:
-                    visit(stmt.body.body, cond if value else _join(cond, test))
-                if stmt.orelse is not None and value is not True:
-                    neg = cond if value is False else _join(cond, f"not ({test})")
-                    visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg)
-            elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
-                visit(stmt.body.body, cond)
-            elif isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Return) and small.value is not None:
-                        out.append((small.value, cond))
-
-    visit(fn.body.body, None)
-    return out

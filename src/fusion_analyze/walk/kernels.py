@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import libcst as cst
 
+from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
-from .conditions import Facts, evaluate
-from .construct import Constructor, _join
+from .construct import Constructor
+from .tables import class_method
+from .values import EVALUATOR, Bindings, Condition, Truth, join, as_text
+from .ir import Kernel
 from .taxonomy import is_kernel
 
-MAX_KERNEL_DEPTH = 6
+MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
 ASCEND_UTILS = "vllm_ascend.utils"
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    file: str
-    line: int
-    condition: str | None = None
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
 
 
 class Backends:
@@ -55,8 +46,6 @@ class Backends:
     def runs_native(self, cls: Definition) -> bool:
         """On Ascend, a CustomOp with no out-of-tree replacement and no forward_oot of its own runs
         CustomOp.forward_oot -> forward_native: plain PyTorch ops, one kernel each."""
-        from .construct import class_method
-
         if self.index.backend != "ascend" or self.implementation(cls) is not cls or self.forward_name(cls) != "forward_oot":
             return False
         for c in self.ctor.mro(cls):
@@ -68,8 +57,6 @@ class Backends:
 
     def forward_name(self, cls: Definition) -> str:
         """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""
-        from .construct import class_method
-
         if "CustomOp" not in self.ctor.base_names(cls):
             return "forward"
         for c in self.ctor.mro(cls):
@@ -87,7 +74,7 @@ class Backends:
         return self._custom_ops
 
     # -- kernels ----------------------------------------------------------------------------------
-    def kernels_of(self, cls: Definition, facts: Facts, method: str | None = None) -> list[Kernel]:
+    def kernels_of(self, cls: Definition, facts: Bindings, method: str | None = None) -> list[Kernel]:
         impl = self.implementation(cls)
         method = method or self.forward_name(impl)
         key = (impl.qualname, method, facts.key())
@@ -100,12 +87,12 @@ class Backends:
             self._cache[key] = _dedupe(out)
         return list(self._cache[key])
 
-    def kernels_of_function(self, fn_def: Definition, facts: Facts) -> list[Kernel]:
+    def kernels_of_function(self, fn_def: Definition, facts: Bindings) -> list[Kernel]:
         out: list[Kernel] = []
         self._collect(None, fn_def.module, fn_def.node, facts, out, 0, set())
         return _dedupe(out)
 
-    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Facts, out: list, depth: int, seen: set) -> None:
+    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: set) -> None:
         if depth > MAX_KERNEL_DEPTH or id(fn) in seen:
             return
         seen.add(id(fn))
@@ -114,22 +101,22 @@ class Backends:
         def visit_block(stmts, cond):
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
-                    test = module.code(stmt.test).strip()
-                    value = evaluate(stmt.test, module, facts)
-                    if value is not False:
-                        visit_block(stmt.body.body, cond if value else _join(cond, test))
-                    neg = f"not ({test})"
-                    if stmt.orelse is not None and value is not True:
+                    test = Condition.of(stmt.test, module)
+                    value = EVALUATOR.truth(stmt.test, module, facts)
+                    if value is not Truth.FALSE:
+                        visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
+                    neg = test.negate()
+                    if stmt.orelse is not None and value is not Truth.TRUE:
                         orelse = stmt.orelse
                         if isinstance(orelse, cst.If):
-                            visit_block([orelse], cond if value is False else _join(cond, neg))
+                            visit_block([orelse], cond if value is Truth.FALSE else join(cond, neg))
                         else:
-                            visit_block(orelse.body.body, cond if value is False else _join(cond, neg))
+                            visit_block(orelse.body.body, cond if value is Truth.FALSE else join(cond, neg))
                     if _returns_at_end(stmt.body.body):
-                        if value is True:
+                        if value is Truth.TRUE:
                             return  # early return: what follows does not run on this path
-                        if value is None:
-                            cond = _join(cond, neg)
+                        if value is Truth.UNKNOWN:
+                            cond = join(cond, neg)
                     continue
                 if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                     continue
@@ -156,13 +143,13 @@ class Backends:
 
         visit_block(fn.body.body, None)
 
-    def _call(self, impl, module, call: cst.Call, cond, facts: Facts, out: list, depth: int, seen: set) -> None:
+    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set) -> None:
         func = call.func
         # kernel[grid](...): a Triton launch; the kernel is the function subscripted
         if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func.value)
             if isinstance(target, Definition) and target.kind == "function":
-                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), cond))
+                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond)))
             return
         # SomeFn.apply(...): an autograd Function runs its static forward
         if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
@@ -177,7 +164,7 @@ class Backends:
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
             dotted = dotted[:-4]
         if is_kernel(dotted):
-            out.append(Kernel(dotted, module.rel, module.line_of(call), cond))
+            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond)))
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
                 if target is not None:
@@ -188,7 +175,7 @@ class Backends:
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
                 owner, fn = found
-                self._collect(impl, owner.module, fn, facts.for_call(fn, call, module), out, depth + 1, seen)
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
         if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
@@ -204,13 +191,13 @@ class Backends:
                 found = self.ctor.method(sub_impl, name)
                 if found is not None:
                     owner, fn = found
-                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, module), out, depth + 1, seen)
+                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen)
             return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
             if isinstance(target, Definition) and target.kind == "function":
-                self._collect(None, target.module, target.node, facts.for_call(target.node, call, module), out, depth + 1, seen)
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen)
 
 
 def _returns_at_end(stmts) -> bool:

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
+from ..catalog import catalog
 
 
-from ..resources import data_dir, load_yaml
-
-
-@lru_cache(maxsize=1)
 def taxonomy() -> dict:
-    path = data_dir("patterns") / "catalog" / "leaf_ops.yaml"
-    data = load_yaml(path.read_text(encoding="utf-8"))
-    data["_assume"] = [(re.compile(a["match"]), bool(a["value"])) for a in data.get("assume", [])]
-    return data
+    return catalog().leaf_ops
 
 
 def leaf_for_class_names(names: list[str]) -> tuple[str, dict] | None:
@@ -52,10 +44,3 @@ def tensor_method_kind(name: str) -> str | None:
 
 def operator_kind(op_class: str) -> str | None:
     return taxonomy()["operators"].get(op_class)
-
-
-def assumed(condition: str) -> bool | None:
-    for rx, value in taxonomy()["_assume"]:
-        if rx.search(condition):
-            return value
-    return None

@@ -3,80 +3,28 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
 from ..locate.ascend import Patch
-from .conditions import Facts, evaluate
-from .construct import Constructor, Instance, _join, bind_params, class_method
-from .kernels import Backends, Kernel
+from .construct import Constructor, Instance
+from .tables import class_method, tables
+from .values import EVALUATOR, Bindings, Condition, Truth, join, as_text
+from .ir import Kernel, Op, RoleLocation, WalkResult
+from .kernels import Backends
 from .taxonomy import function_kind, is_kernel, leaf_for_class_names, operator_kind, tensor_method_kind
 
-MAX_DEPTH = 12
-MAX_OPS = 4000
-
-
-@dataclass
-class Op:
-    id: str
-    kind: str
-    name: str
-    layer_class: str | None
-    file: str
-    line: int
-    scope: str
-    path: str
-    section: str
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    condition: str | None = None
-    steady: bool = True
-    kernels: list[Kernel] = field(default_factory=list)
-    attrs: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {
-            "id": self.id, "kind": self.kind, "name": self.name, "layer_class": self.layer_class,
-            "file": self.file, "line": self.line, "scope": self.scope, "path": self.path,
-            "section": self.section, "inputs": list(self.inputs), "outputs": list(self.outputs),
-            "condition": self.condition, "steady": self.steady,
-            "kernels": [k.to_json() for k in self.kernels], "attrs": dict(sorted(self.attrs.items())),
-        }
-
-
-@dataclass
-class RoleLocation:
-    cls: str
-    file: str
-    line: int
-    forward_file: str | None
-    forward_line: int | None
-    patched_by: str | None = None
-
-    def to_json(self) -> dict:
-        d = {"class": self.cls, "file": self.file, "line": self.line,
-             "forward_file": self.forward_file, "forward_line": self.forward_line}
-        if self.patched_by:
-            d["patched_by"] = self.patched_by
-        return d
-
-
-@dataclass
-class WalkResult:
-    ops: list[Op]
-    locations: dict[str, RoleLocation]
-    repeat: str | None
-    unknowns: list[dict]
-    alternatives: list[dict]
+MAX_DEPTH = catalog().limit("expand_depth")
+MAX_OPS = catalog().limit("max_ops")
 
 
 class _Frame:
     """One expanded forward/method: its instance, variables (SSA values) and facts."""
 
-    def __init__(self, inst: Instance, cls: Definition, fn: cst.FunctionDef, module, path: str, facts: Facts):
+    def __init__(self, inst: Instance, cls: Definition, fn: cst.FunctionDef, module, path: str, facts: Bindings):
         self.inst = inst
         self.cls = cls
         self.fn = fn
@@ -110,10 +58,10 @@ class Walker:
     def walk_model(self, model_cls: Definition) -> WalkResult:
         root = Instance(model_cls)
         self._role("model", root)
-        self._expand(root, "forward", [], {}, path="", facts=Facts())
-        if class_method_in_mro(self.ctor, model_cls, "compute_logits") is not None:
+        self._expand(root, "forward", [], {}, path="", facts=Bindings())
+        if self.ctor.method(model_cls, "compute_logits") is not None:
             self.section = "epilogue"
-            self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Facts())
+            self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives)
 
     # -- expanding modules ------------------------------------------------------------------------
@@ -134,7 +82,7 @@ class Walker:
                 return c, fn, c.module, None
         return None
 
-    def _expand(self, inst: Instance, method: str, args: list, kwargs: dict, path: str, facts: Facts) -> list[str]:
+    def _expand(self, inst: Instance, method: str, args: list, kwargs: dict, path: str, facts: Bindings) -> list[str]:
         if inst.cls is None or len(self._stack) > MAX_DEPTH or len(self.ops) > MAX_OPS:
             return []
         key = f"{inst.cls.qualname}.{method}"
@@ -146,7 +94,7 @@ class Walker:
             self._unknown(path, inst.cls.module, inst.cls.node, f"{inst.cls.name} has no {method}()")
             return []
         owner, fn, module, patch = found
-        frame = _Frame(inst, owner, fn, module, path, Facts(dict(), dict(facts.attr_classes)))
+        frame = _Frame(inst, owner, fn, module, path, Bindings(dict(), dict(facts.attr_classes)))
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
@@ -201,23 +149,23 @@ class Walker:
                 self._block(frame, stmt.body.body, cond, steady)
 
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
-        test_text = frame.module.code(stmt.test).strip()
+        test = Condition.of(stmt.test, frame.module)
         self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
-        value = evaluate(stmt.test, frame.module, frame.facts)
+        value = EVALUATOR.truth(stmt.test, frame.module, frame.facts).as_bool()
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         before = {k: list(v) for k, v in frame.env.items()}
         none_before = dict(frame.facts.none)
-        self._block(frame, stmt.body.body, _join(cond, test_text), body_steady)
+        self._block(frame, stmt.body.body, join(cond, test), body_steady)
         env_body, none_body = frame.env, frame.facts.none
         if stmt.orelse is not None:
             frame.env = {k: list(v) for k, v in before.items()}
             frame.facts.none = dict(none_before)
-            neg = f"not ({test_text})"
+            neg = test.negate()
             if isinstance(stmt.orelse, cst.If):
-                self._if(frame, stmt.orelse, _join(cond, neg), else_steady)
+                self._if(frame, stmt.orelse, join(cond, neg), else_steady)
             else:
-                self._block(frame, stmt.orelse.body.body, _join(cond, neg), else_steady)
+                self._block(frame, stmt.orelse.body.body, join(cond, neg), else_steady)
             env_else, none_else = frame.env, frame.facts.none
         else:
             env_else, none_else = before, none_before
@@ -485,7 +433,7 @@ class Walker:
             self.ops[-1].kernels = [Kernel(dotted, frame.module.rel, frame.module.line_of(call), None)]
             target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
             if target is not None:
-                self.ops[-1].kernels += self.backends.kernels_of_function(target, Facts())
+                self.ops[-1].kernels += self.backends.kernels_of_function(target, Bindings())
             return out
         kind = function_kind(dotted)
         if kind:
@@ -520,15 +468,12 @@ class Walker:
     def _dispatch_target(self, inst: Instance) -> str:
         """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the
         assume table does not rule out), else CustomOp's own per-backend method."""
-        from .construct import _self_assignments
-        from .taxonomy import assumed
-
         for c, fn, _scope in self.ctor.init_scopes(inst):
-            for value, vcond, _pos in _self_assignments(fn, "_forward_method", c.module):
+            for value, vcond, _pos in tables(fn, c.module).self_assignments.get("_forward_method", ()):
                 if not (isinstance(value, cst.Attribute) and _self_attr(value)):
                     continue
-                conjuncts = [p.strip() for p in (vcond or "").split(" and ") if p.strip()]
-                if not any(assumed(p) is False for p in conjuncts if not p.startswith("not (")):
+                terms = vcond.terms if vcond else ()
+                if not any(EVALUATOR.term_truth(t) is Truth.FALSE for t in terms if not t.negated):
                     return value.attr.value
         return self.backends.forward_name(inst.cls)
 
@@ -541,7 +486,7 @@ class Walker:
                 k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
             self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
             return []
-        sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Facts(dict(), dict(frame.facts.attr_classes)))
+        sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Bindings(dict(), dict(frame.facts.attr_classes)))
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
         self._bind(sub, args, kwargs)
@@ -559,14 +504,14 @@ class Walker:
         leaf = leaf_for_class_names(self.ctor.base_names(sub.cls))
         if sub.alternatives:
             self.alternatives.append({
-                "path": path, "chosen": sub.cls.name, "condition": sub.condition,
-                "others": sorted({(a.name, a.condition or "") for a in sub.alternatives}),
+                "path": path, "chosen": sub.cls.name, "condition": as_text(sub.condition),
+                "others": sorted({(a.name, as_text(a.condition) or "") for a in sub.alternatives}),
             })
         if sub.condition:
-            cond = _join(cond, f"built when {sub.condition}")
+            cond = join(cond, sub.condition.with_prefix("built when "))
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
-            facts = Facts(dict(), self._attr_facts(sub))
+            facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(sub, "forward", args, kwargs, path, facts)
         leaf_name, info = leaf
         kind = info["kind"]
@@ -579,7 +524,7 @@ class Walker:
             if text is not None:
                 attrs[key] = text
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
-        facts = Facts(dict(), self._attr_facts(sub))
+        facts = Bindings(dict(), self._attr_facts(sub))
         fwd = self._forward_of(impl, self.backends.forward_name(impl))
         nonnull = [a for a in args if not isinstance(a, _NoneValue)] + [v for v in kwargs.values() if not isinstance(v, _NoneValue)]
         if fwd is not None:
@@ -623,11 +568,11 @@ class Walker:
             inst = built[0] if built else None
             if inst is None or inst.cls is None:
                 continue
-            icond = _join(cond, f"built when {inst.condition}") if inst.condition else cond
+            icond = join(cond, inst.condition.with_prefix("built when ")) if inst.condition else cond
             if role == "router":
                 impl = self.backends.implementation(inst.cls)
-                facts = Facts(dict(), {})
-                self._op(frame, "matmul", f"{key}", inst.cls.name, stmt, inputs, [f"router_logits"], icond, steady,
+                facts = Bindings(dict(), {})
+                self._op(frame, "matmul", key, inst.cls.name, stmt, inputs, ["router_logits"], icond, steady,
                          attrs={"role": "router", "inside": sub.cls.name}, path=f"{path}.{key}")
                 self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
             else:
@@ -639,11 +584,11 @@ class Walker:
 
     def _expand_under(self, inst: Instance, args, path: str, cond: str | None) -> None:
         start = len(self.ops)
-        self._expand(inst, "forward", args, {}, path, Facts())
+        self._expand(inst, "forward", args, {}, path, Bindings())
         for op in self.ops[start:]:
-            op.condition = _join(cond, op.condition)
+            op.condition = " and ".join(c for c in (as_text(cond), op.condition) if c) or None
 
-    def _leaf_kernels(self, impl: Definition, kind: str, facts: Facts) -> list[Kernel]:
+    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings) -> list[Kernel]:
         from .taxonomy import taxonomy
 
         kernels = self.backends.kernels_of(impl, facts)
@@ -653,7 +598,7 @@ class Walker:
                 mod, _, cls_name = qual.rpartition(".")
                 target = self.index.lookup(mod, cls_name)
                 if isinstance(target, Definition) and target.kind == "class":
-                    kernels = kernels + self.backends.kernels_of(target, Facts(), method="forward")
+                    kernels = kernels + self.backends.kernels_of(target, Bindings(), method="forward")
         return kernels
 
     def _attr_facts(self, inst: Instance) -> dict[str, list[str]]:
@@ -662,10 +607,7 @@ class Walker:
         if inst.cls is None:
             return out
         for c, fn, _scope in self.ctor.init_scopes(inst)[:1]:
-            key = ("self_attr_names", fn)
-            if key not in c.module.memo:
-                c.module.memo[key] = _self_attr_names(fn)
-            for name in c.module.memo[key]:
+            for name in tables(fn, c.module).self_attr_names:
                 sub = self.ctor.attr(inst, name)
                 if sub is not None and sub.cls is not None:
                     impl = self.backends.implementation(sub.cls)
@@ -689,8 +631,8 @@ class Walker:
         self._role("decoder_layer", element)
         if element.alternatives and element.cls is not None and not any(a["path"] == path for a in self.alternatives):
             self.alternatives.append({  # get_layer() picks the class per layer index
-                "path": path, "chosen": element.cls.name, "condition": element.condition,
-                "others": sorted({(a.name, a.condition or "") for a in element.alternatives}),
+                "path": path, "chosen": element.cls.name, "condition": as_text(element.condition),
+                "others": sorted({(a.name, as_text(a.condition) or "") for a in element.alternatives}),
             })
 
     def _role_for_submodule(self, frame: _Frame, name: str, sub: Instance, kind: str | None = None) -> None:
@@ -725,7 +667,7 @@ class Walker:
             id=op_id, kind=kind, name=name, layer_class=layer_class, file=frame.module.rel,
             line=frame.module.line_of(stmt), scope=frame.scope, path=path, section=self.section,
             inputs=list(dict.fromkeys(i for i in inputs if isinstance(i, str))), outputs=outs,
-            condition=" ".join(cond.split()) if cond else None, steady=steady,
+            condition=" ".join(str(cond).split()) if cond else None, steady=steady,
             attrs=dict(attrs or {}),
         )
         if self.section == "layer" and self.repeat:
@@ -762,10 +704,6 @@ _OP_SYMBOL = {"add": "add", "mul": "mul", "sub": "sub", "div": "div", "matmul": 
 _IGNORED_BUILTINS = {"len", "int", "float", "bool", "str", "getattr", "hasattr", "isinstance", "range", "print",
                      "tuple", "list", "dict", "set", "min", "max", "zip", "enumerate", "iter", "next", "type",
                      "IntermediateTensors", "assert", "sorted", "any", "all", "abs", "round", "id", "cast"}
-
-
-def class_method_in_mro(ctor: Constructor, cls: Definition, name: str):
-    return ctor.method(cls, name)
 
 
 def _flat(args, kwargs) -> list[str]:
@@ -815,21 +753,8 @@ def _kwarg_text(call, name, scope) -> str | None:
     expr = _kwarg(call, name)
     if expr is None or scope is None:
         return None
-    for _ in range(8):
-        if not isinstance(expr, cst.Name) or scope is None:
-            break
-        if expr.value in scope.params:
-            expr, scope = scope.params[expr.value]
-        elif expr.value in scope.defaults and expr.value not in scope.locals:
-            expr = scope.defaults[expr.value]
-        else:
-            break
-    return scope.module.code(expr).strip() if scope is not None else None
+    where = EVALUATOR.origin(expr, scope)
+    return where[1].module.code(where[0]).strip() if where is not None else None
 
 
-def _arg_is_name(call: cst.Call, name: str) -> bool:
-    return any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args)
 
-
-def _self_attr_names(fn: cst.FunctionDef) -> list[str]:
-    return sorted({node.target.attr.value for node in find_all(fn, cst.AssignTarget) if _self_attr(node.target)})

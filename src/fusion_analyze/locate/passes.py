@@ -14,7 +14,8 @@ import libcst as cst
 
 from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
 from ..index.nodes import find_all, iter_nodes
-from .kernel_table import fuses, kernel_covers
+from ..walk.values import EVALUATOR, Condition, Truth, join, as_text
+from ..catalog import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
 _METHOD_PRIMS = {"split": "split", "chunk": "split"}
@@ -267,7 +268,7 @@ class _PatternsOf:
         return [PassPattern(name, self.info.rel, self.info.line_of(d.node), calls, frozenset(prims))] if calls else []
 
 
-def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, str, int, str]]:
+def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[Condition | None, str, int, str]]:
     """Pass class name -> (condition, file, line, module) from `if cond: from .passes.x import P; add(P(...))`."""
     info = index.get(manager)
     out: dict = {}
@@ -277,13 +278,13 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, st
         return out
     base = manager.rsplit(".", 1)[0]
 
-    def scan(body, cond: str | None):
+    def scan(body, cond: Condition | None):
         for stmt in body:
             if isinstance(stmt, cst.If):
-                text = " ".join(info.code(stmt.test).split())
-                scan(stmt.body.body, f"{cond} and {text}" if cond else text)
+                test = Condition.of(stmt.test, info, " ".join(info.code(stmt.test).split()))
+                scan(stmt.body.body, join(cond, test))
                 if stmt.orelse is not None and isinstance(stmt.orelse, cst.Else):
-                    scan(stmt.orelse.body.body, f"{cond} and not ({text})" if cond else f"not ({text})")
+                    scan(stmt.orelse.body.body, join(cond, test.negate()))
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 scan(stmt.body.body, cond)
             elif isinstance(stmt, cst.SimpleStatementLine):
@@ -311,46 +312,52 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[str | None, st
             cond, file, line = made[n]
         if _ruled_out(guard) or _ruled_out(cond):
             continue  # imported or added only on a platform this tool does not walk (ROCm, XPU, ...)
-        out[n] = (cond, file, line, mod)
+        out[n] = (cond, file, line, mod)  # the condition stays code: callers render it (passes cross processes)
     return out
 
 
-def _ruled_out(cond: str | None) -> bool:
+def _ruled_out(cond: Condition | None) -> bool:
     """The condition is false on the platforms walked here (ROCm/XPU-only branches), by the assume table."""
-    if not cond:
-        return False
-    try:
-        expr = cst.parse_expression(cond)
-    except Exception:
-        return False
-    return _truth(expr) is False
+    return EVALUATOR.condition_truth(cond) is Truth.FALSE
 
 
-def _truth(e) -> bool | None:
-    from ..walk.taxonomy import assumed
-
-    if isinstance(e, cst.BooleanOperation):
-        a, b = _truth(e.left), _truth(e.right)
-        if isinstance(e.operator, cst.And):
-            return False if (a is False or b is False) else (True if a and b else None)
-        return True if (a is True or b is True) else (False if a is False and b is False else None)
-    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        v = _truth(e.expression)
-        return None if v is None else not v
-    return assumed(cst.Module([]).code_for_node(e).strip())
+def _flag_of(cond: Condition | None) -> str | None:
+    """The config flag a pass-enabling condition tests: the last name of a `...config...x` attribute chain,
+    or the key of a `.get("x", ...)`, in the first conjunct that has one."""
+    for term in cond.terms if cond else ():
+        for leaf in _leaves(term.expr):
+            found = _config_flag(leaf)
+            if found:
+                return found
+    return None
 
 
-_FLAG = re.compile(r"\.(\w+)\s*$|\.get\(\s*[\"'](\w+)[\"']")
+def _leaves(expr):
+    """The operands of and / or / not, left to right."""
+    if isinstance(expr, cst.BooleanOperation):
+        yield from _leaves(expr.left)
+        yield from _leaves(expr.right)
+    elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        yield from _leaves(expr.expression)
+    elif expr is not None:
+        yield expr
 
 
-def _flag_of(cond: str | None) -> str | None:
-    if not cond:
-        return None
-    for part in re.split(r"\s+and\s+|\s+or\s+", cond):
-        part = part.strip().removeprefix("not ").strip("() ")
-        m = re.search(r"(?:config|cfg)\w*(?:\.\w+)*\.(\w+)$", part) or re.search(r"\.get\(\s*[\"'](\w+)[\"']", part)
-        if m:
-            return m.group(1)
+def _config_flag(leaf) -> str | None:
+    if isinstance(leaf, cst.Attribute):
+        names, node = [], leaf
+        while isinstance(node, cst.Attribute):
+            names.append(node.attr.value)
+            node = node.value
+        if isinstance(node, cst.Name):
+            names.append(node.value)
+        if any(("config" in n or "cfg" in n) for n in names[1:]):
+            return names[0]
+    for call in find_all(leaf, cst.Call):
+        f = call.func
+        if (isinstance(f, cst.Attribute) and f.attr.value == "get" and call.args
+                and isinstance(call.args[0].value, cst.SimpleString)):
+            return call.args[0].value.evaluated_value
     return None
 
 
@@ -407,7 +414,7 @@ def read_ascend_passes(index: ModuleIndex) -> list[GraphPass]:
                 if p.name != cls_name or p.name in seen:
                     continue
                 seen.add(p.name)
-                p.enable, p.enable_file, p.enable_line = cond, file, line
+                p.enable, p.enable_file, p.enable_line = as_text(cond), file, line
                 p.flag = _flag_of(cond)
                 if p.flag:
                     d = _default_of(index, ASCEND_CONFIGS, p.flag)

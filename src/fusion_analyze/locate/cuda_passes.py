@@ -14,6 +14,7 @@ import libcst as cst
 
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all, iter_nodes
+from ..walk.values import as_text
 from .passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
 
 CUDA_MANAGERS = ["vllm.compilation.passes.pass_manager", "vllm.compilation.pass_manager"]
@@ -98,7 +99,7 @@ def read_cuda_passes(index: ModuleIndex) -> list[GraphPass]:
                 if p.name != cls_name or p.name in seen:
                     continue
                 seen.add(p.name)
-                p.enable, p.enable_file, p.enable_line = cond, file, line
+                p.enable, p.enable_file, p.enable_line = as_text(cond), file, line
                 p.flag = _flag_of(cond)
                 if p.flag is None:
                     continue  # not switched by a PassConfig flag (a backend-specific canonicalisation)

@@ -1,0 +1,87 @@
+"""Every file of patterns/catalog/, loaded once: the policy the code asks instead of holding it.
+
+leaf_ops   classes, functions and tensor methods that are one op; the assume table of platform tests
+kernels    what one device kernel does, as primitive ops (kernel_covers, and when that fuses a scenario)
+walk       limits of the walk and which alternative a construction defaults to
+aliases    marketing names -> architectures;  presets: published config.json dimensions
+devices    device profiles for the estimate (read through estimate/benefit.py, which also takes a user file)
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property, lru_cache
+
+from .resources import data_dir, load_yaml
+
+
+class Catalog:
+    def _read(self, name: str) -> dict:
+        path = data_dir("patterns") / "catalog" / f"{name}.yaml"
+        return load_yaml(path.read_text(encoding="utf-8")) or {}
+
+    @cached_property
+    def leaf_ops(self) -> dict:
+        return self._read("leaf_ops")
+
+    @cached_property
+    def kernels(self) -> list[tuple[re.Pattern, frozenset[str]]]:
+        return [(re.compile(e["match"]), frozenset(e["covers"])) for e in self._read("kernels")["kernels"]]
+
+    @cached_property
+    def walk(self) -> dict:
+        return self._read("walk")
+
+    @cached_property
+    def aliases(self) -> list[dict]:
+        return self._read("aliases").get("aliases", [])
+
+    @cached_property
+    def presets(self) -> dict:
+        return self._read("presets")["presets"]
+
+    def limit(self, name: str) -> int:
+        return int(self.walk["limits"][name])
+
+    @cached_property
+    def default_choice(self) -> list[dict]:
+        """Ordered preferences among conditional constructions: [{name: regex, unless_all: regex}, ...]."""
+        out = []
+        for p in self.walk.get("default_choice", []):
+            out.append({"id": p["id"], "name": re.compile(p["name"], re.IGNORECASE if p.get("ignore_case") else 0),
+                        "unless_all": re.compile(p["unless_all"]) if p.get("unless_all") else None})
+        return out
+
+    @cached_property
+    def placeholders(self) -> frozenset[str]:
+        return frozenset(self.walk.get("placeholders", []))
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    return Catalog()
+
+
+# -- kernels.yaml as questions --------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def kernel_covers(name: str) -> frozenset[str]:
+    """The primitives a kernel (dotted name) does in one launch; empty when the table does not know it."""
+    for rx, covers in catalog().kernels:
+        if rx.search(name):
+            return covers
+    return frozenset()
+
+
+def fuses(covers: frozenset[str], need: tuple[str, ...], optional: tuple[str, ...] = ()) -> bool:
+    """A kernel or pass fuses a scenario when it does all of its primitives and nothing outside it."""
+    want = set(need)
+    return bool(want) and want <= covers and covers <= want | set(optional) | _NEUTRAL
+
+
+# Primitives a fusing kernel may do besides the scenario's without changing what it is.
+_NEUTRAL = {"split", "view", "cast", "scale"}
+
+
+def kernel_fuses(covers: frozenset[str], need: tuple[str, ...]) -> bool:
+    """One kernel fuses a scenario when it does at least all of the scenario's primitives."""
+    return bool(need) and set(need) <= covers

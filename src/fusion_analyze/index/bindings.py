@@ -1,0 +1,137 @@
+"""Read a module's top-level bindings (classes, functions, assignments, imports) into its name index.
+
+_collect walks the top-level statements, looking inside if/try blocks (recording their condition, so the
+index can pick the binding for a backend) but not into functions; import_from_bindings and
+all_import_from_bindings list the `from m import X` inside functions too, which the index leaves out.
+Relative imports are made absolute with _absolute."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import libcst as cst
+
+from .chunks import Chunk, ast_statements
+from .module_info import Definition, ImportBinding, ModuleInfo
+
+
+def _collect(info: ModuleInfo, body, condition: str | None) -> None:
+    """Top-level bindings, looking inside if/try blocks (with their condition), not into functions."""
+    for stmt in body:
+        if isinstance(stmt, cst.ClassDef):
+            _add_def(info, "class", stmt.name.value, stmt, condition)
+        elif isinstance(stmt, cst.FunctionDef):
+            _add_def(info, "function", stmt.name.value, stmt, condition)
+        elif isinstance(stmt, cst.If):
+            cond = info.code(stmt.test).strip()
+            _collect(info, stmt.body.body, _join(condition, cond))
+            orelse = stmt.orelse
+            neg = f"not ({cond})"
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    c2 = info.code(orelse.test).strip()
+                    _collect(info, orelse.body.body, _join(condition, f"{neg} and {c2}"))
+                    neg = f"{neg} and not ({c2})"
+                    orelse = orelse.orelse
+                else:
+                    _collect(info, orelse.body.body, _join(condition, neg))
+                    orelse = None
+        elif isinstance(stmt, cst.Try):
+            _collect(info, stmt.body.body, condition)
+            for handler in stmt.handlers:
+                _collect(info, handler.body.body, _join(condition, "except"))
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                _collect_small(info, small, stmt, condition)
+
+
+def _join(a: str | None, b: str) -> str:
+    return b if not a else f"{a} and {b}"
+
+
+def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, condition: str | None,
+             chunk: Chunk | None = None) -> None:
+    info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition, chunk))
+
+
+def _dotted_name(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted_name(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) -> None:
+    line = 0  # import lines are not reported; skip the position pass
+    if isinstance(small, cst.Import):
+        for alias in small.names:
+            full = _dotted_name(alias.name)
+            if alias.asname is not None:
+                bound = alias.asname.name.value
+                info.imports.setdefault(bound, []).append(ImportBinding(full, None, line, condition))
+            else:
+                head = full.split(".")[0]
+                info.imports.setdefault(head, []).append(ImportBinding(head, None, line, condition))
+    elif isinstance(small, cst.ImportFrom):
+        level = len(small.relative)
+        mod = _dotted_name(small.module) if small.module is not None else None
+        absolute = _absolute(info, level, mod)
+        if isinstance(small.names, cst.ImportStar):
+            info.star_imports.append(absolute)
+            return
+        for alias in small.names:
+            name = _dotted_name(alias.name)
+            bound = alias.asname.name.value if alias.asname is not None else name
+            info.imports.setdefault(bound, []).append(ImportBinding(absolute, name, line, condition))
+    elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        value = small.value
+        if value is None:
+            return
+        for target in targets:
+            if isinstance(target, cst.Name):
+                info.defs.setdefault(target.value, []).append(
+                    Definition("assign", target.value, info, value, condition)
+                )
+
+
+def import_from_bindings(info: ModuleInfo, root: cst.CSTNode) -> list[tuple[str, tuple[str, str]]]:
+    """(bound name, (absolute module, name)) of every `from m import X` under root, in source order; for the
+    imports inside functions, which the module-level index leaves out."""
+    from .nodes import find_all
+
+    out = []
+    for node in find_all(root, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
+        for alias in node.names:
+            name = _dotted_name(alias.name)
+            out.append((alias.asname.name.value if alias.asname else name, (mod, name)))
+    return out
+
+
+def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str]]]:
+    """import_from_bindings over the whole file, read with `ast`: scanning a file's functions for their
+    imports should not make libcst parse every one of them."""
+    if info.source is None or not re.search(rb"(^|\n)[ \t]*from[ \t]", info.source):
+        return []
+    if any(c.statements is None for c in info.chunks):  # a file read whole: libcst can say
+        return import_from_bindings(info, info.tree)
+    found = (n for n in ast_statements([s for c in info.chunks for s in c.statements]) if isinstance(n, ast.ImportFrom))
+    nodes = sorted(found, key=lambda n: (n.lineno, n.col_offset))
+    return [(alias.asname or alias.name, (_absolute(info, n.level, n.module), alias.name))
+            for n in nodes for alias in n.names if alias.name != "*"]
+
+
+def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:
+    if level == 0:
+        return module or ""
+    parts = info.name.split(".")
+    if not info.is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([module] if module else []))

@@ -1,0 +1,115 @@
+"""Cut a file into chunks with CPython's `ast`, before libcst sees it.
+
+libcst parses each chunk on its own, and a top-level class or function only when first asked for: a libcst
+parse costs about ten times `ast.parse`, and a model reads a fraction of the classes of the files it touches.
+This module holds the chunk model (Chunk), the split (split_chunks), and the `ast` helpers that read a
+class's bases and a file's statements without libcst."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+
+import libcst as cst
+
+from .lines import LineTable
+
+
+class Chunk:
+    """A piece of a file that libcst parses on its own: one top-level class or function (parsed when first
+    asked for), or a run of other top-level statements (imports, assignments, if/try blocks; parsed at once,
+    because they make the module's name index). A model reads a fraction of the classes of the files it
+    touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
+
+    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods", "statements")
+
+    def __init__(self, start: int, text: bytes, lazy: bool):
+        self.start = start  # the file line of the chunk's first line
+        self.text = text
+        self.lazy = lazy
+        self.module: cst.Module | None = None
+        self.lines: LineTable | None = None  # lines relative to the chunk
+        self.key: str | None = None  # its parse-cache key
+        self.name = self.kind = ""  # of a lazy chunk's class or function
+        self.def_line = 0  # the line of its `class` or `def` keyword
+        self._bases: list = []  # the class's bases as `ast` read them
+        self.methods: frozenset = frozenset()  # names of the functions in its body and its if-blocks
+        self.statements: list | None = None  # its ast statements (file lines), kept to pair lines with
+
+    @property
+    def bases(self) -> list[cst.Arg]:
+        return [cst.Arg(_cst_expr(b)) for b in self._bases]
+
+
+def _cst_expr(node: ast.expr) -> cst.BaseExpression:
+    """The libcst form of a base-class expression, as far as names resolve: dotted names and subscripts of
+    them (Generic[T]; the index is not kept); anything else resolves to nothing."""
+    if isinstance(node, ast.Subscript):
+        return cst.Subscript(_cst_expr(node.value), [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])
+    if isinstance(node, ast.Name):
+        return cst.Name(node.id)
+    if isinstance(node, ast.Attribute):
+        value = _cst_expr(node.value)
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            return cst.Attribute(value, cst.Name(node.attr))
+    return cst.Ellipsis()
+
+
+def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
+    """The file's chunks (see Chunk), found with `ast`, and a module with its indent and newline. A file
+    `ast` cannot read, or one not in UTF-8, is one chunk, so libcst reads (or reports) it as a whole."""
+    newline = "\r\n" if b"\r\n" in source[: source.find(b"\n") + 1] else "\r" if b"\n" not in source and b"\r" in source else "\n"
+    whole = ([Chunk(1, source, False)] if source.strip() else []), cst.Module(body=[], default_newline=newline)
+    try:
+        if tokenize.detect_encoding(io.BytesIO(source).readline)[0] != "utf-8":
+            return whole  # a BOM or another encoding's cookie belongs to the file's first lines only
+        with warnings.catch_warnings():  # invalid escapes etc. are the file's business, not ours
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return whole
+    lines = source.splitlines(keepends=True)
+    spans: list[list] = []  # [start, end, lazy, stmt]
+    stmts: dict[int, list] = {}  # chunk start -> its ast statements
+    indent = None
+    for stmt in tree.body:
+        start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        lazy = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        body = getattr(stmt, "body", None)
+        if indent is None and isinstance(body, list) and body and body[0].lineno > stmt.lineno:
+            line = lines[body[0].lineno - 1]
+            indent = line[: len(line) - len(line.lstrip(b" \t"))].decode()
+        if spans and start <= spans[-1][1]:  # `a = 1; b = 2` share a line: one chunk
+            spans[-1][1], spans[-1][2] = max(spans[-1][1], stmt.end_lineno), False
+        elif not lazy and spans and not spans[-1][2]:
+            spans[-1][1] = stmt.end_lineno
+        else:
+            spans.append([start, stmt.end_lineno, lazy, stmt])
+            stmts[start] = []
+        stmts[spans[-1][0]].append(stmt)
+    chunks = []
+    for start, end, lazy, stmt in spans:
+        chunk = Chunk(start, b"".join(lines[start - 1:end]), lazy)
+        chunk.statements = stmts[start]
+        if lazy:
+            chunk.name, chunk.kind = stmt.name, "class" if isinstance(stmt, ast.ClassDef) else "function"
+            chunk.def_line = stmt.lineno
+            chunk._bases = list(getattr(stmt, "bases", ()))
+            if isinstance(stmt, ast.ClassDef):
+                inner = [x for b in stmt.body for x in ([b] + (b.body if isinstance(b, ast.If) else []))]
+                chunk.methods = frozenset(x.name for x in inner if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        chunks.append(chunk)
+    return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
+
+
+def ast_statements(stmts: list):
+    """Every `ast` statement among stmts and in their blocks, without visiting expressions: ast.walk visits
+    every node, and costs more than the parse when only statements are wanted."""
+    for s in stmts:
+        yield s
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            sub = getattr(s, name, None)
+            if isinstance(sub, list) and sub:
+                yield from ast_statements(sub)

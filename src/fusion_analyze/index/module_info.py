@@ -1,0 +1,162 @@
+"""What the index knows of one parsed module: its definitions and import bindings, and the module itself.
+
+ModuleInfo holds a file's chunks (see chunks.py) and parses them on demand through its ModuleIndex;
+Definition stands for a class, function or assignment whose libcst node is parsed only when first asked for.
+These are the records that name resolution (modules.py) hands out and the walkers read."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .chunks import Chunk
+
+if TYPE_CHECKING:
+    from .modules import ModuleIndex
+
+
+@dataclass
+class ImportBinding:
+    module: str  # absolute module imported from
+    name: str | None  # attribute imported from it; None binds the module itself
+    line: int
+    condition: str | None = None
+
+
+class Definition:
+    """A class, function or module-level assignment, with where it stands. The node of a top-level class or
+    function is parsed when first asked for (see Chunk)."""
+
+    __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk")
+
+    def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
+                 condition: str | None = None, chunk: "Chunk | None" = None):
+        self.kind = kind  # "class" | "function" | "assign"
+        self.name = name
+        self.module = module
+        self._node = node
+        self.condition = condition
+        self._chunk = chunk
+
+    @property
+    def node(self) -> cst.CSTNode:
+        if self._node is None:
+            self._node = self.module.chunk_tree(self._chunk).body[0]
+        return self._node
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Definition) and (self.kind, self.name, self.condition) == (
+            other.kind, other.name, other.condition) and self.module is other.module and self.node is other.node
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass it replaces: compared, never hashed
+
+    def __repr__(self) -> str:
+        return f"Definition({self.kind} {self.module.name}.{self.name})"
+
+    @property
+    def line(self) -> int:
+        if self._node is None and self._chunk is not None:
+            return self._chunk.def_line  # known from `ast`: no need to parse the class for it
+        return self.module.line_of(self.node)
+
+    @property
+    def bases(self) -> list[cst.Arg]:
+        """A class's bases; read from `ast` while its body is not parsed (walking an MRO reads many classes
+        only for their bases)."""
+        if self._node is None and self._chunk is not None:
+            return self._chunk.bases
+        return list(self.node.bases)
+
+    def may_define(self, method: str) -> bool:
+        """False when `ast` saw no method of that name in the class (in its body or its if-blocks), so
+        looking for it need not parse the class."""
+        return self._node is not None or self._chunk is None or method in self._chunk.methods
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+
+@dataclass
+class ModuleRef:
+    name: str
+
+
+class ModuleInfo:
+    def __init__(self, name: str, path: Path, rel: str, is_package: bool, index: "ModuleIndex | None" = None,
+                 source: bytes | None = None, chunks: list[Chunk] | None = None, fmt: cst.Module | None = None):
+        self.name = name
+        self.path = path
+        self.rel = rel  # path relative to its tree root: vllm/model_executor/models/qwen3.py
+        self.is_package = is_package
+        self.source = source
+        self.chunks: list[Chunk] = chunks or []
+        self._index = index
+        self._fmt = fmt or cst.Module(body=[])  # the file's indent and newline, for code_for_node
+        self._tree: cst.Module | None = None
+        self._parsed: list[Chunk] = []  # chunks parsed so far, in the order they were
+        self.line_misses = 0  # line lookups the tables could not answer (a warm cache has none)
+        self.imports: dict[str, list[ImportBinding]] = {}
+        self.defs: dict[str, list[Definition]] = {}
+        self.star_imports: list[str] = []
+        self.memo: dict = {}  # (what, node) -> something read from a node of this module
+
+    def chunk_tree(self, chunk: Chunk) -> cst.Module:
+        if chunk.module is None:
+            self._index._parse_chunk(self, chunk)
+            self._parsed.append(chunk)
+        return chunk.module
+
+    @property
+    def tree(self) -> cst.Module:
+        """The whole module (every chunk parsed): for the readers that scan a file end to end."""
+        if self._tree is None:
+            body = [s for c in self.chunks for s in self.chunk_tree(c).body]
+            self._tree = self._fmt.with_changes(body=body)
+        return self._tree
+
+    def statements_with(self, needle: "bytes | re.Pattern") -> list[cst.BaseStatement]:
+        """The top-level statements, in order, of the chunks whose text holds the needle (bytes or a bytes
+        regex): a scan for what only such text can match need not parse the rest of the file."""
+        found = needle.search if isinstance(needle, re.Pattern) else (lambda text: needle in text)
+        return [s for c in self.chunks if found(c.text) for s in self.chunk_tree(c).body]
+
+    def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
+        """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
+        for c in self._parsed:
+            found = c.lines.lines.get(node)
+            if found is not None:
+                return found + c.start - 1
+        self.line_misses += 1
+        for step in ("statements", "calls", "positions"):
+            if step == "calls" and scope is not None and not any(scope in c.lines._ast_of for c in self._parsed):
+                scope = None  # not a statement of this file's tables: pair the calls of every chunk
+            for c in self._parsed:
+                found = c.lines.find(node, scope, step)
+                if found:
+                    return found + c.start - 1
+        return 0
+
+    def code(self, node: cst.CSTNode) -> str:
+        key = ("code", node)
+        found = self.memo.get(key)
+        if found is None:  # generating code is a tree walk: the same condition is asked for many times
+            found = self.memo[key] = self._fmt.code_for_node(node)
+        return found
+
+    def text(self) -> str:
+        """The module's source text."""
+        return self.source.decode("utf-8", "replace") if self.source is not None else ""
+
+    def classes(self) -> dict[str, Definition]:
+        return {n: ds[-1] for n, ds in self.defs.items() if ds and ds[-1].kind == "class"}
+
+
+@dataclass
+class FileError:
+    file: str
+    reason: str

@@ -1,0 +1,52 @@
+"""The analysis as the JSON report (schemas/report.schema.json): the one data form every renderer reads."""
+
+from __future__ import annotations
+
+
+def to_json(a) -> dict:
+    from .. import __version__
+
+    errors = [{"file": e.file, "reason": e.reason} for e in a.errors]
+    return {
+        "schema_version": 1,
+        "tool": {"name": "fusion-analyze", "version": __version__},
+        "backend": a.session.backend,
+        "sources": a.location.sources,
+        "model": a.location.to_json(),
+        "locations": {k: v.to_json() for k, v in sorted(a.walk.locations.items())},
+        "repeat": a.walk.repeat,
+        "ops": [op.to_json() for op in a.walk.ops],
+        "alternatives": _alternatives(a.walk.alternatives),
+        "opportunities": [_opportunity(a, o) for o in a.opportunities],
+        "estimate": _estimate_inputs(a),
+        "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
+        "errors": errors,
+        "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
+    }
+
+
+def _opportunity(a, o) -> dict:
+    from .stubs import stub_source
+
+    where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
+    stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
+    return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
+            "target": dict(o.pattern.target), "interface": {"name": o.pattern.interface["name"], "stub": stub}}
+
+
+def _estimate_inputs(a) -> dict:
+    shapes = a.shapes
+    dev = {k: v for k, v in a.device.items() if k != "scenarios"}
+    return {"shapes": dict(sorted(shapes.dims.items())) if shapes is not None else {},
+            "shapes_source": shapes.source if shapes is not None else None,
+            "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
+            "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp}
+
+
+def _alternatives(items: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for alt in items:
+        if alt["path"] not in seen:
+            seen.add(alt["path"])
+            out.append({**alt, "others": [list(o) for o in alt["others"]]})
+    return out

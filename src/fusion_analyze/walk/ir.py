@@ -1,0 +1,72 @@
+"""What a walk produces, as data: ops with their kernels, role locations, the whole result.
+
+`match/`, `status/` and `render/` read these and nothing else of `walk/`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    file: str
+    line: int
+    condition: str | None = None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+
+
+@dataclass
+class Op:
+    id: str
+    kind: str
+    name: str
+    layer_class: str | None
+    file: str
+    line: int
+    scope: str
+    path: str
+    section: str
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    condition: str | None = None
+    steady: bool = True
+    kernels: list[Kernel] = field(default_factory=list)
+    attrs: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id, "kind": self.kind, "name": self.name, "layer_class": self.layer_class,
+            "file": self.file, "line": self.line, "scope": self.scope, "path": self.path,
+            "section": self.section, "inputs": list(self.inputs), "outputs": list(self.outputs),
+            "condition": self.condition, "steady": self.steady,
+            "kernels": [k.to_json() for k in self.kernels], "attrs": dict(sorted(self.attrs.items())),
+        }
+
+
+@dataclass
+class RoleLocation:
+    cls: str
+    file: str
+    line: int
+    forward_file: str | None
+    forward_line: int | None
+    patched_by: str | None = None
+
+    def to_json(self) -> dict:
+        d = {"class": self.cls, "file": self.file, "line": self.line,
+             "forward_file": self.forward_file, "forward_line": self.forward_line}
+        if self.patched_by:
+            d["patched_by"] = self.patched_by
+        return d
+
+
+@dataclass
+class WalkResult:
+    ops: list[Op]
+    locations: dict[str, RoleLocation]
+    repeat: str | None
+    unknowns: list[dict]
+    alternatives: list[dict]

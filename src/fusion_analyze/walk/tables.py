@@ -1,0 +1,232 @@
+"""What one function body says, read once: its assignments, returns, `self.m()` calls and container fills.
+
+Each table keeps the path condition of every entry as code (values.Condition): the `if` tests around it,
+negated on `else` paths, decided only when an evaluator is asked.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from ..index.nodes import find_all, iter_nodes
+from .values import EVALUATOR, Bindings, Condition, Truth, join
+
+
+class FunctionTables:
+    """The tables of one function (a libcst FunctionDef in a ModuleInfo); get one with `tables(fn, module)`."""
+
+    def __init__(self, fn: cst.FunctionDef, module):
+        self.fn = fn
+        self.module = module
+
+    @cached_property
+    def statements(self) -> list[tuple[cst.CSTNode, Condition | None]]:
+        """(statement, path condition) through if/else/try/with/for blocks; the position is the list index."""
+        return list(_walk_stmts(self.fn.body.body, self.module))
+
+    def _small(self):
+        for pos, (stmt, cond) in enumerate(self.statements):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    yield pos, cond, small
+
+    @cached_property
+    def assignments(self) -> list[tuple]:
+        """(target expr, value, condition, position); tuple targets yield each element
+        (a, b, self.layers = make_layers(...))."""
+        out = []
+        for pos, cond, small in self._small():
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            for t in targets:
+                for el in ([e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
+                    out.append((el, small.value, cond, pos))
+        return out
+
+    @cached_property
+    def self_assignments(self) -> dict[str, list[tuple]]:
+        """name -> [(value, condition, position)] of each `self.<name> = value`."""
+        out: dict = {}
+        for t, v, c, p in self.assignments:
+            if isinstance(t, cst.Attribute) and _is_self(t.value):
+                out.setdefault(t.attr.value, []).append((v, c, p))
+        return out
+
+    @cached_property
+    def self_attr_names(self) -> list[str]:
+        """Every `self.<name>` assigned anywhere in the body (nested blocks and functions too)."""
+        return sorted({node.target.attr.value for node in find_all(self.fn, cst.AssignTarget)
+                       if isinstance(node.target, cst.Attribute) and _is_self(node.target.value)})
+
+    @cached_property
+    def local_assignments(self) -> list[tuple]:
+        """(name, value, condition, position) of plain `x = ...` locals; a tuple-unpacked local is a runtime
+        value, not a constructor. A nested `def get_layer(prefix): return Layer(...)` is recorded as a lambda
+        (a layer factory passed by name), and its own locals resolve that call."""
+        out, nested = [], []
+        for pos, (stmt, cond) in enumerate(self.statements):
+            if isinstance(stmt, cst.FunctionDef):
+                inner = tables(stmt, self.module)
+                rets = inner.returns
+                if rets and isinstance(rets[0][0], cst.Call):
+                    out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+                nested += [(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
+                continue
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        out += [(t.target.value, small.value, cond, pos) for t in small.targets if isinstance(t.target, cst.Name)]
+                    elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                        out.append((small.target.value, small.value, cond, pos))
+        outer = {t for t, *_ in out}
+        return out + [n for n in nested if n[0] not in outer]
+
+    @cached_property
+    def returns(self) -> list[tuple]:
+        """(value, condition) of each `return value`."""
+        return [(small.value, cond) for _pos, cond, small in self._small()
+                if isinstance(small, cst.Return) and small.value is not None]
+
+    @cached_property
+    def self_calls(self) -> list[tuple]:
+        """(position, call) of each `self.<method>(...)` expression statement."""
+        out = []
+        for pos, _cond, small in self._small():
+            call = small.value if isinstance(small, cst.Expr) else None
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value):
+                out.append((pos, call))
+        return out
+
+    @cached_property
+    def container_fills(self) -> dict[str, list[tuple]]:
+        """name -> [(position, condition, value)] of `self.<name>.append(value)` and `self.<name>[k] = value`."""
+        out: dict = {}
+        for pos, cond, small in self._small():
+            target = value = None
+            if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
+                    and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"):
+                target, value = small.value.func.value, small.value.args[0].value
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+                target, value = small.targets[0].target.value, small.value
+            if isinstance(target, cst.Attribute) and _is_self(target.value):
+                out.setdefault(target.attr.value, []).append((pos, cond, value))
+        return out
+
+    @cached_property
+    def super_init_call(self) -> cst.Call | None:
+        """`super().__init__(...)` (or `Base.__init__(self, ...)`, less `self`), not looking into nested functions."""
+        for node in iter_nodes(self.fn, lambda n: isinstance(n, cst.FunctionDef)):
+            if not isinstance(node, cst.Call):
+                continue
+            f = node.func
+            if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
+                v = f.value
+                if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
+                    return node
+                if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
+                    return node.with_changes(args=node.args[1:])
+        return None
+
+    def returns_decided(self, env: Bindings) -> list[tuple]:
+        """(value, condition) of each return; branches the bindings decide are dropped or implied."""
+        module, out = self.module, []
+
+        def visit(body, cond):
+            for stmt in body:
+                if isinstance(stmt, cst.If):
+                    value = EVALUATOR.truth(stmt.test, module, env)
+                    test = Condition.of(stmt.test, module)
+                    if value is not Truth.FALSE:
+                        visit(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
+                    if stmt.orelse is not None and value is not Truth.TRUE:
+                        neg = cond if value is Truth.FALSE else join(cond, test.negate())
+                        visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg)
+                elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
+                    visit(stmt.body.body, cond)
+                elif isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Return) and small.value is not None:
+                            out.append((small.value, cond))
+
+        visit(self.fn.body.body, None)
+        return out
+
+
+def tables(fn: cst.FunctionDef, module) -> FunctionTables:
+    """The tables of `fn`, built once per session (kept on its module)."""
+    key = ("tables", fn)
+    found = module.memo.get(key)
+    if found is None:
+        found = module.memo[key] = FunctionTables(fn, module)
+    return found
+
+
+def _walk_stmts(body, module, cond: Condition | None = None):
+    """Yield (stmt, condition) through if/else/try/with/for blocks of a function body."""
+    for stmt in body:
+        yield stmt, cond
+        if isinstance(stmt, cst.If):
+            test = Condition.of(stmt.test, module)
+            yield from _walk_stmts(stmt.body.body, module, join(cond, test))
+            orelse, neg = stmt.orelse, test.negate()
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    t2 = Condition.of(orelse.test, module)
+                    yield from _walk_stmts(orelse.body.body, module, join(cond, join(neg, t2)))
+                    neg = join(neg, t2.negate())
+                    orelse = orelse.orelse
+                else:
+                    yield from _walk_stmts(orelse.body.body, module, join(cond, neg))
+                    orelse = None
+        elif isinstance(stmt, (cst.With, cst.For, cst.While)):
+            yield from _walk_stmts(stmt.body.body, module, cond)
+        elif isinstance(stmt, cst.Try):
+            yield from _walk_stmts(stmt.body.body, module, cond)
+
+
+def class_method(cls, name: str) -> cst.FunctionDef | None:
+    """The method `name` defined in the body of class `cls` (a Definition); the last definition wins."""
+    if not cls.may_define(name):
+        return None
+    key = ("class_method", cls.node, name)  # asked for at every step up every MRO
+    if key not in cls.module.memo:
+        cls.module.memo[key] = _class_method(cls, name)
+    return cls.module.memo[key]
+
+
+def _class_method(cls, name: str) -> cst.FunctionDef | None:
+    body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
+    found = None
+    for stmt in body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+            found = stmt  # the last definition wins, as at runtime
+        elif isinstance(stmt, cst.If):
+            for s in stmt.body.body:
+                if isinstance(s, cst.FunctionDef) and s.name.value == name and found is None:
+                    found = s
+    return found
+
+
+def function_imports(module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
+    names were tried before this, so what is left are imports inside functions."""
+    key = ("function_imports", None)
+    found = module.memo.get(key)
+    if found is None:
+        from ..index.modules import all_import_from_bindings
+
+        found = {}
+        for bound, where in all_import_from_bindings(module):
+            found.setdefault(bound, where)
+        module.memo[key] = found
+    return found
+
+
+def _is_self(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"

@@ -1,0 +1,110 @@
+"""The evaluator alone (walk/values.py): a table of snippet, bindings -> truth, in the style of tests of
+statically known branches. The walk asks this one place for every branch, guard and platform test."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from fusion_analyze.walk.values import (EVALUATOR, Bindings, Condition, Known, OneOf, Truth, Unknown, join,
+                                        literal)
+
+
+class _Module:
+    """Stands for a ModuleInfo: the evaluator only asks it for an expression's code."""
+
+    @staticmethod
+    def code(node) -> str:
+        return cst.Module([]).code_for_node(node)
+
+
+M = _Module()
+NONE_X = Bindings(none={"x": True})
+SET_X = Bindings(none={"x": False})
+ROPE = Bindings(attr_classes={"self.rotary_emb": ["MRotaryEmbedding", "RotaryEmbedding", "CustomOp"]})
+
+TRUTH_TABLE = [
+    # (snippet, bindings, expected)
+    ("x is None", NONE_X, Truth.TRUE),
+    ("x is None", SET_X, Truth.FALSE),
+    ("x is not None", NONE_X, Truth.FALSE),
+    ("x is None", Bindings(), Truth.UNKNOWN),          # not bound at this call: unknown, never a guess
+    ("y is None", NONE_X, Truth.UNKNOWN),
+    ("not x is None", SET_X, Truth.TRUE),
+    ("x is None and y", NONE_X, Truth.UNKNOWN),        # one known, one not
+    ("x is None and y", SET_X, Truth.FALSE),           # FALSE and anything
+    ("x is not None or y", SET_X, Truth.TRUE),         # TRUE or anything
+    ("x is not None or y", NONE_X, Truth.UNKNOWN),
+    ("isinstance(self.rotary_emb, MRotaryEmbedding)", ROPE, Truth.TRUE),
+    ("isinstance(self.rotary_emb, (YaRNScalingRotaryEmbedding, mod.MRotaryEmbedding))", ROPE, Truth.TRUE),
+    ("isinstance(self.rotary_emb, YaRNScalingRotaryEmbedding)", ROPE, Truth.FALSE),
+    ("isinstance(self.other, MRotaryEmbedding)", ROPE, Truth.UNKNOWN),
+    # the assume table (patterns/catalog/leaf_ops.yaml): platforms this tool does not walk, debug switches
+    ("current_platform.is_rocm()", Bindings(), Truth.FALSE),
+    ("not current_platform.is_xpu()", Bindings(), Truth.TRUE),
+    ("TYPE_CHECKING", Bindings(), Truth.FALSE),
+    ("TYPE_CHECKING or not current_platform.is_rocm()", Bindings(), Truth.TRUE),
+    ("envs.VLLM_USE_V2_RUNNER", Bindings(), Truth.FALSE),
+    ("get_pp_group().is_first_rank", Bindings(), Truth.TRUE),
+    ("self.training", Bindings(), Truth.FALSE),
+    ("config.num_experts > 0", Bindings(), Truth.UNKNOWN),
+]
+
+
+@pytest.mark.parametrize("snippet,env,expected", TRUTH_TABLE, ids=[t[0] for t in TRUTH_TABLE])
+def test_truth(snippet, env, expected):
+    assert EVALUATOR.truth(cst.parse_expression(snippet), M, env) is expected
+
+
+def test_three_valued_logic_is_kleene():
+    T, F, U = Truth.TRUE, Truth.FALSE, Truth.UNKNOWN
+    assert [a.and_(b) for a, b in [(T, T), (T, U), (F, U), (U, U)]] == [T, U, F, U]
+    assert [a.or_(b) for a, b in [(F, F), (F, U), (T, U), (U, U)]] == [F, U, T, U]
+    assert [v.negate() for v in (T, F, U)] == [F, T, U]
+    assert [Truth.of(v) for v in (True, False, None)] == [T, F, U] and U.as_bool() is None
+
+
+def _cond(*tests: str) -> Condition:
+    out = None
+    for t in tests:
+        neg = t.startswith("!")
+        c = Condition.of(cst.parse_expression(t.lstrip("!")), M)
+        out = join(out, c.negate() if neg else c)
+    return out
+
+
+def test_conditions_stay_code_and_render_in_the_models_words():
+    c = _cond("quant_config is None", "!self.use_fused")
+    assert str(c) == "quant_config is None and not (self.use_fused)"
+    assert str(c.with_prefix("built when ").with_suffix(" [use_fused = x > 1]")) == (
+        "built when quant_config is None and not (self.use_fused) [use_fused = x > 1]")
+    assert c == _cond("quant_config is None", "!self.use_fused") and len({c, _cond("quant_config is None", "!self.use_fused")}) == 1
+    assert join(None, c) is c and join(c, None) is c and join(None, None) is None
+
+
+def test_decide_drops_what_the_bindings_make_true_and_keeps_the_rest():
+    env = Bindings(none={"prefix": True, "quant_config": False})
+    assert EVALUATOR.decide(_cond("prefix is None", "config.tie"), env, none_only=True) == _cond("config.tie")
+    assert EVALUATOR.decide(_cond("!quant_config is not None"), env, none_only=True) is Truth.FALSE
+    assert EVALUATOR.decide(_cond("prefix is None"), env, none_only=True) is Truth.TRUE
+    assert EVALUATOR.decide(None, env) is Truth.TRUE
+    # none_only: the assume table is not asked (a factory's locals keep their platform tests)
+    assert EVALUATOR.decide(_cond("current_platform.is_rocm()"), env, none_only=True) == _cond("current_platform.is_rocm()")
+    assert EVALUATOR.decide(_cond("current_platform.is_rocm()"), env) is Truth.FALSE
+    assert EVALUATOR.condition_truth(_cond("prefix is None", "!quant_config is None"), env) is Truth.TRUE
+
+
+class _Scope:
+    def __init__(self, params=None, defaults=None):
+        self.params, self.defaults, self.locals, self.module = params or {}, defaults or {}, {}, M
+
+
+def test_infer_follows_parameters_to_literals_and_says_unknown_otherwise():
+    e = cst.parse_expression
+    assert literal(e("-1.5")) == Known(-1.5) and literal(e("'silu'")) == Known("silu") and literal(e("None")) == Known(None)
+    outer = _Scope(defaults={"bias": e("False")})
+    inner = _Scope(params={"qkv_bias": (e("bias"), outer)})
+    assert EVALUATOR.infer(e("qkv_bias"), inner) == Known(False)  # qkv_bias <- bias <- default False
+    assert EVALUATOR.infer(e("True if a else 3"), inner) == OneOf((Known(True), Known(3)))
+    unknown = EVALUATOR.infer(e('getattr(config, "attention_bias", False)'), inner)
+    assert isinstance(unknown, Unknown) and "attention_bias" in unknown.reason
