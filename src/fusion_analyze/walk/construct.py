@@ -10,7 +10,7 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
-from .tables import _is_self, class_method, function_imports, tables
+from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
 from .values import EVALUATOR, Bindings, Condition, Truth, join
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -422,19 +422,13 @@ def _strip_subscript(expr):
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
-    params = list(fn.params.posonly_params) + list(fn.params.params)
-    if skip_self and params and params[0].name.value in ("self", "cls"):
-        params = params[1:]
-    kwonly = list(fn.params.kwonly_params)
-    for p in params + kwonly:
+    """The parameters of `fn` in `scope`: their defaults, and the argument expressions `call` binds (each read
+    later in `call_scope`, where it was written)."""
+    positional, kwonly = signature(fn, skip_self)
+    for p in positional + kwonly:
         if p.default is not None:
             scope.defaults[p.name.value] = p.default
     if call is None or call_scope is None:
         return
-    pos = [a for a in call.args if a.keyword is None and not a.star]
-    for p, a in zip(params, pos):
-        scope.params[p.name.value] = (a.value, call_scope)
-    names = {p.name.value for p in params + kwonly}
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value in names:
-            scope.params[a.keyword.value] = (a.value, call_scope)
+    for name, expr in bind_arguments(fn, *call_arguments(call), skip_self=skip_self):
+        scope.params[name] = (expr, call_scope)

@@ -151,15 +151,12 @@ class Bindings:
 
     def for_call(self, fn: cst.FunctionDef, call: cst.Call) -> "Bindings":
         """Bindings of a helper called with `call`: None-ness of its parameters from the arguments."""
-        params = [p for p in list(fn.params.params) if p.name.value not in ("self", "cls")]
+        from .tables import bind_arguments, call_arguments, none_defaults
+
         new = Bindings(dict(), dict(self.attr_classes))
-        for p in params + list(fn.params.kwonly_params):
-            if _is_none(p.default):
-                new.none[p.name.value] = True
-        pos = [a for a in call.args if a.keyword is None and not a.star]
-        named = [(p.name.value, a.value) for p, a in zip(params, pos)]
-        named += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
-        for name, expr in named:
+        for name in none_defaults(fn):
+            new.none[name] = True
+        for name, expr in bind_arguments(fn, *call_arguments(call)):
             state = self._arg_none(expr)
             if state is not None:
                 new.none[name] = state

@@ -1,0 +1,226 @@
+"""Call dispatch: one small handler per idiom of a call site, tried in order; the first that knows the call
+decides what it is (an inlined method, a submodule, a layer of the loop, a tensor method, a device kernel,
+a vLLM function, ...). A handler returns the call's SSA values, or None when the idiom is not its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..index.modules import Definition
+from .construct import Instance
+from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
+from .ir import Kernel
+from .tables import class_method, tables
+from .taxonomy import function_kind, is_kernel, leaf_for_class_names, tensor_method_kind
+from .values import EVALUATOR, Bindings, Truth
+
+
+@dataclass
+class CallSite:
+    """One call expression as the walk meets it."""
+
+    frame: _Frame
+    call: cst.Call
+    cond: object  # the path condition (values.Condition) or None
+    steady: bool
+    stmt: cst.CSTNode
+    hint: list | None
+
+    @property
+    def func(self):
+        return self.call.func
+
+
+class Calls:
+    """Mixin of Walker: what a call runs."""
+
+    # the idioms, most specific first; the last handler always answers
+    HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_loop_layer_call", "_indexed_layer_call",
+                "_tensor_method_call", "_function_call")
+
+    def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
+        site = CallSite(frame, call, cond, steady, stmt, hint)
+        for name in self.HANDLERS:
+            out = getattr(self, name)(site)
+            if out is not None:
+                return out
+        raise AssertionError("the last call handler answers every call")
+
+    def _site_args(self, s: CallSite):
+        return self._args(s.frame, s.call, s.cond, s.steady, s.stmt)
+
+    def _super_call(self, s: CallSite):
+        """super().forward(...) / super().method(...): the next class of the MRO that defines it."""
+        func = s.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            return None
+        args, kwargs = self._site_args(s)
+        for c in self.ctor.mro(s.frame.cls)[1:]:
+            fn = class_method(c, func.attr.value)
+            if fn is not None:
+                return self._inline(s.frame, c, fn, c.module, args, kwargs, s.cond, s.steady)
+        return []
+
+    def _self_call(self, s: CallSite):
+        """self.<method>(...) is inlined; self.<submodule>(...) runs the submodule (a leaf or its forward)."""
+        func, frame = s.func, s.frame
+        if not _self_attr(func):
+            return None
+        name = func.attr.value
+        if name == "_forward_method" and frame.inst.cls is not None:
+            name = self._dispatch_target(frame.inst)  # per-platform dispatch set in __init__
+        method = self.ctor.method(frame.cls, name) if frame.inst.cls is not None else None
+        if method is None and frame.inst.cls is not None:
+            method = self.ctor.method(frame.inst.cls, name)
+        if method is not None:
+            args, kwargs = self._site_args(s)
+            owner, fn = method
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, s.cond, s.steady)
+        sub = self.ctor.attr(frame.inst, name)
+        args, kwargs = self._site_args(s)
+        if sub is None or sub.cls is None:
+            external = self.ctor.external_class(frame.inst, name)
+            leaf = leaf_for_class_names([external.rsplit(".", 1)[-1]]) if external else None
+            if leaf is not None:
+                return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
+                                s.hint, s.cond, s.steady, attrs={"external": external},
+                                path=f"{frame.path}.{name}" if frame.path else name)
+            return self._unknown_op(frame, s.stmt, name, _flat(args, kwargs), s.hint, s.cond, s.steady,
+                                    f"cannot tell which class builds self.{name}")
+        return self._module_call(frame, sub, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+
+    def _submodule_method_call(self, s: CallSite):
+        """self.<submodule>.forward(...): the submodule called explicitly."""
+        func = s.func
+        if not (isinstance(func, cst.Attribute) and _self_attr(func.value)):
+            return None
+        sub = self.ctor.attr(s.frame.inst, func.value.attr.value)
+        if sub is None or sub.cls is None or func.attr.value not in ("forward",):
+            return None
+        args, kwargs = self._site_args(s)
+        return self._module_call(s.frame, sub, func.value.attr.value, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+
+    def _loop_layer_call(self, s: CallSite):
+        """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
+        func, frame = s.func, s.frame
+        if not (isinstance(func, cst.Name) and func.value in frame.loop_vars):
+            return None
+        args, kwargs = self._site_args(s)
+        inst = frame.loop_vars[func.value]
+        if self._is_leaf(inst):
+            return self._module_call(frame, inst, func.value, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+        return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
+                            facts=frame.facts)
+
+    def _indexed_layer_call(self, s: CallSite):
+        """self.layers[i](...), self.attn_per_step[str(step)](...): an element of a module list."""
+        func, frame = s.func, s.frame
+        if not (isinstance(func, cst.Subscript) and _self_attr(func.value)):
+            return None
+        lst = self.ctor.attr(frame.inst, func.value.attr.value)
+        if lst is None or lst.element is None:
+            return None
+        args, kwargs = self._site_args(s)
+        if self._is_leaf(lst.element):  # a list of leaves
+            return self._module_call(frame, lst.element, func.value.attr.value, s.call, args, kwargs, s.cond,
+                                     s.steady, s.stmt, s.hint)
+        return self._expand(lst.element, "forward", args, kwargs,
+                            path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts)
+
+    def _dotted(self, s: CallSite) -> str | None:
+        func = s.func
+        return self.index.dotted(s.frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+
+    def _tensor_method_call(self, s: CallSite):
+        """x.view(...), qkv.split(...): an op on the tensor; calls on containers and metadata run nothing."""
+        func, frame, dotted = s.func, s.frame, self._dotted(s)
+        if not isinstance(func, cst.Attribute) or (dotted and dotted.split(".")[0] in ("torch", "torch_npu", "F")) or is_kernel(dotted):
+            return None
+        base = self._eval(frame, func.value, s.cond, s.steady, s.stmt)
+        args, kwargs = self._site_args(s)
+        kind = tensor_method_kind(func.attr.value)
+        if kind and base:
+            return self._op(frame, kind, func.attr.value, None, s.stmt, base + _flat(args, kwargs), s.hint, s.cond, s.steady)
+        if func.attr.value in _CONTAINER_METHODS:
+            return []
+        return None
+
+    def _function_call(self, s: CallSite):
+        """A named callee: a device kernel, a function the taxonomy knows, a vLLM function (inlined), a method a
+        patch saved, a builtin, a torch function; else an unknown op that says so."""
+        func, frame, dotted = s.func, s.frame, self._dotted(s)
+        cond, steady, stmt, hint = s.cond, s.steady, s.stmt, s.hint
+        args, kwargs = self._site_args(s)
+        inputs = _flat(args, kwargs)
+        if is_kernel(dotted):
+            out = self._op(frame, "kernel", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
+            self.ops[-1].kernels = [Kernel(dotted, frame.module.rel, frame.module.line_of(s.call), None)]
+            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            if target is not None:
+                self.ops[-1].kernels += self.backends.kernels_of_function(target, Bindings())
+            return out
+        kind = function_kind(dotted)
+        if kind:
+            return self._op(frame, kind, dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
+        target = self.index.resolve_expr(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, Definition) and target.kind == "function" and target.module.name.startswith(("vllm.", "vllm_ascend.")):
+            return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
+        original = self._saved_method(target, s.call)
+        if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
+            owner, fn = original
+            return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
+        if isinstance(func, cst.Name) and func.value in _IGNORED_BUILTINS:
+            return inputs
+        if dotted and dotted.split(".")[0] in ("torch", "F", "math", "einops") and not inputs:
+            return []
+        name = dotted or frame.module.code(func).strip()
+        if dotted and dotted.startswith("torch."):
+            return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
+        return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, "callee not in the taxonomy or the trees")
+
+    def _saved_method(self, target, call: cst.Call):
+        """(class, method) for `saved(self, ...)` where `saved = SomeClass.method` at module level."""
+        if not (isinstance(target, Definition) and target.kind == "assign" and isinstance(target.node, cst.Attribute)):
+            return None
+        if not (call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "self"):
+            return None
+        cls = self.index.resolve_expr(target.module, target.node.value)
+        if not (isinstance(cls, Definition) and cls.kind == "class"):
+            return None
+        return self.ctor.method(cls, target.node.attr.value)
+
+    def _dispatch_target(self, inst: Instance) -> str:
+        """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the
+        assume table does not rule out), else CustomOp's own per-backend method."""
+        for c, fn, _scope in self.ctor.init_scopes(inst):
+            for value, vcond, _pos in tables(fn, c.module).self_assignments.get("_forward_method", ()):
+                if not (isinstance(value, cst.Attribute) and _self_attr(value)):
+                    continue
+                terms = vcond.terms if vcond else ()
+                if not any(EVALUATOR.term_truth(t) is Truth.FALSE for t in terms if not t.negated):
+                    return value.attr.value
+        return self.backends.forward_name(inst.cls)
+
+    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False) -> list[str]:
+        """`replaced`: the method a patch replaced, called from the patch (not a recursion)."""
+        if len(self._stack) > MAX_DEPTH:
+            return []
+        key = f"{module.name}.{fn.name.value}"
+        if self._stack.count(key) >= 1 or (not replaced and any(
+                k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
+            self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
+            return []
+        sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Bindings(dict(), dict(frame.facts.attr_classes)))
+        if free:
+            sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
+        self._bind(sub, args, kwargs)
+        sub.loop_vars = dict(frame.loop_vars)
+        self._stack.append(key)
+        try:
+            self._block(sub, fn.body.body, cond, steady)
+        finally:
+            self._stack.pop()
+        return sub.returns

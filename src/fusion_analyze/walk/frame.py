@@ -1,0 +1,109 @@
+"""What the walk carries through one expanded method: its frame (instance, SSA values, bindings), the
+markers of arguments that are not tensors, and small readers of call and assignment syntax."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..catalog import catalog
+from ..index.modules import Definition
+from ..index.nodes import find_all
+from .construct import Instance
+from .values import EVALUATOR, Bindings
+
+MAX_DEPTH = catalog().limit("expand_depth")  # nested expansions (patterns/catalog/walk.yaml)
+MAX_OPS = catalog().limit("max_ops")
+
+
+class _Frame:
+    """One expanded forward/method: its instance, variables (SSA values) and facts."""
+
+    def __init__(self, inst: Instance, cls: Definition, fn: cst.FunctionDef, module, path: str, facts: Bindings):
+        self.inst = inst
+        self.cls = cls
+        self.fn = fn
+        self.module = module
+        self.path = path
+        self.facts = facts
+        self.env: dict[str, list[str]] = {}
+        self.loop_vars: dict[str, Instance] = {}
+        self.returns: list[str] = []
+        self.scope = f"{cls.name}.{fn.name.value}"
+
+
+class _NoneValue:
+    """An argument that is None at the call."""
+
+
+_NONE = _NoneValue()
+
+
+class _InstanceValue:
+    """An argument that is a module (a layer of the loop), not a tensor."""
+
+    def __init__(self, inst):
+        self.inst = inst
+
+
+# Calls on Python containers and tensor metadata: no operator runs.
+_CONTAINER_METHODS = {"size", "dim", "numel", "item", "tolist", "get", "items", "keys", "values", "append",
+                      "extend", "insert", "pop", "update", "setdefault", "data_ptr", "stride", "is_contiguous",
+                      "new_empty", "new_zeros", "element_size", "format", "join", "startswith", "endswith"}
+_OP_SYMBOL = {"add": "add", "mul": "mul", "sub": "sub", "div": "div", "matmul": "matmul", "elementwise": "pow"}
+_IGNORED_BUILTINS = {"len", "int", "float", "bool", "str", "getattr", "hasattr", "isinstance", "range", "print",
+                     "tuple", "list", "dict", "set", "min", "max", "zip", "enumerate", "iter", "next", "type",
+                     "IntermediateTensors", "assert", "sorted", "any", "all", "abs", "round", "id", "cast"}
+
+
+def _flat(args, kwargs) -> list[str]:
+    out = []
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, list):
+            out += [x for x in v if isinstance(x, str)]
+    return out
+
+
+def _self_attr(expr) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _target_names(t) -> list[str]:
+    if isinstance(t, cst.Name):
+        return [t.value]
+    if isinstance(t, (cst.Tuple, cst.List)):
+        out = []
+        for e in t.elements:
+            out += _target_names(e.value)
+        return out
+    if isinstance(t, cst.Attribute):
+        return [t.attr.value]
+    return []
+
+
+def _assigned_names(block) -> set[str]:
+    names: set[str] = set()
+    for node in find_all(block, cst.AssignTarget):
+        names.update(_target_names(node.target))
+    return names
+
+
+def _kwarg(call: cst.Call | None, name: str):
+    if call is None:
+        return None
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def _kwarg_text(call, name, scope) -> str | None:
+    """The source text of a constructor keyword, followed through parameters to where it is set
+    (bias=qkv_bias -> getattr(config, "attention_bias", False))."""
+    expr = _kwarg(call, name)
+    if expr is None or scope is None:
+        return None
+    where = EVALUATOR.origin(expr, scope)
+    return where[1].module.code(where[0]).strip() if where is not None else None
+
+
+

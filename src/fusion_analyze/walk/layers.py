@@ -1,0 +1,128 @@
+"""A call of a submodule: a leaf layer (linear, norm, attention, ...) becomes one op with the class that runs
+it on the backend and its device kernels; a MoE layer brings the router GEMM and shared experts it runs inside."""
+
+from __future__ import annotations
+
+from ..index.modules import Definition
+from .construct import Instance
+from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
+from .ir import Kernel
+from .taxonomy import leaf_for_class_names
+from .tables import bind_arguments, none_defaults, tables
+from .values import Bindings, join, as_text
+
+
+class Layers:
+    """Mixin of Walker: submodule calls."""
+
+    def _module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
+        path = f"{frame.path}.{name}" if frame.path else name
+        impl = self.backends.implementation(sub.cls)
+        leaf = leaf_for_class_names(self.ctor.base_names(sub.cls))
+        if sub.alternatives:
+            self.alternatives.append({
+                "path": path, "chosen": sub.cls.name, "condition": as_text(sub.condition),
+                "others": sorted({(a.name, as_text(a.condition) or "") for a in sub.alternatives}),
+            })
+        if sub.condition:
+            cond = join(cond, sub.condition.with_prefix("built when "))
+        if leaf is None:
+            self._role_for_submodule(frame, name, sub)
+            facts = Bindings(dict(), self._attr_facts(sub))
+            return self._expand(sub, "forward", args, kwargs, path, facts)
+        leaf_name, info = leaf
+        kind = info["kind"]
+        inputs = _flat(args, kwargs)
+        attrs: dict = {}
+        if info.get("merged"):
+            attrs["merged"] = info["merged"]
+        for key in ("bias", "quant_config", "eps"):
+            text = _kwarg_text(sub.call, key, sub.scope)
+            if text is not None:
+                attrs[key] = text
+        attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
+        facts = Bindings(dict(), self._attr_facts(sub))
+        fwd = self._forward_of(impl, self.backends.forward_name(impl))
+        nonnull = [a for a in args if not isinstance(a, _NoneValue)] + [v for v in kwargs.values() if not isinstance(v, _NoneValue)]
+        if fwd is not None:
+            for param in none_defaults(fwd[1]):
+                facts.none[param] = True
+            for param, a in bind_arguments(fwd[1], args, kwargs):
+                facts.none[param] = isinstance(a, _NoneValue)
+        with_residual = info.get("with_residual")
+        if with_residual and (facts.none.get("residual") is False or len(nonnull) >= 2):
+            kind = with_residual
+            attrs["residual"] = True
+        if info.get("role") == "router":
+            attrs["role"] = "router"
+        if kind == "moe":
+            self._moe_parts(frame, sub, path, stmt, inputs, cond, steady)
+        kernels = self._leaf_kernels(impl, kind, facts)
+        if impl is not sub.cls:
+            attrs["ascend_class"] = impl.name
+            attrs["ascend_file"] = impl.module.rel
+        elif self.backends.runs_native(impl):
+            attrs["native"] = "no Ascend replacement; CustomOp.forward_oot runs forward_native (separate PyTorch ops)"
+        out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
+        self.ops[-1].kernels = kernels
+        if info.get("reduce"):
+            reduce = _kwarg_text(sub.call, info["reduce"], sub.scope)
+            self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
+        self._role_for_submodule(frame, name, sub, kind)
+        return out
+
+    def _moe_parts(self, frame, sub: Instance, path, stmt, inputs, cond, steady) -> None:
+        """The router GEMM and shared experts a MoE layer runs inside (gate=..., shared_experts=...)."""
+        for key, role in (("gate", "router"), ("shared_experts", "shared")):
+            expr = _kwarg(sub.call, key)
+            if expr is None or sub.scope is None:
+                continue
+            built = self.ctor.evaluate(expr, sub.scope)
+            inst = built[0] if built else None
+            if inst is None or inst.cls is None:
+                continue
+            icond = join(cond, inst.condition.with_prefix("built when ")) if inst.condition else cond
+            if role == "router":
+                impl = self.backends.implementation(inst.cls)
+                facts = Bindings(dict(), {})
+                self._op(frame, "matmul", key, inst.cls.name, stmt, inputs, ["router_logits"], icond, steady,
+                         attrs={"role": "router", "inside": sub.cls.name}, path=f"{path}.{key}")
+                self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
+            else:
+                self._expand_under(inst, [inputs], f"{path}.{key}", icond)
+                for op in self.ops:
+                    if op.path.startswith(f"{path}.{key}"):
+                        op.attrs.setdefault("inside", sub.cls.name)
+                        op.attrs.setdefault("role", "shared_expert")
+
+    def _expand_under(self, inst: Instance, args, path: str, cond: str | None) -> None:
+        start = len(self.ops)
+        self._expand(inst, "forward", args, {}, path, Bindings())
+        for op in self.ops[start:]:
+            op.condition = " and ".join(c for c in (as_text(cond), op.condition) if c) or None
+
+    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings) -> list[Kernel]:
+        from .taxonomy import taxonomy
+
+        kernels = self.backends.kernels_of(impl, facts)
+        if kind in ("attention", "mla_attention"):
+            qual = taxonomy().get("attention_impls", {}).get(self.index.backend, {}).get(kind)
+            if qual:
+                mod, _, cls_name = qual.rpartition(".")
+                target = self.index.lookup(mod, cls_name)
+                if isinstance(target, Definition) and target.kind == "class":
+                    kernels = kernels + self.backends.kernels_of(target, Bindings(), method="forward")
+        return kernels
+
+    def _attr_facts(self, inst: Instance) -> dict[str, list[str]]:
+        """Classes of the instance's own submodules, for isinstance() checks in its forward."""
+        out = {}
+        if inst.cls is None:
+            return out
+        for c, fn, _scope in self.ctor.init_scopes(inst)[:1]:
+            for name in tables(fn, c.module).self_attr_names:
+                sub = self.ctor.attr(inst, name)
+                if sub is not None and sub.cls is not None:
+                    impl = self.backends.implementation(sub.cls)
+                    out[f"self.{name}"] = [c2.name for c2 in self.ctor.mro(impl)]
+        return out

@@ -1,0 +1,51 @@
+"""Code locations a user looks for (model, backbone, decoder layer, attention, MLP / MoE), recorded as the walk
+meets the modules that play them."""
+
+from __future__ import annotations
+
+import re
+
+from .construct import Instance
+from .frame import _Frame
+from .ir import RoleLocation
+from .values import as_text
+
+
+class Roles:
+    """Mixin of Walker: role locations."""
+
+    def _role(self, role: str, inst: Instance) -> None:
+        if role in self.locations or inst.cls is None:
+            return
+        fwd = self._forward_of(inst.cls, "forward")
+        f_file = f_line = None
+        patched = None
+        if fwd is not None:
+            owner, fn, module, patch = fwd
+            f_file, f_line = module.rel, module.line_of(fn)
+            patched = f"{patch.file}:{patch.line}" if patch else None
+        self.locations[role] = RoleLocation(inst.cls.name, inst.cls.module.rel, inst.cls.line, f_file, f_line, patched)
+
+    def _layer_role(self, element: Instance, path: str = "layers") -> None:
+        self._role("decoder_layer", element)
+        if element.alternatives and element.cls is not None and not any(a["path"] == path for a in self.alternatives):
+            self.alternatives.append({  # get_layer() picks the class per layer index
+                "path": path, "chosen": element.cls.name, "condition": as_text(element.condition),
+                "others": sorted({(a.name, as_text(a.condition) or "") for a in element.alternatives}),
+            })
+
+    def _role_for_submodule(self, frame: _Frame, name: str, sub: Instance, kind: str | None = None) -> None:
+        model = self.locations.get("model")
+        if model is not None and frame.inst.cls is not None and frame.inst.cls.name == model.cls and "backbone" not in self.locations and kind is None:
+            self._role("backbone", sub)
+            return
+        layer = self.locations.get("decoder_layer")
+        if layer is None or frame.inst.cls is None or frame.inst.cls.name != layer.cls or kind is not None:
+            return
+        lname = sub.cls.name.lower()
+        if "attn" in name or "attention" in lname:
+            self._role("attention", sub)
+        elif re.search(r"moe|expert|sparse", lname) or "moe" in name:
+            self._role("moe", sub)
+        elif "mlp" in name or "mlp" in lname or "ffn" in name:
+            self._role("mlp", sub)

@@ -1,0 +1,240 @@
+"""Statements of a forward in order: assignments bind SSA values, `if` branches follow the evaluator's truth,
+layer loops mark the repeated decoder layer; expressions become ops through the call dispatch."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .construct import Instance
+from .taxonomy import leaf_for_class_names, operator_kind
+from .values import EVALUATOR, Condition, join
+
+
+class Statements:
+    """Mixin of Walker: the statement walk."""
+
+    def _block(self, frame: _Frame, stmts, cond: str | None, steady: bool) -> None:
+        for stmt in stmts:
+            if len(self.ops) > MAX_OPS:
+                return
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self._small(frame, small, stmt, cond, steady)
+            elif isinstance(stmt, cst.If):
+                self._if(frame, stmt, cond, steady)
+            elif isinstance(stmt, cst.For):
+                self._for(frame, stmt, cond, steady)
+            elif isinstance(stmt, (cst.With, cst.While)):
+                self._block(frame, stmt.body.body, cond, steady)
+            elif isinstance(stmt, cst.Try):
+                self._block(frame, stmt.body.body, cond, steady)
+
+    def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
+        test = Condition.of(stmt.test, frame.module)
+        self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
+        value = EVALUATOR.truth(stmt.test, frame.module, frame.facts).as_bool()
+        body_steady = steady and value is not False
+        else_steady = steady and (value is False)
+        before = {k: list(v) for k, v in frame.env.items()}
+        none_before = dict(frame.facts.none)
+        self._block(frame, stmt.body.body, join(cond, test), body_steady)
+        env_body, none_body = frame.env, frame.facts.none
+        if stmt.orelse is not None:
+            frame.env = {k: list(v) for k, v in before.items()}
+            frame.facts.none = dict(none_before)
+            neg = test.negate()
+            if isinstance(stmt.orelse, cst.If):
+                self._if(frame, stmt.orelse, join(cond, neg), else_steady)
+            else:
+                self._block(frame, stmt.orelse.body.body, join(cond, neg), else_steady)
+            env_else, none_else = frame.env, frame.facts.none
+        else:
+            env_else, none_else = before, none_before
+        # After the branch, a variable holds the steady branch's value.
+        if value is False:
+            frame.env, frame.facts.none = env_else, none_else
+        elif value is True or stmt.orelse is None:
+            merged = dict(env_else)
+            merged.update(env_body)
+            frame.env = merged
+            frame.facts.none = {**none_else, **none_body}
+            if value is None:
+                for k in set(none_else) | set(none_body):
+                    if none_else.get(k) != none_body.get(k):
+                        frame.facts.none.pop(k, None)
+        else:
+            frame.env, frame.facts.none = env_body, none_body
+
+    def _for(self, frame: _Frame, stmt: cst.For, cond, steady) -> None:
+        layer_list = self._layer_list(frame, stmt.iter)
+        loop_var, body = None, list(stmt.body.body)
+        if layer_list is None:
+            # for i in range(self.start_layer, self.end_layer): layer = self.layers[i]; ...
+            indexed = self._indexed_layer(frame, body)
+            if indexed is not None:
+                layer_list, loop_var, first = indexed
+                body.remove(first)
+        if layer_list is not None and layer_list.element is not None:
+            element = layer_list.element
+            key = element.cls.qualname if element.cls else None
+            if key in self._walked_lists:
+                return  # a second loop over the same layers (another PP / aux path): walked once
+            self._walked_lists.add(key)
+            target = stmt.target
+            names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
+            if loop_var is not None:
+                frame.loop_vars[loop_var] = element
+            elif names and isinstance(names[-1], cst.Name):
+                frame.loop_vars[names[-1].value] = element
+            # Loop-carried variables are not None after the first iteration (the steady state).
+            for name in _assigned_names(stmt.body):
+                if frame.facts.none.get(name):
+                    frame.facts.none[name] = False
+            previous = self.section
+            self.section = "layer"
+            self.repeat = layer_list.repeat
+            self._layer_role(element, f"{frame.path}.layers" if frame.path else "layers")
+            self._block(frame, body, cond, steady)
+            self.section = "epilogue" if previous != "layer" else previous
+            return
+        self._eval(frame, stmt.iter, cond, steady, stmt)
+        self._block(frame, stmt.body.body, cond, steady)
+
+    def _is_leaf(self, inst: Instance) -> bool:
+        """A class the taxonomy lists (attention, norm, linear...): one op, not a forward to walk into."""
+        return inst.cls is not None and leaf_for_class_names(self.ctor.base_names(inst.cls)) is not None
+
+    def _list_item(self, frame: _Frame, value) -> Instance | None:
+        """The module `self.<list>[k]` stands for, when the list holds leaves (attention, norms)."""
+        if not (isinstance(value, cst.Subscript) and _self_attr(value.value)):
+            return None
+        lst = self.ctor.attr(frame.inst, value.value.attr.value)
+        if lst is None or lst.element is None or lst.element.cls is None:
+            return None
+        return lst.element if self._is_leaf(lst.element) else None
+
+    def _indexed_layer(self, frame: _Frame, body: list):
+        """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`."""
+        for stmt in body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            small = stmt.body[0]
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.Subscript)):
+                continue
+            layer_list = self._layer_list(frame, small.value)
+            if layer_list is not None and layer_list.element is not None:
+                return layer_list, small.targets[0].target.value, stmt
+        return None
+
+    def _layer_list(self, frame: _Frame, it) -> Instance | None:
+        """islice(self.layers, a, b) / self.layers / self.layers[a:b] / enumerate(...) of those."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("islice", "enumerate", "zip") and it.args:
+            return self._layer_list(frame, it.args[0].value)
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "islice" and it.args:
+            return self._layer_list(frame, it.args[0].value)
+        if isinstance(it, cst.Subscript):
+            return self._layer_list(frame, it.value)
+        if _self_attr(it):
+            inst = self.ctor.attr(frame.inst, it.attr.value)
+            if inst is not None and inst.element is not None:
+                return inst
+        return None
+
+    def _small(self, frame: _Frame, small, stmt, cond, steady) -> None:
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            value = small.value
+            if value is None:
+                return
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            hint = _target_names(targets[0])
+            if isinstance(small, cst.AugAssign):
+                kind = operator_kind(type(small.operator).__name__.replace("Assign", ""))
+                left = self._eval(frame, small.target, cond, steady, stmt)
+                right = self._eval(frame, value, cond, steady, stmt)
+                if kind and left:  # x *= scale is an op too (scalar right side)
+                    out = self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
+                                   attrs={"scalar": not right})
+                    self._bind_targets(frame, targets, out)
+                return
+            if isinstance(value, cst.Name) and value.value == "None":
+                for t in targets:
+                    for n in _target_names(t):
+                        frame.facts.none[n] = True
+                        frame.env[n] = []
+                return
+            alias = self._list_item(frame, value)
+            if alias is not None and len(targets) == 1 and isinstance(targets[0], cst.Name):
+                frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
+                return
+            result = self._eval(frame, value, cond, steady, stmt, hint=hint)
+            self._bind_targets(frame, targets, result)
+        elif isinstance(small, cst.Expr):
+            self._eval(frame, small.value, cond, steady, stmt)
+        elif isinstance(small, cst.Return):
+            if small.value is not None:
+                frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
+
+    def _bind_targets(self, frame: _Frame, targets, values: list[str]) -> None:
+        for t in targets:
+            if isinstance(t, cst.Name):
+                frame.env[t.value] = values[:1] if len(values) == 1 else values
+                frame.facts.none[t.value] = False
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                names = [e.value for e in t.elements]
+                for i, n in enumerate(names):
+                    if isinstance(n, cst.Name):
+                        if len(values) == len(names):
+                            frame.env[n.value] = [values[i]]
+                        else:
+                            frame.env[n.value] = values[i:i + 1] if i < len(values) else values[-1:]
+                        frame.facts.none[n.value] = False
+
+    def _eval(self, frame: _Frame, expr, cond, steady, stmt, hint=None, quiet=False) -> list[str]:
+        if expr is None:
+            return []
+        if isinstance(expr, cst.Name):
+            return list(frame.env.get(expr.value, []))
+        if isinstance(expr, cst.Call):
+            return self._call(frame, expr, cond, steady, stmt, hint)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            out = []
+            for el in expr.elements:
+                out += self._eval(frame, el.value, cond, steady, stmt)
+            return out
+        if isinstance(expr, cst.BinaryOperation):
+            left = self._eval(frame, expr.left, cond, steady, stmt)
+            right = self._eval(frame, expr.right, cond, steady, stmt)
+            kind = operator_kind(type(expr.operator).__name__)
+            if kind and (left or right) and not quiet:
+                return self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady, attrs={"scalar": not (left and right)})
+            return left + right
+        if isinstance(expr, cst.Subscript):
+            return self._eval(frame, expr.value, cond, steady, stmt)
+        if isinstance(expr, cst.IfExp):
+            return self._eval(frame, expr.body, cond, steady, stmt) or self._eval(frame, expr.orelse, cond, steady, stmt)
+        if isinstance(expr, cst.Attribute):
+            if _self_attr(expr):
+                return []
+            return self._eval(frame, expr.value, cond, steady, stmt)
+        return []
+
+    def _args(self, frame: _Frame, call: cst.Call, cond, steady, stmt):
+        args, kwargs = [], {}
+        for a in call.args:
+            if a.star:
+                continue
+            if isinstance(a.value, cst.Name) and a.value.value == "None":
+                v = _NONE
+            elif isinstance(a.value, cst.Name) and a.value.value in frame.loop_vars:
+                v = _InstanceValue(frame.loop_vars[a.value.value])
+            elif isinstance(a.value, cst.Name) and frame.facts.none.get(a.value.value):
+                v = _NONE
+            else:
+                v = self._eval(frame, a.value, cond, steady, stmt)
+            if a.keyword is None:
+                args.append(v)
+            else:
+                kwargs[a.keyword.value] = v
+        return args, kwargs
