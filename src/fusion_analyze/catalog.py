@@ -53,6 +53,11 @@ class Catalog:
         return out
 
     @cached_property
+    def roles(self) -> list[tuple[str, re.Pattern, re.Pattern]]:
+        """(role, attribute-name regex, lowercased class-name regex), in the order they are tried."""
+        return [(r["role"], re.compile(r["attr"]), re.compile(r["class"])) for r in self.walk.get("roles", [])]
+
+    @cached_property
     def placeholders(self) -> frozenset[str]:
         return frozenset(self.walk.get("placeholders", []))
 

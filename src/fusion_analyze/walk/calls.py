@@ -213,7 +213,7 @@ class Calls:
                 k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
             self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
             return []
-        sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, Bindings(dict(), dict(frame.facts.attr_classes)))
+        sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, frame.facts.for_callee())
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
         self._bind(sub, args, kwargs)

@@ -3,8 +3,7 @@ meets the modules that play them."""
 
 from __future__ import annotations
 
-import re
-
+from ..catalog import catalog
 from .construct import Instance
 from .frame import _Frame
 from .ir import RoleLocation
@@ -43,9 +42,7 @@ class Roles:
         if layer is None or frame.inst.cls is None or frame.inst.cls.name != layer.cls or kind is not None:
             return
         lname = sub.cls.name.lower()
-        if "attn" in name or "attention" in lname:
-            self._role("attention", sub)
-        elif re.search(r"moe|expert|sparse", lname) or "moe" in name:
-            self._role("moe", sub)
-        elif "mlp" in name or "mlp" in lname or "ffn" in name:
-            self._role("mlp", sub)
+        for role, attr, cls in catalog().roles:  # patterns/catalog/walk.yaml
+            if attr.search(name) or cls.search(lname):
+                self._role(role, sub)
+                return

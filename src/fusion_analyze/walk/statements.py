@@ -3,6 +3,8 @@ layer loops mark the repeated decoder layer; expressions become ops through the 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import libcst as cst
 
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
@@ -79,7 +81,9 @@ class Statements:
             element = layer_list.element
             key = element.cls.qualname if element.cls else None
             if key in self._walked_lists:
-                return  # a second loop over the same layers (another PP / aux path): walked once
+                # A second loop over layers of the same class (another PP path, Gemma3n's cross-decoder): the
+                # layer's op sequence is the one already walked, so it is listed once, with the first count.
+                return
             self._walked_lists.add(key)
             target = stmt.target
             names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
@@ -91,15 +95,23 @@ class Statements:
             for name in _assigned_names(stmt.body):
                 if frame.facts.none.get(name):
                     frame.facts.none[name] = False
-            previous = self.section
-            self.section = "layer"
-            self.repeat = layer_list.repeat
             self._layer_role(element, f"{frame.path}.layers" if frame.path else "layers")
-            self._block(frame, body, cond, steady)
-            self.section = "epilogue" if previous != "layer" else previous
+            with self._layer_section(layer_list.repeat):
+                self._block(frame, body, cond, steady)
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
+
+    @contextmanager
+    def _layer_section(self, repeat: str | None):
+        """Ops inside the decoder-layer loop belong to the `layer` section (repeated `repeat` times); once the
+        outermost layer loop ends, what follows is the epilogue. The only place the section changes."""
+        previous = self.section
+        self.section, self.repeat = "layer", repeat
+        try:
+            yield
+        finally:
+            self.section = "epilogue" if previous != "layer" else previous
 
     def _is_leaf(self, inst: Instance) -> bool:
         """A class the taxonomy lists (attention, norm, linear...): one op, not a forward to walk into."""

@@ -149,6 +149,11 @@ class Bindings:
     def key(self) -> tuple:
         return (tuple(sorted(self.none.items())), tuple(sorted((k, tuple(v)) for k, v in self.attr_classes.items())))
 
+    def for_callee(self) -> "Bindings":
+        """What a called method starts from: the attribute classes carry over (same instance); None-ness is
+        per parameter name, so the callee's comes from its own arguments (Walker._bind), not the caller's."""
+        return Bindings(dict(), dict(self.attr_classes))
+
     def for_call(self, fn: cst.FunctionDef, call: cst.Call) -> "Bindings":
         """Bindings of a helper called with `call`: None-ness of its parameters from the arguments."""
         from .tables import bind_arguments, call_arguments, none_defaults

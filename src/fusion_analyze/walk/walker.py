@@ -75,7 +75,7 @@ class Walker(Statements, Calls, Layers, Roles):
             self._unknown(path, inst.cls.module, inst.cls.node, f"{inst.cls.name} has no {method}()")
             return []
         owner, fn, module, patch = found
-        frame = _Frame(inst, owner, fn, module, path, Bindings(dict(), dict(facts.attr_classes)))
+        frame = _Frame(inst, owner, fn, module, path, facts.for_callee())
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
