@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from fusion_analyze.walk.values import (EVALUATOR, Bindings, Condition, Known, OneOf, Truth, Unknown, join,
+from fusion_analyze.walk.values import (Bindings, Condition, Known, OneOf, Truth, Unknown, evaluator, join,
                                         literal)
 
 
@@ -19,6 +19,7 @@ class _Module:
 
 
 M = _Module()
+EVALUATOR = evaluator(None)  # what holds on every backend
 NONE_X = Bindings(none={"x": True})
 SET_X = Bindings(none={"x": False})
 ROPE = Bindings(attr_classes={"self.rotary_emb": ["MRotaryEmbedding", "RotaryEmbedding", "CustomOp"]})
@@ -54,6 +55,23 @@ TRUTH_TABLE = [
 @pytest.mark.parametrize("snippet,env,expected", TRUTH_TABLE, ids=[t[0] for t in TRUTH_TABLE])
 def test_truth(snippet, env, expected):
     assert EVALUATOR.truth(cst.parse_expression(snippet), M, env) is expected
+
+
+PLATFORM = [
+    # (snippet, backend, expected): on Ascend vLLM runs as an out-of-tree platform
+    ("current_platform.is_cuda()", "ascend", Truth.FALSE),
+    ("current_platform.is_cuda_alike()", "cuda", Truth.TRUE),
+    ("current_platform.is_cuda()", None, Truth.UNKNOWN),
+    ("current_platform.is_out_of_tree()", "ascend", Truth.TRUE),
+    ("not current_platform.is_out_of_tree()", "cuda", Truth.TRUE),
+    ("current_platform.is_cuda() or current_platform.is_rocm()", "ascend", Truth.FALSE),
+    ("current_platform.is_rocm()", "cuda", Truth.FALSE),
+]
+
+
+@pytest.mark.parametrize("snippet,backend,expected", PLATFORM, ids=[f"{t[0]}@{t[1]}" for t in PLATFORM])
+def test_platform_truth(snippet, backend, expected):
+    assert evaluator(backend).truth(cst.parse_expression(snippet), M) is expected
 
 
 def test_three_valued_logic_is_kleene():

@@ -94,7 +94,7 @@ def read_cuda_passes(index: ModuleIndex) -> list[GraphPass]:
     out: list[GraphPass] = []
     seen: set[str] = set()
     for manager in CUDA_MANAGERS:
-        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager).items()):
+        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager, "cuda").items()):
             for p in read_pass_module(index, modname, "cuda", whole_class=True, only={cls_name}):
                 if p.name != cls_name or p.name in seen:
                     continue

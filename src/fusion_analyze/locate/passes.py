@@ -14,7 +14,7 @@ import libcst as cst
 
 from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
 from ..index.nodes import find_all, iter_nodes
-from ..walk.values import EVALUATOR, Condition, Truth, join, as_text
+from ..walk.values import Condition, Truth, as_text, evaluator, join
 from ..catalog import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
@@ -268,8 +268,10 @@ class _PatternsOf:
         return [PassPattern(name, self.info.rel, self.info.line_of(d.node), calls, frozenset(prims))] if calls else []
 
 
-def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[Condition | None, str, int, str]]:
-    """Pass class name -> (condition, file, line, module) from `if cond: from .passes.x import P; add(P(...))`."""
+def _enables(index: ModuleIndex, manager: str, backend: str) -> dict[str, tuple[Condition | None, str, int, str]]:
+    """Pass class name -> (condition, file, line, module) from `if cond: from .passes.x import P; add(P(...))`,
+    less the passes added only on another platform than `backend` (the tree's own: a CUDA pass manager is read
+    as on CUDA even for an Ascend report's `cuda` column)."""
     info = index.get(manager)
     out: dict = {}
     imported: dict = {}
@@ -310,15 +312,15 @@ def _enables(index: ModuleIndex, manager: str) -> dict[str, tuple[Condition | No
         guard = cond
         if n in made and (cond is None or _flag_of(cond) is None):
             cond, file, line = made[n]
-        if _ruled_out(guard) or _ruled_out(cond):
+        if _ruled_out(guard, backend) or _ruled_out(cond, backend):
             continue  # imported or added only on a platform this tool does not walk (ROCm, XPU, ...)
         out[n] = (cond, file, line, mod)  # the condition stays code: callers render it (passes cross processes)
     return out
 
 
-def _ruled_out(cond: Condition | None) -> bool:
-    """The condition is false on the platforms walked here (ROCm/XPU-only branches), by the assume table."""
-    return EVALUATOR.condition_truth(cond) is Truth.FALSE
+def _ruled_out(cond: Condition | None, backend: str) -> bool:
+    """The condition is false on `backend` (ROCm/XPU-only branches, CUDA-only ones on Ascend)."""
+    return evaluator(backend).condition_truth(cond) is Truth.FALSE
 
 
 def _flag_of(cond: Condition | None) -> str | None:
@@ -409,7 +411,7 @@ def read_ascend_passes(index: ModuleIndex) -> list[GraphPass]:
     out: list[GraphPass] = []
     seen: set[str] = set()
     for manager in ASCEND_MANAGERS:
-        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager).items()):
+        for cls_name, (cond, file, line, modname) in sorted(_enables(index, manager, "ascend").items()):
             for p in read_pass_module(index, modname, "ascend", only={cls_name}):
                 if p.name != cls_name or p.name in seen:
                     continue

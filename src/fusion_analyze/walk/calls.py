@@ -14,7 +14,7 @@ from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _fl
 from .ir import Kernel
 from .tables import class_method, tables
 from .taxonomy import function_kind, is_kernel, leaf_for_class_names, tensor_method_kind
-from .values import EVALUATOR, Bindings, Truth
+from .values import Bindings, Truth
 
 
 @dataclass
@@ -200,7 +200,7 @@ class Calls:
                 if not (isinstance(value, cst.Attribute) and _self_attr(value)):
                     continue
                 terms = vcond.terms if vcond else ()
-                if not any(EVALUATOR.term_truth(t) is Truth.FALSE for t in terms if not t.negated):
+                if not any(self.ctor.evaluator.term_truth(t) is Truth.FALSE for t in terms if not t.negated):
                     return value.attr.value
         return self.backends.forward_name(inst.cls)
 

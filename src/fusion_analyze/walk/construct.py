@@ -11,7 +11,7 @@ from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
 from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
-from .values import EVALUATOR, Bindings, Condition, Truth, join
+from .values import Bindings, Condition, Truth, evaluator, join
 
 MAX_DEPTH = catalog().limit("construct_depth")
 
@@ -47,6 +47,7 @@ class Instance:
 class Constructor:
     def __init__(self, index: ModuleIndex):
         self.index = index
+        self.evaluator = evaluator(index.backend)
         # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
@@ -346,10 +347,10 @@ class Constructor:
                              if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
         table = tables(fn, fn_def.module)
         for target, value, cond, _pos in table.local_assignments:
-            decided = EVALUATOR.decide(cond, env, none_only=True)
+            decided = self.evaluator.decide(cond, env, none_only=True)
             if decided is not Truth.FALSE:
                 inner.locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
-        for ret, cond in table.returns_decided(env):
+        for ret, cond in table.returns_decided(env, self.evaluator):
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
                 alt.factory = fn_def.qualname

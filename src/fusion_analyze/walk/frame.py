@@ -9,7 +9,7 @@ from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construct import Instance
-from .values import EVALUATOR, Bindings
+from .values import Bindings, evaluator
 
 MAX_DEPTH = catalog().limit("expand_depth")  # nested expansions (patterns/catalog/walk.yaml)
 MAX_OPS = catalog().limit("max_ops")
@@ -102,7 +102,7 @@ def _kwarg_text(call, name, scope) -> str | None:
     expr = _kwarg(call, name)
     if expr is None or scope is None:
         return None
-    where = EVALUATOR.origin(expr, scope)
+    where = evaluator(None).origin(expr, scope)
     return where[1].module.code(where[0]).strip() if where is not None else None
 
 

@@ -11,7 +11,7 @@ from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
 from .construct import Constructor
 from .tables import class_method
-from .values import EVALUATOR, Bindings, Condition, Truth, join, as_text
+from .values import Bindings, Condition, Truth, as_text, join
 from .ir import Kernel
 from .taxonomy import is_kernel
 
@@ -102,7 +102,7 @@ class Backends:
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
                     test = Condition.of(stmt.test, module)
-                    value = EVALUATOR.truth(stmt.test, module, facts)
+                    value = self.ctor.evaluator.truth(stmt.test, module, facts)
                     if value is not Truth.FALSE:
                         visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
                     neg = test.negate()

@@ -10,7 +10,7 @@ import libcst as cst
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from .construct import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
-from .values import EVALUATOR, Condition, join
+from .values import Condition, join
 
 
 class Statements:
@@ -34,8 +34,9 @@ class Statements:
 
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
         test = Condition.of(stmt.test, frame.module)
-        self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
-        value = EVALUATOR.truth(stmt.test, frame.module, frame.facts).as_bool()
+        value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts).as_bool()
+        if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
+            self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         before = {k: list(v) for k, v in frame.env.items()}

@@ -176,16 +176,18 @@ class Bindings:
 
 
 # -- the platform and the assume table -----------------------------------------------------------
-@lru_cache(maxsize=1)
-def _assume_table() -> tuple:
+@lru_cache(maxsize=4)
+def _assume_table(backend: str | None) -> tuple:
     from ..catalog import catalog
 
-    return tuple((re.compile(a["match"]), bool(a["value"])) for a in catalog().leaf_ops.get("assume", []))
+    return tuple((re.compile(a["match"]), bool(a["value"])) for a in catalog().leaf_ops.get("assume", [])
+                 if a.get("backend") in (None, backend))
 
 
-def assumed(text: str) -> Truth:
-    """What the assume table (patterns/catalog/leaf_ops.yaml) says of a leaf test on the platforms walked."""
-    for rx, value in _assume_table():
+def assumed(text: str, backend: str | None = None) -> Truth:
+    """What the assume table (patterns/catalog/leaf_ops.yaml) says of a leaf test on `backend` (entries
+    without a backend hold on both)."""
+    for rx, value in _assume_table(backend):
         if rx.search(text):
             return Truth.of(value)
     return Truth.UNKNOWN
@@ -193,7 +195,11 @@ def assumed(text: str) -> Truth:
 
 # -- the evaluator -------------------------------------------------------------------------------
 class Evaluator:
-    """Turns a test into a Truth, given the bindings of the call it is in. Stateless: one per process."""
+    """Turns a test into a Truth, given the bindings of the call it is in and the backend walked (one per
+    backend: `evaluator(backend)`)."""
+
+    def __init__(self, backend: str | None = None):
+        self.backend = backend
 
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None) -> Truth:
         env = env or _EMPTY
@@ -208,7 +214,7 @@ class Evaluator:
         decided = self._isinstance_test(expr, module, env)
         if decided is not Truth.UNKNOWN:
             return decided
-        return assumed(_code(module, expr))
+        return assumed(_code(module, expr), self.backend)
 
     def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False) -> Truth:
         if term.expr is None:
@@ -295,7 +301,12 @@ class Evaluator:
 
 
 _EMPTY = Bindings()
-EVALUATOR = Evaluator()
+
+
+@lru_cache(maxsize=4)
+def evaluator(backend: str | None) -> Evaluator:
+    """The evaluator of one backend ("ascend", "cuda"); None knows only what holds on both."""
+    return Evaluator(backend)
 
 
 def literal(expr) -> Known | None:
