@@ -247,13 +247,19 @@ def test_patch_wrapping_the_forward_it_replaces():
 
 
 def test_conditional_import_bindings_per_backend():
-    from fusion_analyze.index.modules import ImportBinding, ModuleIndex
+    import libcst as cst
 
-    rocm = [ImportBinding("m.nvidia", "X", 0, "TYPE_CHECKING or not current_platform.is_rocm()"),
-            ImportBinding("m.amd", "X", 0, "not (TYPE_CHECKING or not current_platform.is_rocm())")]
-    cuda = [ImportBinding("m.cuda", "X", 0, "current_platform.is_cuda_alike()"),
-            ImportBinding("m.other", "X", 0, "not (current_platform.is_cuda_alike())")]
-    typing = [ImportBinding("m.real", "X", 0, None), ImportBinding("m.stub", "X", 0, "TYPE_CHECKING")]
+    from fusion_analyze.index.modules import ImportBinding, ModuleIndex
+    from fusion_analyze.walk.values import Condition
+
+    def c(test: str):  # the `if` test around the import, as code
+        return Condition.of(cst.parse_expression(test), None)
+
+    rocm = [ImportBinding("m.nvidia", "X", 0, c("TYPE_CHECKING or not current_platform.is_rocm()")),
+            ImportBinding("m.amd", "X", 0, c("not (TYPE_CHECKING or not current_platform.is_rocm())"))]
+    cuda = [ImportBinding("m.cuda", "X", 0, c("current_platform.is_cuda_alike()")),
+            ImportBinding("m.other", "X", 0, c("not (current_platform.is_cuda_alike())"))]
+    typing = [ImportBinding("m.real", "X", 0, None), ImportBinding("m.stub", "X", 0, c("TYPE_CHECKING"))]
     for backend in ("ascend", "cuda"):
         index = ModuleIndex([], backend=backend)
         assert index.choose(rocm).module == "m.nvidia"  # neither walked backend is ROCm

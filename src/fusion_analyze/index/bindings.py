@@ -12,11 +12,12 @@ import re
 
 import libcst as cst
 
+from ..walk.values import Condition, join
 from .chunks import Chunk, ast_statements
 from .module_info import Definition, ImportBinding, ModuleInfo
 
 
-def _collect(info: ModuleInfo, body, condition: str | None) -> None:
+def _collect(info: ModuleInfo, body, condition: Condition | None) -> None:
     """Top-level bindings, looking inside if/try blocks (with their condition), not into functions."""
     for stmt in body:
         if isinstance(stmt, cst.ClassDef):
@@ -24,33 +25,29 @@ def _collect(info: ModuleInfo, body, condition: str | None) -> None:
         elif isinstance(stmt, cst.FunctionDef):
             _add_def(info, "function", stmt.name.value, stmt, condition)
         elif isinstance(stmt, cst.If):
-            cond = info.code(stmt.test).strip()
-            _collect(info, stmt.body.body, _join(condition, cond))
+            cond = Condition.of(stmt.test, info)
+            _collect(info, stmt.body.body, join(condition, cond))
             orelse = stmt.orelse
-            neg = f"not ({cond})"
+            neg = cond.negate()
             while orelse is not None:
                 if isinstance(orelse, cst.If):
-                    c2 = info.code(orelse.test).strip()
-                    _collect(info, orelse.body.body, _join(condition, f"{neg} and {c2}"))
-                    neg = f"{neg} and not ({c2})"
+                    c2 = Condition.of(orelse.test, info)
+                    _collect(info, orelse.body.body, join(condition, join(neg, c2)))
+                    neg = join(neg, c2.negate())
                     orelse = orelse.orelse
                 else:
-                    _collect(info, orelse.body.body, _join(condition, neg))
+                    _collect(info, orelse.body.body, join(condition, neg))
                     orelse = None
         elif isinstance(stmt, cst.Try):
             _collect(info, stmt.body.body, condition)
             for handler in stmt.handlers:
-                _collect(info, handler.body.body, _join(condition, "except"))
+                _collect(info, handler.body.body, join(condition, Condition.note("except")))
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 _collect_small(info, small, stmt, condition)
 
 
-def _join(a: str | None, b: str) -> str:
-    return b if not a else f"{a} and {b}"
-
-
-def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, condition: str | None,
+def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, condition: Condition | None,
              chunk: Chunk | None = None) -> None:
     info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition, chunk))
 
@@ -63,7 +60,7 @@ def _dotted_name(node) -> str:
     return ""
 
 
-def _collect_small(info: ModuleInfo, small, line_node, condition: str | None) -> None:
+def _collect_small(info: ModuleInfo, small, line_node, condition: Condition | None) -> None:
     line = 0  # import lines are not reported; skip the position pass
     if isinstance(small, cst.Import):
         for alias in small.names:

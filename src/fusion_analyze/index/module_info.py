@@ -16,6 +16,7 @@ import libcst as cst
 from .chunks import Chunk
 
 if TYPE_CHECKING:
+    from ..walk.values import Condition
     from .modules import ModuleIndex
 
 
@@ -24,7 +25,7 @@ class ImportBinding:
     module: str  # absolute module imported from
     name: str | None  # attribute imported from it; None binds the module itself
     line: int
-    condition: str | None = None
+    condition: "Condition | None" = None  # walk.values.Condition: the if tests around the binding
 
 
 class Definition:
@@ -34,7 +35,7 @@ class Definition:
     __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk")
 
     def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
-                 condition: str | None = None, chunk: "Chunk | None" = None):
+                 condition: "Condition | None" = None, chunk: "Chunk | None" = None):
         self.kind = kind  # "class" | "function" | "assign"
         self.name = name
         self.module = module

@@ -15,29 +15,16 @@ from pathlib import Path
 import libcst as cst
 
 from ..sources.trees import SourceTree
-from .bindings import (
-    _absolute,
-    _add_def,
-    _collect,
-    _collect_small,
-    _dotted_name,
-    _join,
-    all_import_from_bindings,
-    import_from_bindings,
-)
+from ..walk.values import Truth, evaluator
+from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
-from .chunks import Chunk, _cst_expr, ast_statements, split_chunks
+from .chunks import Chunk, split_chunks
 from .lines import LineTable
 from .module_info import Definition, FileError, ImportBinding, ModuleInfo, ModuleRef
 
-__all__ = [
-    # defined here
-    "MAX_FILE_BYTES", "MAX_NESTING", "ModuleIndex",
-    # re-exported: importable from here as before the split
-    "Chunk", "split_chunks", "ast_statements", "_cst_expr",
-    "ImportBinding", "Definition", "ModuleRef", "ModuleInfo", "FileError",
-    "import_from_bindings", "all_import_from_bindings", "_absolute", "_dotted_name",
-    "_collect", "_collect_small", "_add_def", "_join",
+__all__ = [  # what other modules import from here
+    "MAX_FILE_BYTES", "MAX_NESTING", "ModuleIndex", "Definition", "ImportBinding", "ModuleInfo", "ModuleRef",
+    "FileError", "split_chunks",
 ]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not model code
@@ -202,21 +189,11 @@ class ModuleIndex:
         backend = backend or self.backend
         if len(items) == 1:
             return items[0]
-        def score(item) -> int:
-            cond = (item.condition or "").replace(" ", "")
-            # `if TYPE_CHECKING or not current_platform.is_rocm():` runs its body when the rest holds
-            cond = cond.replace("TYPE_CHECKINGor", "")
-            while cond.startswith("not(not") and cond.endswith(")"):
-                cond = cond[len("not(not"):-1].strip("()")
-            negated = cond.startswith("not")
-            if "TYPE_CHECKING" in cond:
-                return 0 if negated else -2
-            if "is_cuda" in cond:  # is_cuda(), is_cuda_alike()
-                return 2 if (not negated) == (backend == "cuda") else -1
-            if "is_rocm" in cond:  # neither backend this tool walks is ROCm
-                return 1 if negated else -1
-            return 0
-        best = max(range(len(items)), key=lambda i: (score(items[i]), i))
+        decide = evaluator(backend).condition_truth
+        # a binding whose condition holds on this backend first, then one that may hold; the last of equals,
+        # as at runtime (`if TYPE_CHECKING or not current_platform.is_rocm():` holds: TYPE_CHECKING is false)
+        rank = {Truth.TRUE: 2, Truth.UNKNOWN: 1, Truth.FALSE: 0}
+        best = max(range(len(items)), key=lambda i: (rank[decide(items[i].condition)], i))
         return items[best]
 
     def lookup(self, module: str, name: str, _seen: set | None = None):

@@ -9,8 +9,11 @@ from types import SimpleNamespace
 
 import libcst as cst
 
-from ..index.modules import ImportBinding, ModuleIndex, _absolute, ast_statements
+from ..index.bindings import _absolute
+from ..index.chunks import ast_statements
+from ..index.modules import ImportBinding, ModuleIndex
 from ..index.nodes import find_all
+from ..walk.values import Condition, join
 
 ASCEND_MODELS = "vllm_ascend.models"
 
@@ -105,13 +108,14 @@ def _imports(module_ast: ast.Module, name: str, is_package: bool) -> dict[str, l
     def body(stmts, cond):
         for s in stmts:
             if isinstance(s, ast.If):
-                test = ast.unparse(s.test)
-                body(s.body, f"{cond} and {test}" if cond else test)
-                body(s.orelse, f"{cond} and not ({test})" if cond else f"not ({test})")
+                # the test as code for the evaluator (patch files are scanned with ast; a test is one expression)
+                test = Condition.of(cst.parse_expression(ast.unparse(s.test)), None)
+                body(s.body, join(cond, test))
+                body(s.orelse, join(cond, test.negate()))
             elif isinstance(s, ast.Try):
                 body(s.body, cond)
                 for h in s.handlers:
-                    body(h.body, f"{cond} and except" if cond else "except")
+                    body(h.body, join(cond, Condition.note("except")))
             elif isinstance(s, ast.Import):
                 for alias in s.names:
                     if alias.asname:

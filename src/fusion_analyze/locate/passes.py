@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..index.modules import ModuleIndex, ModuleInfo, _dotted_name
+from ..index.bindings import _dotted_name
+from ..index.modules import ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
 from ..walk.values import Condition, Truth, as_text, evaluator, join
 from ..catalog import fuses, kernel_covers

@@ -334,7 +334,7 @@ def _statements(body, conditional=False):
 
 
 def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:
-    from ..index.modules import import_from_bindings
+    from ..index.bindings import import_from_bindings
 
     return dict(import_from_bindings(info, fn))  # a later import of a name wins, as at run time
 

@@ -248,7 +248,7 @@ def function_imports(module) -> dict[str, tuple[str, str]]:
     key = ("function_imports", None)
     found = module.memo.get(key)
     if found is None:
-        from ..index.modules import all_import_from_bindings
+        from ..index.bindings import all_import_from_bindings
 
         found = {}
         for bound, where in all_import_from_bindings(module):

@@ -93,7 +93,7 @@ class Condition:
 
     @staticmethod
     def of(expr: cst.BaseExpression, module, text: str | None = None) -> "Condition":
-        return Condition((Term(text if text is not None else module.code(expr).strip(), expr, module),))
+        return Condition((Term(text if text is not None else _code(module, expr), expr, module),))
 
     @staticmethod
     def note(text: str) -> "Condition":
