@@ -1,4 +1,4 @@
-"""The evaluator alone (walk/values.py): a table of snippet, bindings -> truth, in the style of tests of
+"""The evaluator alone (walk/evaluator.py, walk/values.py): a table of snippet, bindings -> truth, in the style of tests of
 statically known branches. The walk asks this one place for every branch, guard and platform test."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from fusion_analyze.walk.values import (Bindings, Condition, Known, OneOf, Truth, Unknown, evaluator, join,
+from fusion_analyze.walk.evaluator import evaluator
+from fusion_analyze.walk.values import (Bindings, Condition, Known, OneOf, Truth, Unknown, join,
                                         literal)
 
 
@@ -114,7 +115,7 @@ def test_decide_drops_what_the_bindings_make_true_and_keeps_the_rest():
 
 class _Scope:
     def __init__(self, params=None, defaults=None):
-        self.params, self.defaults, self.locals, self.module = params or {}, defaults or {}, {}, M
+        self.params, self.defaults, self.locals, self.module, self.owner = params or {}, defaults or {}, {}, M, None
 
 
 def test_infer_follows_parameters_to_literals_and_says_unknown_otherwise():

@@ -15,7 +15,8 @@ from pathlib import Path
 import libcst as cst
 
 from ..sources.trees import SourceTree
-from ..walk.values import Truth, evaluator
+from ..walk.evaluator import evaluator
+from ..walk.values import Truth
 from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
 from .chunks import Chunk, split_chunks

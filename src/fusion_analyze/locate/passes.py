@@ -15,7 +15,8 @@ import libcst as cst
 from ..index.bindings import _dotted_name
 from ..index.modules import ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
-from ..walk.values import Condition, Truth, as_text, evaluator, join
+from ..walk.evaluator import evaluator
+from ..walk.values import Condition, Truth, as_text, join
 from ..catalog import fuses, kernel_covers
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).

@@ -11,9 +11,11 @@ from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
 from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
-from .values import Bindings, Condition, Truth, evaluator, join
+from .evaluator import Evaluator
+from .values import Bindings, Condition, Truth, join, literal
 
 MAX_DEPTH = catalog().limit("construct_depth")
+_NO_BINDINGS = Bindings()
 
 
 @dataclass
@@ -45,9 +47,11 @@ class Instance:
 
 
 class Constructor:
-    def __init__(self, index: ModuleIndex):
+    def __init__(self, index: ModuleIndex, config=None):
         self.index = index
-        self.evaluator = evaluator(index.backend)
+        # the one evaluator of this analysis: backend, configuration facts, and `self.x` read through this
+        self.evaluator = Evaluator(index.backend, config, attrs=self)
+        self._values: dict = {}  # (instance id, name) -> value of self.<name>
         # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
@@ -127,8 +131,14 @@ class Constructor:
             options: list[Instance] = []
             local_text = {t: c.module.code(v).strip() for t, v, _c, _p in tables(fn, c.module).local_assignments}
             for expr, cond, pos in found:
-                cond = _explain(cond, local_text)
                 self._fill_locals(fn, scope, c.module, before=pos)
+                decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
+                if decided is Truth.FALSE:
+                    continue  # the configuration rules this assignment out
+                if decided is Truth.TRUE:
+                    options, cond = [], None  # it runs, and replaces what earlier assignments built
+                else:
+                    cond = _explain(decided, local_text)
                 for alt in self.evaluate(expr, scope, depth + 1):
                     alt.condition = join(cond, alt.condition)
                     options.append(alt)
@@ -141,6 +151,31 @@ class Constructor:
         if result is None:
             result = self._class_attr(inst, name, depth)
         inst._attrs[key] = result
+        return result
+
+    def self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
+        """The value `self.<name>` holds after the __init__ chain (`self.qk_norm = qk_norm`), for the evaluator:
+        the last assignment whose condition holds, unknown when an undecided one may replace it."""
+        from .values import Unknown
+
+        key = (id(inst), name)
+        if key in self._values:
+            return self._values[key]
+        self._values[key] = Unknown(f"self.{name} depends on itself")
+        result = Unknown(f"self.{name} is not assigned in __init__")
+        for c, fn, scope in self.init_scopes(inst):
+            found = tables(fn, c.module).self_assignments.get(name, ())
+            if not found:
+                continue
+            for expr, cond, pos in found:
+                self._fill_locals(fn, scope, c.module, before=pos)
+                t = evaluator.condition_truth(cond, scope=scope)
+                if t is Truth.TRUE:
+                    result = evaluator.infer(expr, scope, depth)
+                elif t is Truth.UNKNOWN:
+                    result = Unknown(f"self.{name} is assigned under a condition that is not decided")
+            break
+        self._values[key] = result
         return result
 
     def _init_self_calls(self, inst: Instance):
@@ -221,6 +256,9 @@ class Constructor:
         if depth > MAX_DEPTH or expr is None:
             return []
         if isinstance(expr, cst.IfExp):
+            known = self.evaluator.truth(expr.test, scope.module, scope=scope)
+            if known is not Truth.UNKNOWN:  # decided: only the branch that runs
+                return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
             cond = Condition.of(expr.test, scope.module)
             out = []
             for alt in self.evaluate(expr.body, scope, depth + 1):
@@ -243,7 +281,8 @@ class Constructor:
                 base = [i for i in self.evaluate(expr.value, scope, depth + 1) if i.element is not None]
                 if base:
                     return base
-            base = self._dict_values(expr.value, scope, depth)  # LAYER_TYPES[config.x] -> every value of the dict
+            index = expr.slice[0].slice.value if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
+            base = self._dict_values(expr.value, index, scope, depth)  # LAYER_TYPES[config.x]
             if base:
                 return base
         return []
@@ -282,18 +321,37 @@ class Constructor:
             return self.evaluate(target.node, Scope(module=target.module), depth + 1)
         return []
 
-    def _dict_values(self, expr, scope: Scope, depth: int) -> list[Instance]:
+    def _dict_values(self, expr, key, scope: Scope, depth: int) -> list[Instance]:
+        """A registry lookup `REGISTRY[key]` (a dict literal, or `LazyDict({...: lambda: Layer()})`): the entry
+        the key selects when the evaluator knows it, else every entry (alternatives, with their key)."""
+        from .values import Known
+
         node = None
         if isinstance(expr, cst.Name):
             target = self.index.lookup(scope.module.name, expr.value)
-            if isinstance(target, Definition) and target.kind == "assign" and isinstance(target.node, cst.Dict):
-                node, where = target.node, Scope(module=target.module)
+            if isinstance(target, Definition) and target.kind == "assign":
+                value = target.node
+                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, cst.Dict):
+                    value = value.args[0].value  # LazyDict({...})
+                if isinstance(value, cst.Dict):
+                    node, where = value, Scope(module=target.module)
         if node is None:
             return []
+        known = self.evaluator.infer(key, scope) if key is not None else None
+        entries = [(literal_key(el.key), el.value) for el in node.elements if isinstance(el, cst.DictElement)]
+        chosen = isinstance(known, Known) and any(k == known.value for k, _v in entries)
+        if chosen:
+            entries = [(k, v) for k, v in entries if k == known.value]
+        origin = self.evaluator.origin(key, scope) if key is not None else None
+        key_text = origin[1].module.code(origin[0]).strip() if origin is not None else None
         out = []
-        for el in node.elements:
-            if isinstance(el, cst.DictElement):
-                out += self.evaluate(el.value, where, depth + 1)
+        for k, value in entries:
+            if isinstance(value, cst.Lambda):
+                value = value.body  # a lazy entry: the lambda builds it when asked
+            for alt in self.evaluate(value, where, depth + 1):
+                if not chosen and key_text and k is not None:  # which value of the key selects this entry
+                    alt.condition = join(Condition.note(f"{key_text} == {k!r}"), alt.condition)
+                out.append(alt)
         return out
 
     def _call(self, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
@@ -347,10 +405,10 @@ class Constructor:
                              if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
         table = tables(fn, fn_def.module)
         for target, value, cond, _pos in table.local_assignments:
-            decided = self.evaluator.decide(cond, env, none_only=True)
+            decided = self.evaluator.decide(cond, env, scope=inner)
             if decided is not Truth.FALSE:
                 inner.locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
-        for ret, cond in table.returns_decided(env, self.evaluator):
+        for ret, cond in table.returns_decided(env, self.evaluator, inner):
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
                 alt.factory = fn_def.qualname
@@ -433,3 +491,9 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
         return
     for name, expr in bind_arguments(fn, *call_arguments(call), skip_self=skip_self):
         scope.params[name] = (expr, call_scope)
+
+
+def literal_key(expr):
+    """The Python value of a dict key literal ("silu"), else None."""
+    known = literal(expr) if expr is not None else None
+    return known.value if known is not None else None

@@ -8,8 +8,9 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
-from .construct import Instance
-from .values import Bindings, evaluator
+from .construct import Instance, Scope
+from .evaluator import evaluator
+from .values import Bindings
 
 MAX_DEPTH = catalog().limit("expand_depth")  # nested expansions (patterns/catalog/walk.yaml)
 MAX_OPS = catalog().limit("max_ops")
@@ -29,6 +30,8 @@ class _Frame:
         self.loop_vars: dict[str, Instance] = {}
         self.returns: list[str] = []
         self.scope = f"{cls.name}.{fn.name.value}"
+        # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
+        self.names = Scope(module=module, owner=inst)
 
 
 class _NoneValue:

@@ -34,23 +34,24 @@ class Statements:
 
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
         test = Condition.of(stmt.test, frame.module)
-        value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts).as_bool()
+        value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
         if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
             self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         before = {k: list(v) for k, v in frame.env.items()}
         none_before = dict(frame.facts.none)
-        self._block(frame, stmt.body.body, join(cond, test), body_steady)
+        # a test known to hold is not a condition of what runs (the report never prints a decided test)
+        self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         env_body, none_body = frame.env, frame.facts.none
         if stmt.orelse is not None:
             frame.env = {k: list(v) for k, v in before.items()}
             frame.facts.none = dict(none_before)
-            neg = test.negate()
+            neg = cond if value is False else join(cond, test.negate())
             if isinstance(stmt.orelse, cst.If):
-                self._if(frame, stmt.orelse, join(cond, neg), else_steady)
+                self._if(frame, stmt.orelse, neg, else_steady)
             else:
-                self._block(frame, stmt.orelse.body.body, join(cond, neg), else_steady)
+                self._block(frame, stmt.orelse.body.body, neg, else_steady)
             env_else, none_else = frame.env, frame.facts.none
         else:
             env_else, none_else = before, none_before
@@ -183,6 +184,8 @@ class Statements:
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
+            if len(targets) == 1 and isinstance(targets[0], cst.Name):  # for the evaluator: `cfg = getattr(...)`
+                frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
         elif isinstance(small, cst.Expr):
             self._eval(frame, small.value, cond, steady, stmt)
         elif isinstance(small, cst.Return):
@@ -190,10 +193,15 @@ class Statements:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
 
     def _bind_targets(self, frame: _Frame, targets, values: list[str]) -> None:
+        """A name bound to tensor values is not None; one bound to anything else (a config value, an unknown
+        call's result) may be: the evaluator decides it from the assigned expression, or no one does."""
         for t in targets:
             if isinstance(t, cst.Name):
                 frame.env[t.value] = values[:1] if len(values) == 1 else values
-                frame.facts.none[t.value] = False
+                if values:
+                    frame.facts.none[t.value] = False
+                else:
+                    frame.facts.none.pop(t.value, None)
             elif isinstance(t, (cst.Tuple, cst.List)):
                 names = [e.value for e in t.elements]
                 for i, n in enumerate(names):

@@ -11,7 +11,7 @@ from functools import cached_property
 import libcst as cst
 
 from ..index.nodes import find_all, iter_nodes
-from .values import Bindings, Condition, Evaluator, Truth, join
+from .values import Bindings, Condition, Truth, join
 
 
 class FunctionTables:
@@ -133,14 +133,14 @@ class FunctionTables:
                     return node.with_changes(args=node.args[1:])
         return None
 
-    def returns_decided(self, env: Bindings, evaluator: Evaluator) -> list[tuple]:
+    def returns_decided(self, env: Bindings, evaluator, scope=None) -> list[tuple]:
         """(value, condition) of each return; branches the bindings decide are dropped or implied."""
         module, out = self.module, []
 
         def visit(body, cond):
             for stmt in body:
                 if isinstance(stmt, cst.If):
-                    value = evaluator.truth(stmt.test, module, env)
+                    value = evaluator.truth(stmt.test, module, env, scope)
                     test = Condition.of(stmt.test, module)
                     if value is not Truth.FALSE:
                         visit(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))

@@ -1,8 +1,9 @@
-"""One place that decides: conditions kept as code, three-valued truth, and the evaluator every choice asks.
+"""Values and conditions: conditions kept as code, three-valued truth, what is known at a call.
 
-A branch, a factory's `if`, a guard, a platform check: each asks `Evaluator.truth` of the code itself (a libcst
-node and the module it is in), and gets TRUE, FALSE or UNKNOWN. UNKNOWN is never guessed into an answer: the
-walk keeps both paths and prints the condition, in the model's own words, only when a report renders it.
+A branch, a factory's `if`, a guard, a platform check: each asks the evaluator (evaluator.py) of the code itself
+(a libcst node and the module it is in), and gets TRUE, FALSE or UNKNOWN. UNKNOWN is never guessed into an
+answer: the walk keeps both paths and prints the condition, in the model's own words, only when a report renders
+it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,15 @@ class OneOf:
     options: tuple
 
 
-Value = Known | Unknown | OneOf  # the walk's modules (construct.Instance) are values of their own kind
+@dataclass(frozen=True)
+class ConfigRef:
+    """The model's Hugging Face configuration object (`config`, `vllm_config.model_config.hf_config`, ...);
+    `text` for `hf_text_config` / `get_text_config()`, the text model's part of a multimodal configuration."""
+
+    text: bool = False
+
+
+Value = Known | Unknown | OneOf | ConfigRef  # the walk's modules (construct.Instance) are values of their own kind
 
 
 # -- conditions as code --------------------------------------------------------------------------
@@ -191,122 +200,6 @@ def assumed(text: str, backend: str | None = None) -> Truth:
         if rx.search(text):
             return Truth.of(value)
     return Truth.UNKNOWN
-
-
-# -- the evaluator -------------------------------------------------------------------------------
-class Evaluator:
-    """Turns a test into a Truth, given the bindings of the call it is in and the backend walked (one per
-    backend: `evaluator(backend)`)."""
-
-    def __init__(self, backend: str | None = None):
-        self.backend = backend
-
-    def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None) -> Truth:
-        env = env or _EMPTY
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            return self.truth(expr.expression, module, env).negate()
-        if isinstance(expr, cst.BooleanOperation):
-            left, right = self.truth(expr.left, module, env), self.truth(expr.right, module, env)
-            return left.and_(right) if isinstance(expr.operator, cst.And) else left.or_(right)
-        decided = self._none_test(expr, env)
-        if decided is not Truth.UNKNOWN:
-            return decided
-        decided = self._isinstance_test(expr, module, env)
-        if decided is not Truth.UNKNOWN:
-            return decided
-        return assumed(_code(module, expr), self.backend)
-
-    def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False) -> Truth:
-        if term.expr is None:
-            return Truth.UNKNOWN
-        value = self._none_test(term.expr, env or _EMPTY) if none_only else self.truth(term.expr, term.module, env)
-        if none_only and value is Truth.UNKNOWN and isinstance(term.expr, cst.UnaryOperation):
-            value = self._none_test(term.expr.expression, env or _EMPTY).negate()
-        return value.negate() if term.negated else value
-
-    def condition_truth(self, cond: Condition | None, env: Bindings | None = None) -> Truth:
-        out = Truth.TRUE
-        for term in cond.terms if cond else ():
-            out = out.and_(self.term_truth(term, env))
-        return out
-
-    def decide(self, cond: Condition | None, env: Bindings, none_only: bool = False) -> Condition | Truth:
-        """The condition less the terms the bindings make true; FALSE if one is false; TRUE if none is left."""
-        if not cond:
-            return Truth.TRUE
-        kept = []
-        for term in cond.terms:
-            value = self.term_truth(term, env, none_only)
-            if value is Truth.FALSE:
-                return Truth.FALSE
-            if value is Truth.UNKNOWN:
-                kept.append(term)
-        return Condition(tuple(kept)) if kept else Truth.TRUE
-
-    def infer(self, expr: cst.BaseExpression | None, scope=None, depth: int = 0) -> Value:
-        """A literal, or a name followed through the parameters of the construction chain to a literal."""
-        if expr is None:
-            return Unknown("no expression")
-        lit = literal(expr)
-        if lit is not None:
-            return lit
-        where = self.origin(expr, scope)
-        if where is not None and where[0] is not expr:
-            return self.infer(where[0], where[1], depth + 1) if depth < 8 else Unknown("too deep")
-        if isinstance(expr, cst.IfExp):
-            return OneOf((self.infer(expr.body, scope, depth + 1), self.infer(expr.orelse, scope, depth + 1)))
-        return Unknown(f"`{_code(getattr(scope, 'module', None), expr)}` is not known statically")
-
-    def origin(self, expr: cst.BaseExpression, scope):
-        """(expr, scope) where a name is set: through the parameters a call bound, then the defaults it left
-        (bias=qkv_bias -> getattr(config, "attention_bias", False))."""
-        from ..catalog import catalog
-
-        for _ in range(catalog().limit("param_chain")):
-            if not isinstance(expr, cst.Name) or scope is None:
-                break
-            if expr.value in scope.params:
-                expr, scope = scope.params[expr.value]
-            elif expr.value in scope.defaults and expr.value not in scope.locals:
-                expr = scope.defaults[expr.value]
-            else:
-                break
-        return (expr, scope) if scope is not None else None
-
-    # -- tests the bindings decide ------------------------------------------------------------------
-    def _none_test(self, expr, env: Bindings) -> Truth:
-        """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.left, cst.Name):
-            comp = expr.comparisons[0]
-            if _is_none(comp.comparator) and expr.left.value in env.none:
-                state = env.none[expr.left.value]
-                if isinstance(comp.operator, cst.Is):
-                    return Truth.of(state)
-                if isinstance(comp.operator, cst.IsNot):
-                    return Truth.of(not state)
-        return Truth.UNKNOWN
-
-    def _isinstance_test(self, expr, module, env: Bindings) -> Truth:
-        """`isinstance(self.x, C)` when the walk knows which class built self.x."""
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance"
-                and len(expr.args) == 2):
-            return Truth.UNKNOWN
-        classes = env.attr_classes.get(_code(module, expr.args[0].value))
-        if classes is None:
-            return Truth.UNKNOWN
-        wanted = expr.args[1].value
-        names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
-        tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
-        return Truth.of(bool(tails & set(classes)))
-
-
-_EMPTY = Bindings()
-
-
-@lru_cache(maxsize=4)
-def evaluator(backend: str | None) -> Evaluator:
-    """The evaluator of one backend ("ascend", "cuda"); None knows only what holds on both."""
-    return Evaluator(backend)
 
 
 def literal(expr) -> Known | None:

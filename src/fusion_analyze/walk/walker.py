@@ -23,9 +23,9 @@ from .values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Roles):
-    def __init__(self, index: ModuleIndex, patches: list[Patch]):
+    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None):
         self.index = index
-        self.ctor = Constructor(index)
+        self.ctor = Constructor(index, config)  # config: facts.ConfigFacts, what decides the walk
         self.backends = Backends(index, self.ctor)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ops: list[Op] = []

@@ -1,0 +1,300 @@
+"""The one place that decides: an expression becomes a known value (or Unknown), a test becomes a Truth.
+
+Every choice of the walk asks it: `if` branches of a forward or a factory, conditional constructions in an
+`__init__`, registry lookups keyed by a config string, per-platform dispatch, the conditions that enable a graph
+pass. What it knows: literals; parameters through the call that bound them (`super().__init__` chains, factory
+calls, parameter defaults); `self.x` through the `__init__` that assigns it; the model's configuration
+(`--config`, a preset, or the defaults of its configuration class: facts.py); the backend (assume table).
+What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import lru_cache
+
+import libcst as cst
+
+from .values import (Bindings, Condition, ConfigRef, Known, OneOf, Term, Truth, Unknown, Value, _code, _is_none,
+                     assumed, literal)
+
+_EMPTY = Bindings()
+_CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
+_COMPARE = {cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt,
+            cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge,
+            cst.Is: operator.is_, cst.IsNot: operator.is_not,
+            cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b}
+_MAX_INFER = 24  # hops through parameters, locals and attributes for one expression
+
+
+class Evaluator:
+    """Decides tests and infers values for one analysis: the backend walked, the model's configuration facts
+    (or None: nothing is known of it) and `attrs`, which reads `self.x` from an instance's `__init__`."""
+
+    def __init__(self, backend: str | None = None, config=None, attrs=None):
+        self.backend = backend
+        self.config = config  # facts.ConfigFacts | None
+        self.attrs = attrs  # construct.Constructor | None
+
+    # -- truth ----------------------------------------------------------------------------------
+    def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
+        env = env or _EMPTY
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            return self.truth(expr.expression, module, env, scope).negate()
+        if isinstance(expr, cst.BooleanOperation):
+            left, right = self.truth(expr.left, module, env, scope), self.truth(expr.right, module, env, scope)
+            return left.and_(right) if isinstance(expr.operator, cst.And) else left.or_(right)
+        decided = self._none_test(expr, env)
+        if decided is not Truth.UNKNOWN:
+            return decided
+        decided = self._isinstance_test(expr, module, env)
+        if decided is not Truth.UNKNOWN:
+            return decided
+        if scope is not None:
+            decided = truth_of(self.infer(expr, scope))
+            if decided is not Truth.UNKNOWN:
+                return decided
+        return assumed(_code(module, expr), self.backend)
+
+    def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False, scope=None) -> Truth:
+        if term.expr is None:
+            return Truth.UNKNOWN
+        if none_only:
+            value = self._none_test(term.expr, env or _EMPTY)
+        else:
+            value = self.truth(term.expr, term.module, env, scope)
+        return value.negate() if term.negated else value
+
+    def condition_truth(self, cond: Condition | None, env: Bindings | None = None, scope=None) -> Truth:
+        out = Truth.TRUE
+        for term in cond.terms if cond else ():
+            out = out.and_(self.term_truth(term, env, scope=scope))
+        return out
+
+    def decide(self, cond: Condition | None, env: Bindings, none_only: bool = False, scope=None) -> Condition | Truth:
+        """The condition less the terms that are known to hold; FALSE if one is known not to; TRUE if none is
+        left. A decided term never reaches a report."""
+        if not cond:
+            return Truth.TRUE
+        kept = []
+        for term in cond.terms:
+            value = self.term_truth(term, env, none_only, scope)
+            if value is Truth.FALSE:
+                return Truth.FALSE
+            if value is Truth.UNKNOWN:
+                kept.append(term)
+        return Condition(tuple(kept)) if kept else Truth.TRUE
+
+    # -- values ---------------------------------------------------------------------------------
+    def infer(self, expr: cst.BaseExpression | None, scope=None, depth: int = 0) -> Value:
+        """What `expr` evaluates to where `scope` (a construct.Scope) binds its names."""
+        if expr is None:
+            return Unknown("no expression")
+        if depth > _MAX_INFER:
+            return Unknown("too many steps to follow")
+        lit = literal(expr)
+        if lit is not None:
+            return lit
+        step = depth + 1
+        if isinstance(expr, cst.Name):
+            return self._name(expr.value, scope, step)
+        if isinstance(expr, cst.Attribute):
+            return self._attribute(expr, scope, step)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, scope, step)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            return _compare(type(expr.comparisons[0].operator), self.infer(expr.left, scope, step),
+                            self.infer(expr.comparisons[0].comparator, scope, step))
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            t = truth_of(self.infer(expr.expression, scope, step))
+            return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
+        if isinstance(expr, cst.BooleanOperation):
+            return self._boolean(expr, scope, step)
+        if isinstance(expr, cst.IfExp):
+            t = truth_of(self.infer(expr.test, scope, step))
+            if t is Truth.TRUE:
+                return self.infer(expr.body, scope, step)
+            if t is Truth.FALSE:
+                return self.infer(expr.orelse, scope, step)
+            return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            items = [self.infer(e.value, scope, step) for e in expr.elements]
+            if all(isinstance(i, Known) for i in items):
+                return Known(tuple(i.value for i in items))
+        if isinstance(expr, cst.Dict) and not expr.elements:
+            return Known({})
+        return Unknown(f"`{_code(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def _name(self, name: str, scope, depth: int) -> Value:
+        if scope is not None:
+            if name in scope.locals:
+                values = scope.locals.pop(name)  # `x = x or default` reads the parameter x on the right
+                try:
+                    return self._assigned(values, scope, depth)
+                finally:
+                    scope.locals[name] = values
+            if name in scope.params:
+                expr, where = scope.params[name]
+                return self.infer(expr, where, depth)
+            if name in scope.defaults:
+                from .construct import Scope
+
+                return self.infer(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth)
+        if name in _CONFIG_NAMES:  # an unbound `config`: the model's configuration handed to every layer
+            return ConfigRef(_CONFIG_NAMES[name])
+        return Unknown(f"`{name}` is not bound statically")
+
+    def _assigned(self, values: list, scope, depth: int) -> Value:
+        """The value of a local assigned (value, condition) in order: the last assignment whose condition
+        holds, as long as no undecided one comes after it."""
+        result: Value = Unknown("assigned under a condition that is not decided")
+        for value, cond in values:
+            t = self.condition_truth(cond, scope=scope)
+            if t is Truth.TRUE:
+                result = self.infer(value, scope, depth)
+            elif t is Truth.UNKNOWN:
+                result = Unknown("assigned under a condition that is not decided")
+        return result
+
+    def _attribute(self, expr: cst.Attribute, scope, depth: int) -> Value:
+        attr = expr.attr.value
+        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            if scope is not None and scope.owner is not None and self.attrs is not None:
+                return self.attrs.self_value(scope.owner, attr, self, depth)
+            return Unknown(f"self.{attr} outside a construction")
+        if attr in ("hf_config", "hf_text_config"):
+            return ConfigRef(attr == "hf_text_config")
+        base = self.infer(expr.value, scope, depth)
+        if isinstance(base, ConfigRef):
+            return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
+        if isinstance(base, Known) and isinstance(base.value, dict):
+            return Known(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+        return Unknown(f"`.{attr}` of an unknown value")
+
+    def _call(self, call: cst.Call, scope, depth: int) -> Value:
+        func, args = call.func, [a.value for a in call.args if a.keyword is None and not a.star]
+        if isinstance(func, cst.Name) and func.value == "getattr" and len(args) in (2, 3):
+            base, key = self.infer(args[0], scope, depth), literal(args[1])
+            if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str):
+                if self.config is None:
+                    return Unknown(f"config.{key.value}: no configuration")
+                default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
+                return self.config.getattr(key.value, default, base.text)
+            if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
+                default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
+                return Known(base.value[key.value]) if key.value in base.value else default
+            return Unknown("getattr of an unknown object")
+        if isinstance(func, cst.Attribute):
+            name = func.attr.value
+            base = self.infer(func.value, scope, depth)
+            if isinstance(base, ConfigRef) and name == "get_text_config":
+                return ConfigRef(True)
+            if isinstance(base, Known) and isinstance(base.value, dict) and name == "get" and args:
+                key = self.infer(args[0], scope, depth)
+                if isinstance(key, Known):
+                    if key.value in base.value:
+                        return Known(base.value[key.value])
+                    return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
+            if isinstance(base, Known) and isinstance(base.value, str) and name in ("lower", "upper", "strip") and not args:
+                return Known(getattr(base.value, name)())
+            if isinstance(base, Known) and isinstance(base.value, str) and name in ("startswith", "endswith") and len(args) == 1:
+                arg = self.infer(args[0], scope, depth)
+                if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
+                    return Known(getattr(base.value, name)(arg.value))
+        return Unknown("the result of a call")
+
+    def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
+        left = self.infer(expr.left, scope, depth)
+        t = truth_of(left)
+        if t is Truth.UNKNOWN:
+            return Unknown("and / or of an unknown value")
+        is_and = isinstance(expr.operator, cst.And)
+        if (t is Truth.TRUE) == is_and:  # `a and b` with a true, `a or b` with a false: b decides
+            return self.infer(expr.right, scope, depth)
+        return left
+
+    def origin(self, expr: cst.BaseExpression, scope):
+        """(expr, scope) where a name is set: through the parameters a call bound, then the defaults it left
+        (bias=qkv_bias -> getattr(config, "attention_bias", False))."""
+        from ..catalog import catalog
+
+        for _ in range(catalog().limit("param_chain")):
+            if not isinstance(expr, cst.Name) or scope is None:
+                break
+            if expr.value in scope.params:
+                expr, scope = scope.params[expr.value]
+            elif expr.value in scope.defaults and expr.value not in scope.locals:
+                expr = scope.defaults[expr.value]
+            else:
+                break
+        return (expr, scope) if scope is not None else None
+
+    # -- tests the bindings decide ------------------------------------------------------------------
+    def _none_test(self, expr, env: Bindings) -> Truth:
+        """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.left, cst.Name):
+            comp = expr.comparisons[0]
+            if _is_none(comp.comparator) and expr.left.value in env.none:
+                state = env.none[expr.left.value]
+                if isinstance(comp.operator, cst.Is):
+                    return Truth.of(state)
+                if isinstance(comp.operator, cst.IsNot):
+                    return Truth.of(not state)
+        return Truth.UNKNOWN
+
+    def _isinstance_test(self, expr, module, env: Bindings) -> Truth:
+        """`isinstance(self.x, C)` when the walk knows which class built self.x."""
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance"
+                and len(expr.args) == 2):
+            return Truth.UNKNOWN
+        classes = env.attr_classes.get(_code(module, expr.args[0].value))
+        if classes is None:
+            return Truth.UNKNOWN
+        wanted = expr.args[1].value
+        names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
+        tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
+        return Truth.of(bool(tails & set(classes)))
+
+
+def truth_of(value: Value) -> Truth:
+    """Python's truth of a value, when it is known."""
+    if isinstance(value, Known):
+        try:
+            return Truth.of(bool(value.value))
+        except Exception:  # a value whose truth Python itself would not decide
+            return Truth.UNKNOWN
+    if isinstance(value, ConfigRef):
+        return Truth.TRUE
+    if isinstance(value, OneOf):
+        truths = {truth_of(v) for v in value.options}
+        return truths.pop() if len(truths) == 1 else Truth.UNKNOWN
+    return Truth.UNKNOWN
+
+
+def _item(base: Value, key: Value) -> Value:
+    if isinstance(base, Known) and isinstance(key, Known):
+        try:
+            return Known(base.value[key.value])
+        except (KeyError, IndexError, TypeError):
+            return Unknown("no such item")
+    return Unknown("an item of an unknown value")
+
+
+def _compare(op: type, left: Value, right: Value) -> Value:
+    if isinstance(left, Known) and isinstance(right, Known) and op in _COMPARE:
+        try:
+            return Known(bool(_COMPARE[op](left.value, right.value)))
+        except TypeError:
+            return Unknown("values that do not compare")
+    if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, ConfigRef):
+        return Known(op is cst.IsNot)
+    return Unknown("a comparison of unknown values")
+
+
+@lru_cache(maxsize=4)
+def evaluator(backend: str | None) -> Evaluator:
+    """The evaluator of one backend ("ascend", "cuda") that knows no configuration; None knows only what holds
+    on both (import bindings, pass managers, tests)."""
+    return Evaluator(backend)
