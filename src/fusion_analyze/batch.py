@@ -40,6 +40,7 @@ class BatchJob:
     tp: int | None = None
     lang: str = "zh"
     cache: bool = True
+    hf_root: str | None = None  # a transformers tree: the configuration classes' defaults
 
 
 def select(architectures: list[str], only: list[str] | None) -> list[str]:
@@ -87,8 +88,21 @@ def _report_cache(job: BatchJob):
     inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": backend_for(job.backend, ascend),
               "lang": job.lang, "tp": job.tp,
               "patterns": files_fingerprint(sorted(patterns.rglob("*.yaml"))) if patterns else None,
-              "config": files_fingerprint([Path(job.config)]) if job.config else None}
+              "config": files_fingerprint([Path(job.config)]) if job.config else None,
+              "hf": _hf_fingerprint(job.hf_root)}
     return ReportCache(cache.base / "reports", inputs)
+
+
+def _hf_fingerprint(root: str | None) -> str | None:
+    """The transformers files the walk reads: configuration classes and the auto mappings."""
+    from .render.report_cache import files_fingerprint
+
+    if root is None:
+        return None
+    pkg = Path(root) / "transformers"
+    files = sorted(pkg.glob("models/*/configuration_*.py")) + [pkg / "configuration_utils.py",
+                                                                pkg / "models" / "auto" / "modeling_auto.py"]
+    return files_fingerprint([f for f in files if f.is_file()])
 
 
 def _worker(job: BatchJob, conn) -> None:
@@ -102,7 +116,7 @@ def _worker(job: BatchJob, conn) -> None:
     if "reports" not in _INHERITED:  # spawned, not forked: nothing to inherit
         reports = _report_cache(job)
     gc.freeze()
-    options = Options(config=job.config, tp=job.tp)
+    options = Options(config=job.config, tp=job.tp, hf_root=job.hf_root)
     while True:
         gc.collect(1)
         arch = conn.recv()

@@ -62,6 +62,8 @@ def _root(
 
 VllmRoot = typer.Option(None, "--vllm-root", help="Directory containing vllm/ (checkout, sdist, site-packages), or vllm==VERSION.")
 AscendRoot = typer.Option(None, "--ascend-root", help="Directory containing vllm_ascend/, or vllm-ascend==VERSION.")
+HfRoot = typer.Option(None, "--hf-root", help="Directory containing transformers/, or transformers==VERSION: the "
+                      "defaults of the model's configuration class (default: an installed transformers).")
 
 
 def _fail(exc: UserError) -> None:
@@ -152,7 +154,8 @@ def analyze_cmd(
     fmt: Optional[str] = typer.Option("md", "--format", help="md or json"),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout when it is not a terminal, else reports/<arch>.md)."),
     patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
-    config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B) for numeric benefit estimates."),
+    config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the walk's branches and the estimate's shapes."),
+    hf_root: Optional[str] = HfRoot,
     tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size for the estimate (communication fusions are rejected at 1)."),
     device: Optional[str] = typer.Option(None, "--device", help="Device profile: ascend_a2 (default) or ascend_a3."),
     device_profile: Optional[str] = typer.Option(None, "--device-profile", help="A YAML file of device profiles (same keys as patterns/catalog/devices.yaml)."),
@@ -168,7 +171,8 @@ def analyze_cmd(
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
-                         Options(config=config, tp=tp, device=device, device_profile=device_profile), cache=not no_cache)
+                         Options(config=config, tp=tp, device=device, device_profile=device_profile, hf_root=hf_root),
+                         cache=not no_cache)
         fmt = fmt or "md"
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
@@ -196,6 +200,7 @@ def all_cmd(
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds one model may take before it is recorded as timed out."),
     patterns: Optional[str] = typer.Option(None, "--patterns"),
     config: Optional[str] = typer.Option(None, "--config"),
+    hf_root: Optional[str] = HfRoot,
     tp: Optional[int] = typer.Option(None, "--tp"),
     lang: str = typer.Option("zh", "--lang"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the parse cache."),
@@ -216,7 +221,7 @@ def all_cmd(
             raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
         job = BatchJob(vllm_root=str(session.vllm.root), ascend_root=str(session.ascend.root) if session.ascend else None,
                        backend=session.backend, out_dir=str(out), patterns=patterns, config=config, tp=tp, lang=lang,
-                       cache=not no_cache)
+                       cache=not no_cache, hf_root=_hf_path(session, hf_root))
     except UserError as exc:
         _fail(exc)
     progress = None
@@ -282,18 +287,19 @@ def compare_cmd(
     fmt: str = typer.Option("md", "--format"),
     output: Optional[str] = typer.Option(None, "-o", "--output"),
     fail_on: str = typer.Option("any", "--fail-on"),
+    hf_root: Optional[str] = HfRoot,
 ) -> None:
     """Analyze MODEL on two trees and diff the reports in one command."""
     import tempfile
 
     from .diff import diff_paths
-    from .pipeline import analyze, render, write_text
+    from .pipeline import Options, analyze, render, write_text
 
     try:
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
             paths = []
             for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
-                a = analyze(model, root, asc, backend.value if backend else None)
+                a = analyze(model, root, asc, backend.value if backend else None, options=Options(hf_root=hf_root))
                 path = Path(tmp) / side / f"{a.location.architecture}.json"
                 write_text(render(a, "json"), str(path))
                 paths.append(path)
@@ -302,6 +308,12 @@ def compare_cmd(
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
+
+
+def _hf_path(session, hf_root: str | None) -> str | None:
+    """The transformers tree as a path (fetched once here, not by every worker), or None."""
+    tree = session.hf_tree(hf_root)
+    return str(tree.root) if tree is not None else None
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ class Analysis:
     device: dict = field(default_factory=dict)
     tp: int | None = None
     errors: list = field(default_factory=list)  # files of the trees this analysis could not read
+    configuration: object = None  # walk.facts.ConfigFacts: what decided the walk
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
 
 
@@ -37,6 +38,7 @@ class Options:
     tp: int | None = None
     device: str | None = None
     device_profile: str | None = None
+    hf_root: str | None = None  # a transformers tree (path or transformers==X) for configuration defaults
 
 
 def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
@@ -82,16 +84,29 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
             shapes = load_shapes(model)
         except UserError:
             pass
-    walker = Walker(session.index, session.resolver.patches)
+    facts = _facts(session, loc, options, model)
+    walker = Walker(session.index, session.resolver.patches, config=facts)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
-                 index.errors_touched())
+                 index.errors_touched(), configuration=facts)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _facts(session: Session, loc: Location, options: Options, model: str):
+    """What decides the walk: --config (or the model query's config.json) over the defaults of the model type's
+    configuration class, read from vLLM's configs and the transformers tree (--hf-root, else an installed one)."""
+    from pathlib import Path
+
+    from .walk.facts import load_facts
+
+    spec = options.config or (model if model.endswith(".json") else None)
+    trees = [session.vllm] + [t for t in (session.hf_tree(options.hf_root),) if t is not None]
+    return load_facts(loc.architecture, Path(loc.file).stem, trees, spec)
 
 
 def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:

@@ -32,6 +32,14 @@ class Session:
     _passes: tuple | None = None
     _reading: tuple | None = None  # (pid, pipe) of the child reading the passes
     shared_errors: set | None = None  # unreadable files met while reading what every model reads
+    _hf: dict = field(default_factory=dict)  # --hf-root argument -> transformers tree (or None)
+
+    def hf_tree(self, arg: str | None) -> SourceTree | None:
+        """The transformers tree for configuration defaults: --hf-root (a path or transformers==X), else the
+        installed transformers package (found, not imported), else none (the defaults are unknown)."""
+        if arg not in self._hf:
+            self._hf[arg] = open_tree(arg, "transformers", required=arg is not None)
+        return self._hf[arg]
 
     def start_passes(self) -> None:
         """Read the graph passes in a forked child while this process goes on (the walk of one model costs

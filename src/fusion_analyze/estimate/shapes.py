@@ -74,10 +74,16 @@ def load_shapes(spec: str | None, fallback_config: str | None = None) -> Shapes:
     """--config PATH | preset name; else the model query's config.json if it was one; else symbolic."""
     if spec is None and fallback_config is None:
         return Shapes()
-    spec = spec or fallback_config
+    cfg, source, _complete = read_config(spec or fallback_config)
+    return _from_config(cfg, source)
+
+
+def read_config(spec: str) -> tuple[dict, str, bool]:
+    """(config, where it came from, complete?) of a config.json path or a preset name. A preset holds only the
+    published fields the estimate reads (not complete); a config.json is the checkpoint's whole configuration."""
     if spec in presets():
         p = presets()[spec]
-        return _from_config(p["config"], f"preset {spec} ({p['source']})")
+        return dict(p["config"]), f"preset {spec} ({p['source']})", False
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")
@@ -87,7 +93,7 @@ def load_shapes(spec: str | None, fallback_config: str | None = None) -> Shapes:
         raise UserError(f"--config {spec}: not valid JSON ({exc}); give an HF config.json")
     if not isinstance(cfg, dict):
         raise UserError(f"--config {spec}: not a JSON object; give an HF config.json")
-    return _from_config(cfg, path.name)
+    return cfg, path.name, True
 
 
 _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Constant, ast.Name,

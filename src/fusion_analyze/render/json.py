@@ -19,6 +19,7 @@ def to_json(a) -> dict:
         "alternatives": _alternatives(a.walk.alternatives),
         "opportunities": [_opportunity(a, o) for o in a.opportunities],
         "estimate": _estimate_inputs(a),
+        "configuration": a.configuration.to_json() if a.configuration is not None else None,
         "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),

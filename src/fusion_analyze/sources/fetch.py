@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import UserError
 
-_SPEC_RE = re.compile(r"^(vllm|vllm[-_]ascend)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+_SPEC_RE = re.compile(r"^(vllm|vllm[-_]ascend|transformers)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
 
 def is_spec(text: str) -> bool:
@@ -39,8 +39,8 @@ def fetch_spec(spec: str) -> Path:
     """Return the unpacked tree for `spec`, downloading it on first use."""
     m = _SPEC_RE.match(spec.strip())
     if not m:
-        raise UserError(f"cannot fetch '{spec}': write it as vllm==VERSION or vllm-ascend==VERSION")
-    name = "vllm" if m.group(1) == "vllm" else "vllm-ascend"
+        raise UserError(f"cannot fetch '{spec}': write it as vllm==VERSION, vllm-ascend==VERSION or transformers==VERSION")
+    name = {"vllm": "vllm", "transformers": "transformers"}.get(m.group(1), "vllm-ascend")
     version = m.group(2)
     package = name.replace("-", "_")
     trees = cache_dir() / "trees"
@@ -83,8 +83,9 @@ def _download(spec: str, work: Path) -> None:
 
 def _find_unpacked(work: Path, package: str) -> Path | None:
     for cand in sorted(work.glob("pip-download-*/*")) + sorted(work.glob("pip-*/*")):
-        if (cand / package / "__init__.py").is_file():
-            return cand
+        for root in (cand, cand / "src"):  # transformers keeps its package under src/
+            if (root / package / "__init__.py").is_file():
+                return root
     for archive in sorted((work / "dl").glob("*.tar.gz")) if (work / "dl").is_dir() else []:
         import tarfile
 
@@ -92,6 +93,7 @@ def _find_unpacked(work: Path, package: str) -> Path | None:
         with tarfile.open(archive) as tar:
             tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(dest)
         for cand in sorted(dest.iterdir()):
-            if (cand / package / "__init__.py").is_file():
-                return cand
+            for root in (cand, cand / "src"):
+                if (root / package / "__init__.py").is_file():
+                    return root
     return None

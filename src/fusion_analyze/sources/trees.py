@@ -15,6 +15,7 @@ from .fetch import fetch_spec, is_spec
 _KINDS = {
     "vllm": ("model_executor", "--vllm-root"),
     "vllm_ascend": ("ops", "--ascend-root"),
+    "transformers": ("models", "--hf-root"),  # read for the configuration classes' defaults (never imported)
 }
 
 
@@ -78,7 +79,7 @@ def _checked(path: Path, package: str, *, arg_text: str, spec: str | None = None
         root = path.parent  # the package directory itself was given
     pkg = root / package
     if not (pkg / marker).is_dir():
-        what = "vLLM" if package == "vllm" else "vllm-ascend"
+        what = {"vllm": "vLLM", "vllm_ascend": "vllm-ascend"}.get(package, package)
         raise UserError(
             f"{flag} {arg_text}: not a {what} tree (no {package}/{marker}/ inside); "
             f"pass the directory that contains '{package}/'"
@@ -103,11 +104,12 @@ _META_RE = re.compile(r"^Version:\s*(\S+)", re.M)
 
 def detect_version(root: Path, package: str) -> str | None:
     """Version from _version.py, then PKG-INFO / egg-info / dist-info metadata."""
-    vfile = root / package / "_version.py"
-    if vfile.is_file():
-        m = _VERSION_RE.search(vfile.read_text(encoding="utf-8", errors="replace"))
-        if m:
-            return m.group(1)
+    for name in ("_version.py", "__init__.py"):  # transformers states __version__ in its __init__
+        vfile = root / package / name
+        if vfile.is_file():
+            m = _VERSION_RE.search(vfile.read_text(encoding="utf-8", errors="replace"))
+            if m:
+                return m.group(1)
     dist = package.replace("_", "-")
     candidates = [root / "PKG-INFO", root / f"{package}.egg-info" / "PKG-INFO"]
     candidates += sorted(root.glob(f"{package}-*.dist-info/METADATA"))

@@ -10,7 +10,7 @@ import libcst as cst
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from .construct import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
-from .values import Condition, join
+from .values import Bindings, Condition, Truth, join
 
 
 class Statements:
@@ -37,14 +37,20 @@ class Statements:
         value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
         if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
             self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
+        # Decided only by which arguments are None at this call (`residual is None` is false from the second
+        # layer on, the first layer still takes the other branch): both are walked, the other as not steady.
+        # Decided by values (configuration, platform, literals): the other branch does not run at all.
+        transient = value is not None and self._by_none_facts(frame, stmt.test)
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         before = {k: list(v) for k, v in frame.env.items()}
         none_before = dict(frame.facts.none)
-        # a test known to hold is not a condition of what runs (the report never prints a decided test)
-        self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
+        # A decided branch is walked alone: the other one does not run, and a test known to hold is not a
+        # condition of what does (the report never prints a decided test).
+        if value is not False or transient:
+            self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         env_body, none_body = frame.env, frame.facts.none
-        if stmt.orelse is not None:
+        if stmt.orelse is not None and (value is not True or transient):
             frame.env = {k: list(v) for k, v in before.items()}
             frame.facts.none = dict(none_before)
             neg = cond if value is False else join(cond, test.negate())
@@ -69,6 +75,12 @@ class Statements:
                         frame.facts.none.pop(k, None)
         else:
             frame.env, frame.facts.none = env_body, none_body
+
+    def _by_none_facts(self, frame: _Frame, test) -> bool:
+        if not frame.facts.none:
+            return False
+        facts = Bindings({}, frame.facts.attr_classes)
+        return self.ctor.evaluator.truth(test, frame.module, facts, frame.names) is Truth.UNKNOWN
 
     def _for(self, frame: _Frame, stmt: cst.For, cond, steady) -> None:
         layer_list = self._layer_list(frame, stmt.iter)
