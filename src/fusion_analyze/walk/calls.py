@@ -111,7 +111,8 @@ class Calls:
         args, kwargs = self._site_args(s)
         inst = frame.loop_vars[func.value]
         if self._is_leaf(inst):
-            return self._module_call(frame, inst, func.value, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+            name = frame.module_names.get(func.value, func.value)  # a module handed in keeps its own name
+            return self._module_call(frame, inst, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
         return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
                             facts=frame.facts)
 
@@ -217,7 +218,8 @@ class Calls:
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
         self._bind(sub, args, kwargs)
-        sub.loop_vars = dict(frame.loop_vars)
+        sub.loop_vars = {**frame.loop_vars, **sub.loop_vars}  # the caller's layers, and modules passed in
+        sub.module_names = {**frame.module_names, **sub.module_names}
         self._stack.append(key)
         try:
             self._block(sub, fn.body.body, cond, steady)

@@ -28,6 +28,7 @@ class _Frame:
         self.facts = facts
         self.env: dict[str, list[str]] = {}
         self.loop_vars: dict[str, Instance] = {}
+        self.module_names: dict[str, str] = {}  # parameter bound to a submodule -> that submodule's name
         self.returns: list[str] = []
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
@@ -42,10 +43,12 @@ _NONE = _NoneValue()
 
 
 class _InstanceValue:
-    """An argument that is a module (a layer of the loop), not a tensor."""
+    """An argument that is a module (a layer of the loop, `self.act_fn` handed to a helper), not a tensor.
+    `name`: the submodule's own name, which its ops keep wherever it is called."""
 
-    def __init__(self, inst):
+    def __init__(self, inst, name: str | None = None):
         self.inst = inst
+        self.name = name
 
 
 # Calls on Python containers and tensor metadata: no operator runs.

@@ -253,6 +253,13 @@ class Statements:
             return self._eval(frame, expr.value, cond, steady, stmt)
         return []
 
+    def _submodule(self, frame: _Frame, name: str) -> Instance | None:
+        """The module `self.<name>` holds, when the walk knows its class and it is a leaf layer."""
+        if frame.inst.cls is None or self.ctor.method(frame.inst.cls, name) is not None:
+            return None
+        sub = self.ctor.attr(frame.inst, name)
+        return sub if sub is not None and sub.cls is not None and sub.element is None and self._is_leaf(sub) else None
+
     def _args(self, frame: _Frame, call: cst.Call, cond, steady, stmt):
         args, kwargs = [], {}
         for a in call.args:
@@ -264,6 +271,10 @@ class Statements:
                 v = _InstanceValue(frame.loop_vars[a.value.value])
             elif isinstance(a.value, cst.Name) and frame.facts.none.get(a.value.value):
                 v = _NONE
+            elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
+                # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
+                # parameter runs that module
+                v = _InstanceValue(self._submodule(frame, a.value.attr.value), a.value.attr.value)
             else:
                 v = self._eval(frame, a.value, cond, steady, stmt)
             if a.keyword is None:

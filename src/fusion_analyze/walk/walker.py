@@ -101,6 +101,8 @@ class Walker(Statements, Calls, Layers, Roles):
             frame.env[name] = []
         elif isinstance(value, _InstanceValue):
             frame.loop_vars[name] = value.inst
+            if value.name:
+                frame.module_names[name] = value.name
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]
