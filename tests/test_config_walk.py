@@ -1,0 +1,134 @@
+"""The configuration decides the walk, on a small tree written here in vLLM's idioms: a field read with
+`getattr(config, name, default)` and kept as `self.x`, an activation registry keyed by a config string, a
+factory parameter's default, and a module handed to a helper. The same mechanism as on the real trees: no
+code knows these names."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_analyze.index.modules import ModuleIndex
+from fusion_analyze.sources.trees import open_tree
+from fusion_analyze.walk.facts import ConfigClass, ConfigFacts
+from fusion_analyze.walk.walker import Walker
+
+ACTIVATION = '''
+from torch import nn
+
+
+class SiluAndMul(nn.Module):
+    def __init__(self, compile_native: bool = True):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class GeluAndMul(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class LazyDict(dict):
+    pass
+
+
+_REGISTRY = LazyDict({
+    "gelu": lambda: GeluAndMul(),
+    "silu": lambda: SiluAndMul(),
+})
+
+
+def get_act_and_mul_fn(name: str, *, compile_native: bool = True):
+    name = name.lower()
+    if not compile_native and name in ("silu", "swish"):
+        return SiluAndMul(compile_native=False)
+    return _REGISTRY[name]
+
+
+def apply_act(act_fn, x):
+    return act_fn(x)
+'''
+
+MODEL = '''
+import torch
+from torch import nn
+
+from vllm.model_executor.layers.activation import apply_act, get_act_and_mul_fn
+
+
+class RMSNorm(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self, config, qk_norm: bool = False):
+        super().__init__()
+        self.qk_norm = qk_norm
+        if self.qk_norm:
+            self.q_norm = RMSNorm()
+        self.act_fn = get_act_and_mul_fn(config.hidden_act)
+
+    def forward(self, x):
+        if self.qk_norm:
+            x = self.q_norm(x)
+        return apply_act(self.act_fn, x)
+
+
+class ToyForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config):
+        super().__init__()
+        config = vllm_config.model_config.hf_config
+        self.block = Block(config, qk_norm=getattr(config, "qk_norm", False))
+
+    def forward(self, x):
+        return self.block(x)
+'''
+
+
+@pytest.fixture
+def index(tmp_path):
+    pkg = tmp_path / "vllm"
+    (pkg / "model_executor" / "layers").mkdir(parents=True)
+    (pkg / "model_executor" / "models").mkdir()
+    for d in (pkg, pkg / "model_executor", pkg / "model_executor" / "layers", pkg / "model_executor" / "models"):
+        (d / "__init__.py").write_text("")
+    (pkg / "model_executor" / "layers" / "activation.py").write_text(ACTIVATION)
+    (pkg / "model_executor" / "models" / "toy.py").write_text(MODEL)
+    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)], backend="cuda")
+
+
+def _walk(index, facts):
+    model = index.lookup("vllm.model_executor.models.toy", "ToyForCausalLM")
+    return Walker(index, [], config=facts).walk_model(model)
+
+
+def _cls(**fields) -> ConfigClass:
+    return ConfigClass("ToyConfig", "toy_config.py", 1, "transformers", "0", dict(fields), set(fields))
+
+
+def test_config_values_decide_construction_registry_and_branches(index):
+    result = _walk(index, ConfigFacts({"hidden_act": "GELU"}, "config.json", complete=True))
+    layers = [(op.path, op.layer_class, op.condition) for op in result.ops]
+    assert ("block.act_fn", "GeluAndMul", None) in layers  # the registry entry the (lowered) string selects
+    assert not any("q_norm" in op.path for op in result.ops)  # getattr default False: not built, not called
+    assert result.alternatives == []
+
+
+def test_a_declared_field_wins_over_the_getattr_default(index):
+    result = _walk(index, ConfigFacts(None, None, cls=_cls(hidden_act="silu", qk_norm=True)))
+    assert [op.layer_class for op in result.ops if op.path == "block.q_norm"] == ["RMSNorm"]
+    act = [op for op in result.ops if op.path == "block.act_fn"]
+    # compile_native keeps its default (True): the `not compile_native` return is not taken
+    assert [(op.layer_class, op.kind) for op in act] == [("SiluAndMul", "silu_mul")]
+    assert act[0].file == "vllm/model_executor/layers/activation.py"  # called inside the helper it was passed to
+
+
+def test_unknown_values_stay_conditions_and_alternatives(index):
+    result = _walk(index, None)
+    q = [op for op in result.ops if op.path == "block.q_norm"]
+    assert q and all("self.qk_norm" in op.condition for op in q)
+    alt = next(a for a in result.alternatives if a["path"] == "block.act_fn")
+    assert sorted([tuple(o) for o in alt["others"]] + [(alt["chosen"], alt["condition"])]) == [
+        ("GeluAndMul", "config.hidden_act == 'gelu'"), ("SiluAndMul", "config.hidden_act == 'silu'")]

@@ -1,0 +1,124 @@
+"""The model's configuration decides the walk, on the released 0.30 pair with transformers 5.23.0's
+configuration classes (read statically): the four cases of issue 14, and what a report says decided it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusion_analyze.pipeline import Options, analyze_in
+from fusion_analyze.session import Session
+
+from .conftest import FIXTURES, real_tree, validate_report
+
+LLAMA31 = FIXTURES / "configs" / "llama-3.1-8b.json"
+
+
+@pytest.fixture(scope="module")
+def session():
+    return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return str(real_tree("transformers==5.23.0"))
+
+
+def _ops(a, pred):
+    return [op for op in a.walk.ops if pred(op)]
+
+
+def test_llama31_rope_type_builds_llama3_rope_which_runs_native_on_ascend(session, hf):
+    a = analyze_in(session, str(LLAMA31), Options(hf_root=hf))
+    assert a.location.architecture == "LlamaForCausalLM"
+    rope = _ops(a, lambda op: op.path.endswith("rotary_emb"))
+    assert len(rope) == 1 and rope[0].layer_class == "Llama3RotaryEmbedding" and rope[0].condition is None
+    assert "ascend_class" not in rope[0].attrs and "forward_native" in rope[0].attrs["native"]  # no Ascend class by that name
+    assert not any("rotary" in k.name for k in rope[0].kernels)
+    assert a.report["configuration"]["decided_by"] == "llama-3.1-8b.json + defaults of transformers 5.23.0's LlamaConfig"
+    validate_report(a.report)
+
+
+def test_qwen2_qk_norm_follows_the_getattr_default(session, hf):
+    a = analyze_in(session, "Qwen2ForCausalLM", Options(hf_root=hf))
+    assert not _ops(a, lambda op: "q_norm" in op.path or "k_norm" in op.path)
+    assert not [o for o in a.opportunities if o.scenario in ("qknorm_rope", "qkv_split_norm_rope")]
+    assert a.report["configuration"]["class"]["class"] == "Qwen2Config"
+    assert a.report["unknown_callees"] == []
+
+
+def test_without_a_configuration_qk_norm_stays_a_condition(session):
+    a = analyze_in(session, "Qwen2ForCausalLM", Options(hf_root=None))
+    if a.configuration.cls is not None:
+        pytest.skip("an installed transformers gives the defaults")
+    q = _ops(a, lambda op: op.path.endswith("q_norm"))
+    assert q and all("self.qk_norm" in (op.condition or "") for op in q)  # listed with its condition, not claimed
+    assert a.report["configuration"]["decided_by"] == "no configuration: branches listed as alternatives"
+
+
+def test_an_activation_module_passed_to_a_helper_is_that_module(session, hf):
+    a = analyze_in(session, "LlamaForCausalLM", Options(hf_root=hf))
+    act = _ops(a, lambda op: op.path == "model.layers.mlp.act_fn")
+    assert len(act) == 1 and act[0].kind == "silu_mul" and act[0].layer_class == "SiluAndMul"
+    assert act[0].file == "vllm/model_executor/layers/fusion/fused_act_quant.py"  # where `return act_fn(x)` calls it
+    src = (real_tree("vllm==0.30.0") / act[0].file).read_text(encoding="utf-8").splitlines()
+    assert src[act[0].line - 1].strip() == "return act_fn(x)"
+    assert [k.name for k in act[0].kernels] == ["torch_npu.npu_swiglu"]
+    scen = {o.scenario: o.status for o in a.opportunities}
+    assert scen["silu_mul"] == "fused_by_ascend_kernel" and scen["gate_up_merge"] == "fused_in_model"
+
+
+def test_activation_registry_keyed_by_the_config_string(session, hf):
+    gemma = analyze_in(session, "Gemma3ForCausalLM", Options(hf_root=hf))  # hidden_activation: gelu_pytorch_tanh
+    act = _ops(gemma, lambda op: op.path == "model.layers.mlp.act_fn")
+    assert [op.layer_class for op in act] == ["GeluAndMul"]
+    assert "silu_mul" not in {o.scenario for o in gemma.opportunities}  # no false npu_swiglu claim
+    gpt2 = analyze_in(session, "GPT2LMHeadModel", Options(hf_root=hf))  # activation_function: gelu_new
+    assert [op.layer_class for op in _ops(gpt2, lambda op: op.path == "transformer.layers.mlp.act")] == ["NewGELU"]
+
+
+def test_unknown_key_lists_each_registry_entry_with_the_value_that_selects_it(session):
+    a = analyze_in(session, "GPT2LMHeadModel", Options(hf_root=None))
+    if a.configuration.cls is not None:
+        pytest.skip("an installed transformers gives the defaults")
+    alt = next(x for x in a.walk.alternatives if x["path"] == "transformer.layers.mlp.act")
+    assert ("NewGELU", "config.activation_function == 'gelu_new'") in alt["others"]
+
+
+def test_bad_configuration_is_one_line_and_exit_2(run, tmp_path, hf):
+    vllm, ascend = str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2"))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 8, "num_attention_heads": 2}))
+    r = run("LlamaForCausalLM", "--vllm-root", vllm, "--ascend-root", ascend, "--config", str(other), "-o", str(tmp_path / "a.md"))
+    assert r.exit_code == 2 and "not LlamaForCausalLM" in r.output and "Traceback" not in r.output
+    typed = tmp_path / "typed.json"
+    typed.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": "32"}))
+    r = run("LlamaForCausalLM", "--vllm-root", vllm, "--ascend-root", ascend, "--config", str(typed), "-o", str(tmp_path / "b.md"))
+    assert r.exit_code == 2 and "num_hidden_layers" in r.output
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    r = run("LlamaForCausalLM", "--vllm-root", vllm, "--ascend-root", ascend, "--config", str(broken), "-o", str(tmp_path / "c.md"))
+    assert r.exit_code == 2 and "not valid JSON" in r.output
+
+
+def test_a_transformers_tree_without_the_class_says_the_defaults_are_unknown(run, tmp_path):
+    fake = tmp_path / "hf"
+    (fake / "transformers" / "models" / "auto").mkdir(parents=True)
+    (fake / "transformers" / "__init__.py").write_text('__version__ = "0.0.1"\n')
+    out = tmp_path / "q.json"
+    r = run("Qwen2ForCausalLM", "--vllm-root", str(real_tree("vllm==0.30.0")), "--ascend-root",
+            str(real_tree("vllm-ascend==0.30.0rc2")), "--hf-root", str(fake), "--format", "json", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["configuration"]["class"] is None and doc["configuration"]["decided_by"].startswith("no configuration")
+
+
+def test_all_takes_hf_root(run, tmp_path, hf):
+    out = tmp_path / "all"
+    r = run("all", "--vllm-root", str(real_tree("vllm==0.30.0")), "--ascend-root", str(real_tree("vllm-ascend==0.30.0rc2")),
+            "--hf-root", hf, "--only", "Qwen2ForCausalLM", "-o", str(out), "--no-cache")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "Qwen2ForCausalLM.json").read_text(encoding="utf-8"))
+    assert doc["configuration"]["class"]["class"] == "Qwen2Config"
+    assert "决定走查的配置: defaults of transformers 5.23.0's Qwen2Config" in (out / "Qwen2ForCausalLM.md").read_text(encoding="utf-8")
