@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -12,6 +11,7 @@ from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
 from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
 from .evaluator import Evaluator
+from .choice import _dedupe, _explain, _prefer_plain, pick
 from .values import Bindings, Condition, Truth, join, literal
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -27,6 +27,7 @@ class Scope:
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
     locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
     owner: "Instance | None" = None  # the instance whose __init__ this is (for self.y)
+    version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
 
 
 @dataclass
@@ -163,7 +164,10 @@ class Constructor:
             return self._values[key]
         self._values[key] = Unknown(f"self.{name} depends on itself")
         result = Unknown(f"self.{name} is not assigned in __init__")
-        for c, fn, scope in self.init_scopes(inst):
+        scopes = inst._attrs.get(("value_scopes",))
+        if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
+            scopes = inst._attrs[("value_scopes",)] = self.init_scopes(inst)
+        for c, fn, scope in scopes:
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
                 continue
@@ -246,6 +250,7 @@ class Constructor:
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
+        scope.version += 1
         for expr_target, value, cond, pos in tables(fn, module).local_assignments:
             if pos < before:
                 scope.locals.setdefault(expr_target, []).append((value, cond))
@@ -404,10 +409,17 @@ class Constructor:
         env = Bindings(none={p: True for p, d in inner.defaults.items()
                              if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
         table = tables(fn, fn_def.module)
-        for target, value, cond, _pos in table.local_assignments:
-            decided = self.evaluator.decide(cond, env, scope=inner)
-            if decided is not Truth.FALSE:
-                inner.locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
+        for target, value, cond, _pos in table.local_assignments:  # every local first, then their conditions
+            inner.locals.setdefault(target, []).append((value, cond))
+        inner.version += 1
+        decided_locals: dict = {}
+        for target, values in list(inner.locals.items()):
+            for value, cond in values:
+                decided = self.evaluator.decide(cond, env, scope=inner)
+                if decided is not Truth.FALSE:
+                    decided_locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
+        inner.locals = decided_locals
+        inner.version += 1
         for ret, cond in table.returns_decided(env, self.evaluator, inner):
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
@@ -417,54 +429,6 @@ class Constructor:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def pick(options: list[Instance]) -> Instance | None:
-    """Default of conditional constructions (patterns/catalog/walk.yaml `default_choice`): the first preference
-    that names a real option, else the first real module; the others stay listed as alternatives."""
-    policy = catalog()
-    real = [o for o in options if o.cls is not None and o.cls.name not in policy.placeholders]
-    if not real:
-        return options[0] if options else None
-    chosen = None
-    for pref in policy.default_choice:
-        if pref["unless_all"] is not None and all(pref["unless_all"].search(o.cls.name) for o in real):
-            continue
-        named = [o for o in real if pref["name"].search(o.cls.name)]
-        if named:
-            chosen = named[0]
-            break
-    chosen = chosen or _prefer_plain(real)[0]
-    chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
-    return chosen
-
-
-def _explain(cond: Condition | None, local_text: dict[str, str]) -> Condition | None:
-    """`is_moe_layer` says little: show what the local flag was computed from (a note for the report)."""
-    if not cond:
-        return cond
-    notes = [f"{name} = {' '.join(local_text[name].split())}" for name in re.findall(r"[A-Za-z_]\w*", str(cond))
-             if name in local_text and len(local_text[name]) < 300]
-    return cond.with_suffix(f" [{'; '.join(dict.fromkeys(notes))}]") if notes else cond
-
-
-def _prefer_plain(options: list[Instance]) -> list[Instance]:
-    """A factory's plain product first: the class the taxonomy names (RotaryEmbedding), then the rest."""
-    from .taxonomy import taxonomy
-
-    leaves = taxonomy()["classes"]
-    plain = [o for o in options if o.cls is not None and o.cls.name in leaves]
-    return plain[:1] + [o for o in options if o not in plain[:1]]
-
-
-def _dedupe(items: list[Instance]) -> list[Instance]:
-    seen, out = set(), []
-    for i in items:
-        key = (i.cls.qualname if i.cls else None, i.condition)
-        if key not in seen:
-            seen.add(key)
-            out.append(i)
-    return out
-
-
 def _layer_list(element: Instance, repeat: str | None) -> Instance:
     return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat)
 

@@ -35,6 +35,11 @@ class Evaluator:
         self.backend = backend
         self.config = config  # facts.ConfigFacts | None
         self.attrs = attrs  # construct.Constructor | None
+        # the value of a local, per (scope, its version, name); only what is computed with no local hidden
+        # (`x = x or d` hides x while its right side is read) is kept, so a kept value is the same anywhere
+        self._locals: dict = {}
+        self._terms: dict = {}  # (test, scope, its version, bindings) -> truth, kept the same way
+        self._hiding = 0
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -62,7 +67,15 @@ class Evaluator:
         if none_only:
             value = self._none_test(term.expr, env or _EMPTY)
         else:
-            value = self.truth(term.expr, term.module, env, scope)
+            # one factory's elif chain repeats the same tests in every branch's condition: decided once
+            key = (id(term.expr), id(scope), getattr(scope, "version", 0), id(env))
+            kept = self._terms.get(key) if self._hiding == 0 else None
+            if kept is not None and kept[0] is term.expr and kept[1] is scope and kept[2] is env:
+                value = kept[3]
+            else:
+                value = self.truth(term.expr, term.module, env, scope)
+                if self._hiding == 0:
+                    self._terms[key] = (term.expr, scope, env, value)
         return value.negate() if term.negated else value
 
     def condition_truth(self, cond: Condition | None, env: Bindings | None = None, scope=None) -> Truth:
@@ -130,11 +143,20 @@ class Evaluator:
     def _name(self, name: str, scope, depth: int) -> Value:
         if scope is not None:
             if name in scope.locals:
+                key = (id(scope), getattr(scope, "version", 0), name)
+                kept = self._locals.get(key) if self._hiding == 0 else None
+                if kept is not None and kept[0] is scope:
+                    return kept[1]
                 values = scope.locals.pop(name)  # `x = x or default` reads the parameter x on the right
+                self._hiding += 1
                 try:
-                    return self._assigned(values, scope, depth)
+                    value = self._assigned(values, scope, depth)
                 finally:
                     scope.locals[name] = values
+                    self._hiding -= 1
+                if self._hiding == 0:
+                    self._locals[key] = (scope, value)
+                return value
             if name in scope.params:
                 expr, where = scope.params[name]
                 return self.infer(expr, where, depth)

@@ -198,6 +198,7 @@ class Statements:
             self._bind_targets(frame, targets, result)
             if len(targets) == 1 and isinstance(targets[0], cst.Name):  # for the evaluator: `cfg = getattr(...)`
                 frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
+                frame.names.version += 1
         elif isinstance(small, cst.Expr):
             self._eval(frame, small.value, cond, steady, stmt)
         elif isinstance(small, cst.Return):
