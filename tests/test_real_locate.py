@@ -27,6 +27,11 @@ def primary():
         ("Qwen3-30B-A3B", "Qwen3MoeForCausalLM", "vllm/model_executor/models/qwen3_moe.py", "Qwen3MoE"),
         ("Qwen3MoeForCausalLM", "Qwen3MoeForCausalLM", "vllm/model_executor/models/qwen3_moe.py", "Qwen3Moe"),
         ("glm4_moe", "Glm4MoeForCausalLM", "vllm/model_executor/models/glm4_moe.py", "Glm4Moe"),
+        # a family name with a version: its own model file, never another model's prose (hyperclovax's
+        # docstring mentions a "Qwen2.5 Vision Transformer")
+        ("Qwen2.5", "Qwen2ForCausalLM", "vllm/model_executor/models/qwen2.py", "Qwen2"),
+        ("Qwen2.5-7B-Instruct", "Qwen2ForCausalLM", "vllm/model_executor/models/qwen2.py", "Qwen2"),
+        ("Llama-3.1-8B", "LlamaForCausalLM", "vllm/model_executor/models/llama.py", "Llama"),
     ],
 )
 def test_examples_resolve_as_stated(primary, query, arch, file, evidence):

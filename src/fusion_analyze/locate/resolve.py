@@ -53,6 +53,15 @@ class Location:
         }
 
 
+def _family(query: str) -> str:
+    """qwen2 for Qwen2.5 / Qwen2.5-7B-Instruct, llama3 for Llama-3.1-8B: the name less its size and chat
+    suffixes and its minor version."""
+    name = re.sub(r"[-_ ]\d+(\.\d+)?[bBmM]([-_ ].*)?$", "", query.strip())
+    name = re.sub(r"[-_ ](instruct|chat|base|it|hf)$", "", name, flags=re.IGNORECASE)
+    name = re.sub(r"(\d+)\.\d+$", r"\1", name)
+    return _norm(name)
+
+
 def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
@@ -161,6 +170,13 @@ class Resolver:
                 return self._locate(hits[0], "model_type", [query])
             if len(hits) > 1:
                 raise self._ambiguous(query, hits)
+        # A marketing name: its family (Qwen2.5-7B-Instruct -> qwen2: size and chat suffixes and the minor
+        # version dropped) against the registry's model types, before any text search.
+        family = _family(query)
+        if family and family != q:
+            hits = _unique([e for e in text if _norm(_stem(e)) == family])
+            if len(hits) == 1:
+                return self._locate(hits[0], "model_type", [query, _stem(hits[0])])
         # A marketing name without an alias: search the model files' own text for it.
         hits = self._grep_name(query)
         if len(hits) == 1:
