@@ -55,6 +55,26 @@ def real_tree(spec: str) -> Path:
     return path
 
 
+def tree_index(tmp_path: Path, files: dict, backend: str = "ascend"):
+    """A ModuleIndex over a small vllm tree made of `files` (path under vllm/ -> source text or bytes), every
+    folder a package: for tests of one idiom."""
+    from fusion_analyze.index.modules import ModuleIndex
+    from fusion_analyze.sources.trees import open_tree
+
+    pkg = tmp_path / "vllm"
+    (pkg / "model_executor").mkdir(parents=True, exist_ok=True)
+    for rel, source in files.items():
+        path = pkg / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for folder in [path.parent, *path.parent.parents]:
+            if folder == tmp_path:
+                break
+            (folder / "__init__.py").touch()
+        path.write_bytes(source if isinstance(source, bytes) else source.encode("utf-8"))
+    (pkg / "__init__.py").touch()
+    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)], backend=backend)
+
+
 _SCHEMA = None
 
 

@@ -8,9 +8,8 @@ import libcst as cst
 
 from fusion_analyze.index.modules import ModuleIndex, split_chunks
 from fusion_analyze.pipeline import analyze, render
-from fusion_analyze.sources.trees import open_tree
 
-from .conftest import MINI
+from .conftest import MINI, tree_index
 
 SOURCE = b'''"""doc"""
 import torch
@@ -56,11 +55,7 @@ def test_split_reads_whole_what_ast_cannot_or_other_encodings():
 
 
 def _index(tmp_path, source: bytes) -> ModuleIndex:
-    pkg = tmp_path / "vllm"
-    (pkg / "model_executor").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "m.py").write_bytes(source)
-    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)])
+    return tree_index(tmp_path, {"m.py": source})
 
 
 def test_lazy_definitions_parse_on_demand_with_file_lines(tmp_path):

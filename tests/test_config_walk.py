@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.index.modules import ModuleIndex
-from fusion_analyze.sources.trees import open_tree
 from fusion_analyze.walk.facts import ConfigClass, ConfigFacts
 from fusion_analyze.walk.walker import Walker
+
+from .conftest import tree_index
 
 ACTIVATION = '''
 from torch import nn
@@ -89,14 +89,8 @@ class ToyForCausalLM(nn.Module):
 
 @pytest.fixture
 def index(tmp_path):
-    pkg = tmp_path / "vllm"
-    (pkg / "model_executor" / "layers").mkdir(parents=True)
-    (pkg / "model_executor" / "models").mkdir()
-    for d in (pkg, pkg / "model_executor", pkg / "model_executor" / "layers", pkg / "model_executor" / "models"):
-        (d / "__init__.py").write_text("")
-    (pkg / "model_executor" / "layers" / "activation.py").write_text(ACTIVATION)
-    (pkg / "model_executor" / "models" / "toy.py").write_text(MODEL)
-    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)], backend="cuda")
+    return tree_index(tmp_path, {"model_executor/layers/activation.py": ACTIVATION,
+                                 "model_executor/models/toy.py": MODEL}, backend="cuda")
 
 
 def _walk(index, facts):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fusion_analyze.index.modules import ModuleIndex
-from fusion_analyze.sources.trees import open_tree
 from fusion_analyze.walk.construct import Constructor
 from fusion_analyze.walk.mro import c3_linearization
 from fusion_analyze.walk.walker import Walker
+
+from .conftest import tree_index
 
 DIAMOND = '''
 import torch
@@ -32,16 +32,8 @@ class D(B, C):
 '''
 
 
-def _index(tmp_path) -> ModuleIndex:
-    pkg = tmp_path / "vllm"
-    (pkg / "model_executor").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "diamond.py").write_text(DIAMOND)
-    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)])
-
-
 def test_diamond_mro_is_c3_and_the_walk_runs_cs_forward(tmp_path):
-    index = _index(tmp_path)
+    index = tree_index(tmp_path, {"diamond.py": DIAMOND})
     d = index.lookup("vllm.diamond", "D")
     assert [c.name for c in Constructor(index).mro(d)] == ["D", "B", "C", "A"]  # depth-first said D, B, A, C
     ops = Walker(index, []).walk_model(d).ops
