@@ -127,3 +127,60 @@ def test_infer_follows_parameters_to_literals_and_says_unknown_otherwise():
     assert EVALUATOR.infer(e("True if a else 3"), inner) == OneOf((Known(True), Known(3)))
     unknown = EVALUATOR.infer(e('getattr(config, "attention_bias", False)'), inner)
     assert isinstance(unknown, Unknown) and "attention_bias" in unknown.reason
+
+
+MODULE = '''
+import enum
+import torch
+
+_ENABLED = True
+_LAZY = None
+_TWICE = 1
+_TWICE = 2
+
+
+def load():
+    global _LAZY
+    _LAZY = object()
+
+
+class Kind(str, enum.Enum):
+    DECODER = "decoder"
+    ENCODER_ONLY = "encoder_only"
+'''
+
+GLOBALS_TABLE = [
+    # module-level names, class constants and listed outside constants, as the module sees them
+    ("_ENABLED", Known(True)),
+    ("Kind.DECODER == Kind.ENCODER_ONLY", Known(False)),
+    ("Kind.DECODER", Known("decoder")),               # a str Enum's member equals its string
+    ("torch.bfloat16 in (torch.bfloat16, torch.float16)", Known(True)),
+    ("(4096 // 32) * 2 + 1", Known(257)),
+    ("len([1, 2, 3]) == 3", Known(True)),
+    ("next(iter({'a': 1}.values()))", Known(1)),
+    ("sorted((3, 1, 2))", Known((1, 2, 3))),
+]
+
+
+@pytest.mark.parametrize("snippet,expected", GLOBALS_TABLE, ids=[t[0] for t in GLOBALS_TABLE])
+def test_module_level_values(tmp_path, snippet, expected):
+    from fusion_analyze.walk.construct import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"consts.py": MODULE})
+    scope = Scope(module=index.get("vllm.consts"))
+    assert EVALUATOR.infer(cst.parse_expression(snippet), scope) == expected
+
+
+@pytest.mark.parametrize("snippet", ["_LAZY is None", "_TWICE", "torch.version.cuda", "x // 2", "Kind.MISSING"])
+def test_module_level_values_that_are_not_constants_stay_unknown(tmp_path, snippet):
+    """A name rebound by `global` (set lazily at run time), one assigned twice, what an outside library knows
+    only on the machine, an unbound local: never a value."""
+    from fusion_analyze.walk.construct import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"consts.py": MODULE})
+    scope = Scope(module=index.get("vllm.consts"))
+    assert isinstance(EVALUATOR.infer(cst.parse_expression(snippet), scope), Unknown)

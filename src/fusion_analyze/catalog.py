@@ -61,6 +61,15 @@ class Catalog:
     def placeholders(self) -> frozenset[str]:
         return frozenset(self.walk.get("placeholders", []))
 
+    @cached_property
+    def runtime(self) -> dict:
+        return self.walk.get("runtime", {})
+
+    @cached_property
+    def symbols(self) -> frozenset[str]:
+        """Dotted names of outside libraries' constants the evaluator knows as themselves (torch.bfloat16)."""
+        return frozenset(f"{lib}.{n}" for lib, names in self.walk.get("symbols", {}).items() for n in names)
+
 
 @lru_cache(maxsize=1)
 def catalog() -> Catalog:

@@ -8,7 +8,8 @@ the `if` that adds the pass (its flag) and, from the config dataclass, that flag
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -18,6 +19,7 @@ from ..index.nodes import find_all, iter_nodes
 from ..walk.evaluator import evaluator
 from ..walk.values import Condition, Truth, as_text, join
 from ..catalog import fuses, kernel_covers
+from .pass_registrations import PassGuard, _init_guards, _registered_as, _registrations
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
 _METHOD_PRIMS = {"split": "split", "chunk": "split"}
@@ -31,6 +33,11 @@ class PassPattern:
     line: int
     calls: list[str]  # dotted kernel names, in order
     prims: frozenset[str]
+    guards: tuple[PassGuard, ...] = ()  # what the pass's __init__ checks before registering it
+    constants: tuple[tuple[str, tuple], ...] = ()  # (keyword, values) it is registered with: (eps, (1e-6, 1e-5))
+    registered: str | None = None  # file:line of that registration
+    failed: tuple[str, ...] = ()  # for one model: guards that stop the registration, with why (pass_guards.py)
+    undecided: tuple[str, ...] = ()  # for one model: guards its values do not decide
 
     def kernels(self) -> list[str]:
         return [c for c in self.calls if kernel_covers(c)]
@@ -58,14 +65,16 @@ class GraphPass:
     def fuses(self, covers: tuple[str, ...], optional: tuple[str, ...]) -> bool:
         return bool(self.fitting(covers, optional))
 
-    def applies(self, covers, optional, names: list[str]) -> PassPattern | None:
-        """The pattern of this pass that fits the scenario and whose kernels all occur in `names`."""
-        have = {_tail(n) for n in names}
+    def applying(self, covers, optional, names: list[str]) -> list[PassPattern]:
+        """The patterns of this pass that fit the scenario and whose kernels all occur in `names`, as many times
+        as the pattern calls them (a q/k/v-norm pattern's three rms_norms need three norm ops)."""
+        have = Counter(_tail(n) for n in names)
+        out = []
         for p in self.fitting(covers, optional):
-            ks = p.kernels()
-            if ks and all(_tail(k) in have for k in ks):
-                return p
-        return None
+            need = Counter(_tail(k) for k in p.kernels())
+            if need and all(have[k] >= n for k, n in need.items()):
+                out.append(p)
+        return out
 
     def default_on(self) -> bool | None:
         """True / False when the default is a literal; None when a function or expression decides it."""
@@ -141,21 +150,6 @@ def _called_names(node: cst.CSTNode) -> list[str]:
     return [n.func.value for n in find_all(node, cst.Call) if isinstance(n.func, cst.Name)]
 
 
-def _calls_to(node: cst.CSTNode, names: set[str]) -> list[cst.Call]:
-    return [n for n in find_all(node, cst.Call) if isinstance(n.func, cst.Name) and n.func.value in names]
-
-
-def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
-    out: list[str] = []
-    for stmt in cls.body.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
-            for n in find_all(stmt, cst.If):
-                text = " ".join(info.code(n.test).split())
-                if len(text) < 120 and text not in out:
-                    out.append(f"guard in __init__: `{text}`")
-    return out
-
-
 def _references(index: ModuleIndex, info: ModuleInfo, node: cst.CSTNode) -> tuple[list[str], set[str]]:
     """Every op a pattern class names anywhere (matcher helpers it builds, ops in its tables)."""
     names: list[str] = []
@@ -210,19 +204,19 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class
         if not name.endswith("Pass") or (only is not None and name not in only):
             continue
         pats: list[PassPattern] = list(patterns.get(name))
-        guards = _init_guards(info, d.node)
         called_names = _called_names(d.node)
         for called in dict.fromkeys(called_names):
             if called != name:
                 pats.extend(patterns.get(called))
-        for call in _calls_to(d.node, {n for n in called_names if patterns.get(n)}):
-            text = " ".join(info.code(call).split())
-            if any(a.keyword is not None and a.keyword.value not in ("vllm_config", "config") for a in call.args) and len(text) <= 140:
-                g = f"registered as `{text}`"  # the constants the pattern is traced with
-                if g not in guards:
-                    guards.append(g)
         if not pats:
             continue
+        if backend == "ascend":  # decided per model (pass_guards.py): each pattern with the path to its registration
+            regs = _registrations(info, d, {p.name for p in pats})
+            pats = [replace(p, guards=regs[p.name][0], constants=regs[p.name][1], registered=regs[p.name][2])
+                    if p.name in regs else p for p in pats]
+            guards = []
+        else:
+            guards = _init_guards(info, d.node) + _registered_as(info, d.node, called_names, patterns)
         out.append(GraphPass(name, info.rel, d.line, backend, pats, guards=guards))
     return out
 

@@ -103,13 +103,37 @@ def _kernel_names(ops: list[Op]) -> list[str]:
 
 
 def _ascend_pass(m: Match, passes: list[GraphPass]):
-    """A pass whose pattern fits the scenario and whose kernels all occur in the matched ops' kernels."""
+    """(pass, pattern, why it fails for this model, its undecided guards) of a pass whose pattern fits the
+    scenario and whose kernels all occur in the matched ops' kernels: one that registers for this model first."""
     names = _kernel_names(m.op_list) + [f"operator.{op.kind}" for op in m.op_list if op.kind in ("add", "mul", "sub", "div")]
+    found = []
     for p in passes:
-        pat = p.applies(m.pattern.covers, m.pattern.optional, names)
-        if pat is not None:
-            return p, pat
-    return None
+        for pat in p.applying(m.pattern.covers, m.pattern.optional, names):
+            failed, undecided = list(pat.failed), list(pat.undecided)
+            for key, values in pat.constants:
+                f, u = _constant_check(m, key, values, pat.registered)
+                failed += f
+                undecided += u
+            found.append((p, pat, failed, undecided))
+    found.sort(key=lambda f: bool(f[2]))  # stable: the passes' own order among those that register
+    return found[0] if found else None
+
+
+def _constant_check(m: Match, key: str, values: tuple, where: str | None) -> tuple[list[str], list[str]]:
+    """A pattern traced with `eps` in (1e-6, 1e-5) matches only ops whose own value is one of them."""
+    ops = [op for op in m.op_list if key in op.attrs.get("values", {})]
+    wrong = [op for op in ops if op.attrs["values"][key] not in values]
+    at = f" ({where})" if where else ""
+    if wrong:
+        op = wrong[0]
+        return [f"it is registered for {key} in {_listed(values)} only{at}; {op.name} has {key} = {op.attrs['values'][key]!r}"], []
+    if not ops:  # no op of the match knows its own value
+        return [], [f"the model's {key} is one of {_listed(values)}: the pattern is registered for those only{at}"]
+    return [], []
+
+
+def _listed(values: tuple) -> str:
+    return "(" + ", ".join(repr(v) for v in values) + ")"
 
 
 def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[Status, list[str], list[dict], str | None]:
@@ -127,11 +151,14 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
             return Status.FUSED_BY_ASCEND_KERNEL, c, [_ev(k.file, k.line, f"{k.name} (in {op.attrs.get('ascend_class') or op.layer_class})")] + sites, None
         hit_pass = _ascend_pass(m, ascend_passes)
         if hit_pass is not None:
-            p, pat = hit_pass
+            p, pat, failed, undecided = hit_pass
+            if failed:
+                note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
+                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note
             if p.default_on() is False:
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
-                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note
-            return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions(), [p.evidence(pat)] + sites, None
+                return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note
+            return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:

@@ -27,6 +27,7 @@ class Scope:
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
     locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
     owner: "Instance | None" = None  # the instance whose __init__ this is (for self.y)
+    values: dict = field(default_factory=dict)  # name -> Value handed in as such (what vLLM's runtime passes)
     version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
 
 

@@ -11,12 +11,14 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 from __future__ import annotations
 
 import operator
+import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
 
-from .values import (Bindings, Condition, ConfigRef, Known, OneOf, Term, Truth, Unknown, Value, _code, _is_none,
-                     assumed, literal)
+from .values import (Bindings, Condition, ConfigRef, Known, OneOf, Symbol, Term, Truth, Unknown, Value, _code,
+                     _is_none, assumed, literal)
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -25,21 +27,27 @@ _COMPARE = {cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: ope
             cst.Is: operator.is_, cst.IsNot: operator.is_not,
             cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b}
 _MAX_INFER = 24  # hops through parameters, locals and attributes for one expression
+_ARITH = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+          cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv, cst.Modulo: operator.mod,
+          cst.Power: operator.pow}
+_NOT_GLOBAL = Unknown("not a module-level constant")
 
 
 class Evaluator:
     """Decides tests and infers values for one analysis: the backend walked, the model's configuration facts
     (or None: nothing is known of it) and `attrs`, which reads `self.x` from an instance's `__init__`."""
 
-    def __init__(self, backend: str | None = None, config=None, attrs=None):
+    def __init__(self, backend: str | None = None, config=None, attrs=None, calls=None):
         self.backend = backend
         self.config = config  # facts.ConfigFacts | None
         self.attrs = attrs  # construct.Constructor | None
+        self.calls = calls or {}  # function name -> (call, scope) -> Value: what vLLM's runtime returns
         # the value of a local, per (scope, its version, name); only what is computed with no local hidden
         # (`x = x or d` hides x while its right side is read) is kept, so a kept value is the same anywhere
         self._locals: dict = {}
         self._terms: dict = {}  # (test, scope, its version, bindings) -> truth, kept the same way
         self._hiding = 0
+        self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -125,6 +133,14 @@ class Evaluator:
             return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
         if isinstance(expr, cst.BooleanOperation):
             return self._boolean(expr, scope, step)
+        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITH:
+            left, right = self.infer(expr.left, scope, step), self.infer(expr.right, scope, step)
+            if isinstance(left, Known) and isinstance(right, Known):
+                try:
+                    return Known(_ARITH[type(expr.operator)](left.value, right.value))
+                except (TypeError, ZeroDivisionError, OverflowError):
+                    return Unknown("arithmetic on values that do not combine")
+            return Unknown("arithmetic on an unknown value")
         if isinstance(expr, cst.IfExp):
             t = truth_of(self.infer(expr.test, scope, step))
             if t is Truth.TRUE:
@@ -136,12 +152,20 @@ class Evaluator:
             items = [self.infer(e.value, scope, step) for e in expr.elements]
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
-        if isinstance(expr, cst.Dict) and not expr.elements:
-            return Known({})
+        if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) for e in expr.elements):
+            pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
+            if all(isinstance(k, Known) and isinstance(v, Known) for k, v in pairs):
+                try:
+                    return Known({k.value: v.value for k, v in pairs})
+                except TypeError:  # an unhashable key
+                    pass
         return Unknown(f"`{_code(getattr(scope, 'module', None), expr)}` is not known statically")
 
     def _name(self, name: str, scope, depth: int) -> Value:
         if scope is not None:
+            handed = getattr(scope, "values", None)
+            if handed and name in handed:
+                return handed[name]
             if name in scope.locals:
                 key = (id(scope), getattr(scope, "version", 0), name)
                 kept = self._locals.get(key) if self._hiding == 0 else None
@@ -166,7 +190,46 @@ class Evaluator:
                 return self.infer(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth)
         if name in _CONFIG_NAMES:  # an unbound `config`: the model's configuration handed to every layer
             return ConfigRef(_CONFIG_NAMES[name])
-        return Unknown(f"`{name}` is not bound statically")
+        found = self._global(cst.Name(name), scope, depth)
+        return found if found is not _NOT_GLOBAL else Unknown(f"`{name}` is not bound statically")
+
+    def _global(self, expr: cst.Name | cst.Attribute, scope, depth: int) -> Value:
+        """A module-level name assigned once (`_ENABLED = True`), a class's constant (`AttentionType.DECODER`),
+        or an outside library's listed constant (`torch.bfloat16`), as the module of `scope` sees it."""
+        module = getattr(scope, "module", None)
+        index = getattr(module, "_index", None)
+        if index is None:
+            return _NOT_GLOBAL
+        text = _dotted_text(expr)
+        key = (module.name, text)
+        if key in self._globals:
+            return self._globals[key]
+        self._globals[key] = _NOT_GLOBAL  # while it is read: a constant defined by itself is not one
+        value = self._read_global(index, module, expr, text, depth)
+        self._globals[key] = value
+        return value
+
+    def _read_global(self, index, module, expr, text, depth: int) -> Value:
+        from ..catalog import catalog
+        from .construct import Scope
+
+        if text is None:
+            return _NOT_GLOBAL
+        dotted = index.dotted(module, expr)
+        if dotted in catalog().symbols:
+            return Known(Symbol(dotted))
+        if isinstance(expr, cst.Attribute):
+            owner = index.resolve_expr(module, expr.value)
+            if getattr(owner, "kind", None) == "class":
+                return _class_constant(owner, expr.attr.value)
+        target = index.resolve_expr(module, expr)
+        if getattr(target, "kind", None) != "assign" or target.condition is not None:
+            return _NOT_GLOBAL
+        if len(target.module.defs.get(target.name, ())) != 1:
+            return Unknown(f"`{target.name}` is assigned more than once")
+        if _rebound(target.module, target.name):
+            return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
+        return self.infer(target.node, Scope(module=target.module), depth)
 
     def _assigned(self, values: list, scope, depth: int) -> Value:
         """The value of a local assigned (value, condition) in order: the last assignment whose condition
@@ -193,6 +256,10 @@ class Evaluator:
             return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
         if isinstance(base, Known) and isinstance(base.value, dict):
             return Known(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+        if _is_unbound_chain(expr, scope):
+            found = self._global(expr, scope, depth)
+            if found is not _NOT_GLOBAL:
+                return found
         return Unknown(f"`.{attr}` of an unknown value")
 
     def _call(self, call: cst.Call, scope, depth: int) -> Value:
@@ -208,9 +275,15 @@ class Evaluator:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return Known(base.value[key.value]) if key.value in base.value else default
             return Unknown("getattr of an unknown object")
+        if isinstance(func, cst.Name) and func.value in self.calls:
+            return self.calls[func.value](call, scope)
+        if isinstance(func, cst.Name) and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
+            return _BUILTINS[func.value](self.infer(args[0], scope, depth))
         if isinstance(func, cst.Attribute):
             name = func.attr.value
             base = self.infer(func.value, scope, depth)
+            if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
+                return Known(tuple(getattr(base.value, name)()))
             if isinstance(base, ConfigRef) and name == "get_text_config":
                 return ConfigRef(True)
             if isinstance(base, Known) and isinstance(base.value, dict) and name == "get" and args:
@@ -278,6 +351,83 @@ class Evaluator:
         names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
         tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
         return Truth.of(bool(tails & set(classes)))
+
+
+def _dotted_text(expr) -> str | None:
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    return ".".join([expr.value] + parts[::-1])
+
+
+def _rebound(module, name: str) -> bool:
+    """A function of the module declares `global name`: the module-level value is only the initial one."""
+    source = module.source if module.source is not None else module.path.read_bytes()
+    return re.search(rb"\bglobal\s[^\n]*\b" + re.escape(name.encode()) + rb"\b", source) is not None
+
+
+def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
+    """`a.b.c` whose root name is no local or parameter of `scope`: a module, class or import."""
+    root = expr
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name) or root.value == "self":
+        return False
+    return scope is None or not (root.value in scope.locals or root.value in scope.params or root.value in scope.defaults)
+
+
+def _class_constant(cls, name: str) -> Value:
+    """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
+    found = [s.body[0].value for s in cls.node.body.body
+             if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign)
+             and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0].target, cst.Name)
+             and s.body[0].targets[0].target.value == name]
+    value = literal(found[0]) if len(found) == 1 else None
+    return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
+
+
+def _known_items(value: Value):
+    if isinstance(value, Known) and isinstance(value.value, (tuple, list, dict, str, set, frozenset)):
+        return value.value
+    return None
+
+
+def _len(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(len(items)) if items is not None else Unknown("len of an unknown value")
+
+
+def _first(value: Value) -> Value:
+    """next(iter(x)): the first item of a known sequence."""
+    items = _known_items(value)
+    if isinstance(value, Known) and isinstance(value.value, _Iter):
+        return Known(value.value.items[0]) if value.value.items else Unknown("next of an empty iterator")
+    return Known(tuple(items)[0]) if items else Unknown("next of an unknown iterator")
+
+
+@dataclass(frozen=True)
+class _Iter:
+    items: tuple
+
+
+def _iter(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(_Iter(tuple(items))) if items is not None else Unknown("iter of an unknown value")
+
+
+def _sorted(value: Value) -> Value:
+    items = _known_items(value)
+    try:
+        return Known(tuple(sorted(items))) if items is not None else Unknown("sorted of an unknown value")
+    except TypeError:
+        return Unknown("sorted of values that do not compare")
+
+
+_BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
+             "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
 
 
 def truth_of(value: Value) -> Truth:

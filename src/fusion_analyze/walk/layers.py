@@ -9,7 +9,7 @@ from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from .ir import Kernel
 from .taxonomy import leaf_for_class_names
 from .tables import bind_arguments, none_defaults, tables
-from .values import Bindings, join, as_text
+from .values import Bindings, Known, as_text, join
 
 
 class Layers:
@@ -41,6 +41,8 @@ class Layers:
             if text is not None:
                 attrs[key] = text
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
+        if info.get("values"):  # kept even when empty: the op is one of the layers a pass's guards count
+            attrs["values"] = self._leaf_values(sub, info)
         facts = Bindings(dict(), self._attr_facts(sub))
         fwd = self._forward_of(impl, self.backends.forward_name(impl))
         nonnull = [a for a in args if not isinstance(a, _NoneValue)] + [v for v in kwargs.values() if not isinstance(v, _NoneValue)]
@@ -69,6 +71,15 @@ class Layers:
             reduce = _kwarg_text(sub.call, info["reduce"], sub.scope)
             self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
         self._role_for_submodule(frame, name, sub, kind)
+        return out
+
+    def _leaf_values(self, sub: Instance, info: dict) -> dict:
+        """The attributes the layer's __init__ sets (head_size, eps) whose values the configuration decides."""
+        out = {}
+        for key, attr in (info.get("values") or {}).items():
+            value = self.ctor.self_value(sub, attr, self.ctor.evaluator)
+            if isinstance(value, Known) and type(value.value) in (int, float, str, bool):
+                out[key] = value.value
         return out
 
     def _moe_parts(self, frame, sub: Instance, path, stmt, inputs, cond, steady) -> None:

@@ -74,6 +74,16 @@ class ConfigRef:
     text: bool = False
 
 
+@dataclass(frozen=True)
+class Symbol:
+    """A named constant of a library outside the trees (`torch.bfloat16`): equal only to itself."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 Value = Known | Unknown | OneOf | ConfigRef  # the walk's modules (construct.Instance) are values of their own kind
 
 

@@ -1,0 +1,147 @@
+"""Graph-pass guards decided for one model: the `if`s a pass's __init__ tests before it registers a pattern
+(`dtype not in (torch.bfloat16,)`, `layer.head_size != 128`), with the values the walk read from the
+model's configuration and layers.
+
+The passes are read once per session (in a child process, as data); each guard is read again here from its
+file and line, and asked of the one evaluator with what vLLM's runtime hands the pass: `vllm_config` (the
+model dtype `--dtype auto` picks, the configuration) and the model's layers (`get_layers_from_vllm_config`),
+each with the values its op keeps (attrs.values). A guard that stops the registration makes the pattern fail
+for this model; one the values do not decide stays a condition of the fused state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from ..catalog import catalog
+from ..index.modules import ModuleIndex
+from ..index.nodes import find_all
+from ..walk.construct import Scope
+from ..walk.evaluator import Evaluator
+from ..walk.ir import Op
+from ..walk.tables import tables
+from ..walk.taxonomy import taxonomy
+from ..walk.values import Known, Symbol, Truth, Unknown, Value
+from .pass_registrations import PassGuard, _init_of
+from .passes import GraphPass
+
+
+def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config) -> list[GraphPass]:
+    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model."""
+    if not any(pat.guards for p in passes for pat in p.patterns):
+        return passes
+    runtime = _Runtime(index, ops, config)
+    out = []
+    for p in passes:
+        pats = []
+        for pat in p.patterns:
+            failed, undecided = [], []
+            for g in pat.guards:
+                truth, shown = runtime.decide(g)
+                where = f"{g.file}:{g.line}"
+                if truth is Truth.UNKNOWN:
+                    undecided.append(f"{g.wanted()} ({where})")
+                elif (truth is Truth.TRUE) == g.stops:
+                    verb = "holds" if g.stops else "is false"
+                    failed.append(f"`{g.text}` {verb}{shown} ({where})")
+            pats.append(replace(pat, failed=tuple(failed), undecided=tuple(undecided)))
+        out.append(replace(p, patterns=pats))
+    return out
+
+
+class _Runtime:
+    def __init__(self, index: ModuleIndex, ops: list[Op], config):
+        self.index, self.ops, self.config = index, ops, config
+        self.evaluator = Evaluator(index.backend, config,
+                                   calls={n: self._layers_of for n in catalog().runtime.get("layers_of", [])})
+        dtype = self._dtype()
+        model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
+        self.vllm_config = Known({"model_config": model_config})
+        self._scopes: dict = {}
+
+    def decide(self, g: PassGuard) -> tuple[Truth, str]:
+        """The guard's truth for this model, and the values it read (` (layer.head_size = 256)`)."""
+        found = self._scope(g)
+        if found is None:
+            return Truth.UNKNOWN, ""
+        test, scope = found
+        truth = self.evaluator.truth(test, scope.module, scope=scope)
+        return truth, _shown(self.evaluator, test, scope) if truth is not Truth.UNKNOWN else ""
+
+    def _scope(self, g: PassGuard):
+        key = (g.module, g.cls, g.line)
+        if key not in self._scopes:
+            self._scopes[key] = self._read(g)
+        return self._scopes[key]
+
+    def _read(self, g: PassGuard):
+        info = self.index.get(g.module)
+        cls = info.classes().get(g.cls) if info is not None else None
+        fn = _init_of(cls.node) if cls is not None else None
+        if fn is None:
+            return None
+        tests = [n.test for n in find_all(fn, cst.If) if info.line_of(n.test) == g.line]
+        if not tests:
+            return None
+        scope = Scope(module=info, values={"vllm_config": self.vllm_config})
+        for name, value, cond, _pos in tables(fn, info).local_assignments:
+            scope.locals.setdefault(name, []).append((value, cond))
+        return tests[0], scope
+
+    def _layers_of(self, call: cst.Call, scope) -> Value:
+        """`get_layers_from_vllm_config(vllm_config, Attention)`: the model's layers of that class, by path."""
+        args = [a.value for a in call.args if a.keyword is None]
+        if len(args) < 2 or not isinstance(args[1], cst.Name):
+            return Unknown("layers of an unnamed class")
+        entry = taxonomy()["classes"].get(args[1].value)
+        if not entry or "values" not in entry:
+            return Unknown(f"the model's {args[1].value} layers are not read")
+        layers = {}
+        for op in self.ops:
+            if op.kind == entry["kind"] and "values" in op.attrs and op.path not in layers:
+                layers[op.path] = dict(op.attrs["values"])
+        return Known(layers)
+
+    def _dtype(self) -> Value:
+        """The model dtype under vLLM's `--dtype auto`: the checkpoint's `dtype` (`torch_dtype`), a float32 one
+        cast to the platform's first supported dtype; unknown without a checkpoint config that states it."""
+        facts = self.config
+        stated = None
+        for sub in (facts.values, facts.values.get("text_config")) if facts is not None else ():
+            if isinstance(sub, dict):
+                stated = stated or sub.get("dtype") or sub.get("torch_dtype")
+        if not isinstance(stated, str):
+            return Unknown("the checkpoint's dtype is not stated")
+        name = stated.removeprefix("torch.")
+        if name == "float32":
+            return self._platform_default()
+        return Known(Symbol(f"torch.{name}"))
+
+    def _platform_default(self) -> Value:
+        qual = catalog().runtime.get("platform", {}).get(self.index.backend)
+        if not qual:
+            return Unknown("no platform class")
+        mod, _, name = qual.rpartition(".")
+        info = self.index.get(mod)
+        cls = info.classes().get(name) if info is not None else None
+        for stmt in cls.node.body.body if cls is not None else ():
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "supported_dtypes":
+                for ret in find_all(stmt, cst.Return):
+                    got = self.evaluator.infer(ret.value, Scope(module=info))
+                    if isinstance(got, Known) and isinstance(got.value, tuple) and got.value:
+                        return Known(got.value[0])
+        return Unknown("the platform's supported dtypes are not read")
+
+
+def _shown(evaluator: Evaluator, test, scope) -> str:
+    """The value of a comparison's left side (` (layer.head_size = 256)`), to say why a guard decided."""
+    while isinstance(test, cst.UnaryOperation):
+        test = test.expression
+    if not isinstance(test, cst.Comparison):
+        return ""
+    got = evaluator.infer(test.left, scope)
+    if not isinstance(got, Known):
+        return ""
+    return f" ({scope.module.code(test.left).strip()} = {got.value!r})"
