@@ -107,7 +107,12 @@ def test_config_values_decide_construction_registry_and_branches(index):
     layers = [(op.path, op.layer_class, op.condition) for op in result.ops]
     assert ("block.act_fn", "GeluAndMul", None) in layers  # the registry entry the (lowered) string selects
     assert not any("q_norm" in op.path for op in result.ops)  # getattr default False: not built, not called
-    assert result.alternatives == []
+    # what another value of the key would select, with where; not the branch a parameter default rules out
+    (alt,) = result.alternatives
+    assert alt["decided"] and alt["path"] == "block.act_fn" and alt["chosen"] == "GeluAndMul"
+    assert [(c["class"], c["condition"], c["selected_by"]) for c in alt["choices"]] == [
+        ("SiluAndMul", "config.hidden_act == 'silu'", [{"key": "config.hidden_act", "value": "silu"}])]
+    assert alt["choices"][0]["file"] == "vllm/model_executor/layers/activation.py" and alt["choices"][0]["line"] == 24
 
 
 def test_a_declared_field_wins_over_the_getattr_default(index):

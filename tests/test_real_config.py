@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fusion_analyze.pipeline import Options, analyze_in
+from fusion_analyze.pipeline import Options, analyze_in, render
 from fusion_analyze.session import Session
 
 from .conftest import FIXTURES, real_tree, validate_report
@@ -122,3 +122,32 @@ def test_all_takes_hf_root(run, tmp_path, hf):
     doc = json.loads((out / "Qwen2ForCausalLM.json").read_text(encoding="utf-8"))
     assert doc["configuration"]["class"]["class"] == "Qwen2Config"
     assert "决定走查的配置: defaults of transformers 5.23.0's Qwen2Config" in (out / "Qwen2ForCausalLM.md").read_text(encoding="utf-8")
+
+
+def test_a_decided_choice_lists_what_another_config_value_builds(session, hf):
+    """Llama-3.1's rope_type decides get_rope; the report still says what yarn (or default) would build, on
+    Ascend, with the test that selects it and its line."""
+    a = analyze_in(session, str(LLAMA31), Options(hf_root=hf))
+    (alt,) = [x for x in a.report["alternatives"] if x["path"] == "model.layers.self_attn.rotary_emb"]
+    assert alt["decided"] and alt["chosen"] == "Llama3RotaryEmbedding"
+    yarn = [c for c in alt["choices"] if c["class"] == "YaRNScalingRotaryEmbedding"]
+    assert yarn and yarn[0]["runs"] == "AscendYaRNRotaryEmbedding"
+    assert {"key": "scaling_type", "value": "yarn"} in yarn[0]["selected_by"]
+    assert yarn[0]["file"] == "vllm/model_executor/layers/rotary_embedding/__init__.py"
+    line = (session.vllm.root / yarn[0]["file"]).read_text().splitlines()[yarn[0]["line"] - 1]
+    assert "YaRNScalingRotaryEmbedding(" in line
+    assert not any("not (scaling_type ==" in c["condition"] for c in alt["choices"])  # implied by its own test
+    default = [c for c in alt["choices"] if c["class"] == "RotaryEmbedding"]
+    assert default and default[0]["runs"] == "AscendRotaryEmbedding"
+    validate_report(a.report)
+
+
+def test_a_registry_choice_lists_the_other_entries_with_their_key(session, hf):
+    a = analyze_in(session, "Gemma3ForCausalLM", Options(hf_root=hf))
+    (alt,) = [x for x in a.report["alternatives"] if x["path"] == "model.layers.mlp.act_fn"]
+    assert alt["decided"] and alt["chosen"] == "GeluAndMul"
+    silu = [c for c in alt["choices"] if c["class"] == "SiluAndMul"]
+    assert silu and silu[0]["runs"] == "AscendSiluAndMul"
+    assert silu[0]["selected_by"][0] == {"key": "config.hidden_activation", "value": "silu"}
+    md = render(a, "md", lang="en")
+    assert "config.hidden_activation == 'silu' → `SiluAndMul` → `AscendSiluAndMul`" in md

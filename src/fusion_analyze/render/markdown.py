@@ -166,5 +166,5 @@ def _render(tmpl, data: dict, lang: str) -> str:
         L=L, table=table, open=open_, estimate=data.get("estimate", {}),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
-        errors=data["errors"], configuration=data.get("configuration"),
+        errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),
     )

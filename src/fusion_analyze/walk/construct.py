@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -12,6 +12,7 @@ from .mro import c3_linearization
 from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
 from .evaluator import Evaluator
 from .choice import _dedupe, _explain, _prefer_plain, pick
+from .others import OtherChoices
 from .values import Bindings, Condition, Truth, join, literal
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -41,6 +42,9 @@ class Instance:
     element: "Instance | None" = None  # for layer lists
     repeat: str | None = None  # config name that sets the list length
     factory: str | None = None  # qualified name of the factory that returned it
+    # what another configuration value builds here (the choice was decided):
+    # [(class, condition, file, line, [(key, value that selects it)])]
+    decided: list = field(default_factory=list)
     _attrs: dict = field(default_factory=dict)
 
     @property
@@ -48,7 +52,7 @@ class Instance:
         return self.cls.name if self.cls else "None"
 
 
-class Constructor:
+class Constructor(OtherChoices):
     def __init__(self, index: ModuleIndex, config=None):
         self.index = index
         # the one evaluator of this analysis: backend, configuration facts, and `self.x` read through this
@@ -58,6 +62,8 @@ class Constructor:
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
         self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
+        self._blind: Evaluator | None = None
+        self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -358,6 +364,9 @@ class Constructor:
                 if not chosen and key_text and k is not None:  # which value of the key selects this entry
                     alt.condition = join(Condition.note(f"{key_text} == {k!r}"), alt.condition)
                 out.append(alt)
+        if chosen and key_text:
+            for alt in out:
+                alt.decided = self._registry_others(node, where, known.value, key, key_text, scope, depth)
         return out
 
     def _call(self, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
@@ -394,7 +403,7 @@ class Constructor:
                 return self._factory(as_def, call, scope, depth, owner=scope.owner, skip_self=True)
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute)) else []
         if callees:
-            return [Instance(c.cls, call, scope, c.condition) for c in callees if c.cls is not None]
+            return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
         target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function":
             return self._factory(target, call, scope, depth)
@@ -414,19 +423,37 @@ class Constructor:
             inner.locals.setdefault(target, []).append((value, cond))
         inner.version += 1
         decided_locals: dict = {}
+        ruled_locals: dict = {}  # local -> [(value, condition)] the configuration rules out
         for target, values in list(inner.locals.items()):
             for value, cond in values:
                 decided = self.evaluator.decide(cond, env, scope=inner)
                 if decided is not Truth.FALSE:
                     decided_locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
+                else:
+                    ruled_locals.setdefault(target, []).append((value, cond))
         inner.locals = decided_locals
         inner.version += 1
-        for ret, cond in table.returns_decided(env, self.evaluator, inner):
+        ruled_out: list | None = [] if self._quiet == 0 else None
+        returns = table.returns_decided(env, self.evaluator, inner, ruled_out)
+        if ruled_out is not None:  # `x = A(...) if ... elif ...: x = B(...)`, then `return x`
+            where = {id(v): table.statements[pos][0] for _t, v, _c, pos in table.local_assignments}
+            for ret, _cond in returns:
+                if isinstance(ret, cst.Name):
+                    ruled_out += [(v, c, where[id(v)]) for v, c in ruled_locals.get(ret.value, ()) if id(v) in where]
+        for ret, cond in returns:
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
                 alt.factory = fn_def.qualname
                 out.append(alt)
-        return _prefer_plain(_dedupe(out))
+        out = _prefer_plain(_dedupe(out))
+        if ruled_out and out:
+            # the ruled-out branches read their own locals (`cls = A if ... else B; x = cls(...)`)
+            merged = {k: list(decided_locals.get(k, [])) + list(ruled_locals.get(k, []))
+                      for k in set(decided_locals) | set(ruled_locals)}
+            others = self._others(fn_def.module, ruled_out, replace(inner, locals=merged, values=dict(inner.values)), depth)
+            for alt in out:
+                alt.decided = alt.decided + others
+        return out
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from .ir import Kernel
 from .taxonomy import leaf_for_class_names
 from .tables import bind_arguments, none_defaults, tables
-from .values import Bindings, Known, as_text, join
+from .values import Bindings, Known, as_text, join, selecting
 
 
 class Layers:
@@ -21,11 +21,13 @@ class Layers:
         leaf = leaf_for_class_names(self.ctor.base_names(sub.cls))
         if sub.alternatives:
             self.alternatives.append({
-                "path": path, "chosen": sub.cls.name, "condition": as_text(sub.condition),
-                "others": sorted({(a.name, as_text(a.condition) or "") for a in sub.alternatives}),
+                "path": path, "chosen": sub.cls.name, "condition": as_text(selecting(sub.condition)[0]),
+                "others": sorted({(a.name, as_text(selecting(a.condition)[0]) or "") for a in sub.alternatives}), "decided": False,
             })
+        if sub.decided and not any(a["path"] == path for a in self.alternatives):
+            self.alternatives.append(self._decided_alternatives(path, sub))
         if sub.condition:
-            cond = join(cond, sub.condition.with_prefix("built when "))
+            cond = join(cond, selecting(sub.condition)[0].with_prefix("built when "))
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
             facts = Bindings(dict(), self._attr_facts(sub))
@@ -72,6 +74,17 @@ class Layers:
             self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _decided_alternatives(self, path: str, sub: Instance) -> dict:
+        """The configuration chose `sub`: what another value would build, and what runs it on this backend."""
+        choices = []
+        for cls, cond, file, line, selects in sub.decided:
+            impl = self.backends.implementation(cls)
+            choices.append({"class": cls.name, "runs": impl.name, "condition": cond, "file": file, "line": line,
+                            "selected_by": [{"key": k, "value": v} for k, v in selects]})
+        choices.sort(key=lambda c: (c["file"], c["line"], c["class"], c["condition"]))
+        return {"path": path, "chosen": sub.cls.name, "condition": None, "decided": True,
+                "others": sorted({(c["class"], c["condition"]) for c in choices}), "choices": choices}
 
     def _leaf_values(self, sub: Instance, info: dict) -> dict:
         """The attributes the layer's __init__ sets (head_size, eps) whose values the configuration decides."""

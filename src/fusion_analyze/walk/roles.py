@@ -7,7 +7,7 @@ from ..catalog import catalog
 from .construct import Instance
 from .frame import _Frame
 from .ir import RoleLocation
-from .values import as_text
+from .values import as_text, selecting
 
 
 class Roles:
@@ -30,7 +30,7 @@ class Roles:
         if element.alternatives and element.cls is not None and not any(a["path"] == path for a in self.alternatives):
             self.alternatives.append({  # get_layer() picks the class per layer index
                 "path": path, "chosen": element.cls.name, "condition": as_text(element.condition),
-                "others": sorted({(a.name, as_text(a.condition) or "") for a in element.alternatives}),
+                "others": sorted({(a.name, as_text(selecting(a.condition)[0]) or "") for a in element.alternatives}), "decided": False,
             })
 
     def _role_for_submodule(self, frame: _Frame, name: str, sub: Instance, kind: str | None = None) -> None:

@@ -133,28 +133,35 @@ class FunctionTables:
                     return node.with_changes(args=node.args[1:])
         return None
 
-    def returns_decided(self, env: Bindings, evaluator, scope=None) -> list[tuple]:
-        """(value, condition) of each return; branches the bindings decide are dropped or implied."""
+    def returns_decided(self, env: Bindings, evaluator, scope=None, ruled_out: list | None = None) -> list[tuple]:
+        """(value, condition) of each return; branches the bindings decide are dropped or implied. `ruled_out`
+        collects (value, condition, statement) of the returns in branches a decided test skips, each under
+        the tests that would select it (what another configuration value builds)."""
         module, out = self.module, []
 
-        def visit(body, cond):
+        def visit(body, cond, skipped: bool):
             for stmt in body:
                 if isinstance(stmt, cst.If):
-                    value = evaluator.truth(stmt.test, module, env, scope)
+                    value = Truth.UNKNOWN if skipped else evaluator.truth(stmt.test, module, env, scope)
                     test = Condition.of(stmt.test, module)
-                    if value is not Truth.FALSE:
-                        visit(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
-                    if stmt.orelse is not None and value is not Truth.TRUE:
+                    if value is not Truth.FALSE or ruled_out is not None:
+                        visit(stmt.body.body, cond if value is Truth.TRUE else join(cond, test),
+                              skipped or value is Truth.FALSE)
+                    if stmt.orelse is not None and (value is not Truth.TRUE or ruled_out is not None):
                         neg = cond if value is Truth.FALSE else join(cond, test.negate())
-                        visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg)
+                        visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg,
+                              skipped or value is Truth.TRUE)
                 elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
-                    visit(stmt.body.body, cond)
+                    visit(stmt.body.body, cond, skipped)
                 elif isinstance(stmt, cst.SimpleStatementLine):
                     for small in stmt.body:
                         if isinstance(small, cst.Return) and small.value is not None:
-                            out.append((small.value, cond))
+                            if not skipped:
+                                out.append((small.value, cond))
+                            elif ruled_out is not None:
+                                ruled_out.append((small.value, cond, stmt))
 
-        visit(self.fn.body.body, None)
+        visit(self.fn.body.body, None, False)
         return out
 
 

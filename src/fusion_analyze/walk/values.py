@@ -152,6 +152,52 @@ def join(a: Condition | None, b: Condition | None) -> Condition | None:
     return a or b
 
 
+def selecting(cond: Condition | None) -> tuple[Condition | None, list[tuple[str, object]]]:
+    """The condition less what its `key == value` terms already imply (`not (k == "default")` next to
+    `k == "yarn"`), and those (key, value) pairs: the values that select a branch of an elif chain."""
+    if not cond:
+        return cond, []
+    chosen: dict[str, object] = {}  # key -> the value (or tuple of values) a positive test asks for
+    for t in cond.terms:
+        found = None if t.negated else (_equality(t) or _membership(t))
+        if found is not None:
+            chosen.setdefault(found[0], found[1])
+    kept, seen = [], set()
+    for t in cond.terms:
+        if t.render() in seen:  # the path's tests and a local's own tests repeat each other
+            continue
+        seen.add(t.render())
+        found = _equality(t) or _membership(t)
+        if t.negated and found is not None and found[0] in chosen:
+            asked = chosen[found[0]]
+            asked = set(asked) if isinstance(asked, tuple) else {asked}
+            ruled = set(found[1]) if isinstance(found[1], tuple) else {found[1]}
+            if not asked & ruled:
+                continue  # implied by the positive test on the same key
+        kept.append(t)
+    return Condition(tuple(kept)), [(k, list(v) if isinstance(v, tuple) else v) for k, v in chosen.items()]
+
+
+def _equality(t: Term) -> tuple[str, object] | None:
+    e = t.expr
+    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1 and isinstance(e.comparisons[0].operator, cst.Equal):
+        lit = literal(e.comparisons[0].comparator)
+        if lit is not None:
+            return _code(t.module, e.left), lit.value
+    return None
+
+
+def _membership(t: Term) -> tuple[str, tuple] | None:
+    e = t.expr
+    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1 and isinstance(e.comparisons[0].operator, cst.In):
+        box = e.comparisons[0].comparator
+        if isinstance(box, (cst.List, cst.Tuple, cst.Set)):
+            items = [literal(el.value) for el in box.elements]
+            if all(i is not None for i in items):
+                return _code(t.module, e.left), tuple(i.value for i in items)
+    return None
+
+
 def as_text(cond: Condition | str | None) -> str | None:
     """The condition as a report prints it."""
     return None if cond is None else str(cond)
