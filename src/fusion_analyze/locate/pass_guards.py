@@ -77,18 +77,17 @@ class _Runtime:
         return self._scopes[key]
 
     def _read(self, g: PassGuard):
-        info = self.index.get(g.module)
-        cls = info.classes().get(g.cls) if info is not None else None
-        fn = _init_of(cls.node) if cls is not None else None
-        if fn is None:
+        key = ("pass_guard", g.module, g.cls, g.line)  # the code is the session's; only the values are the model's
+        if key not in self.index.memo:
+            self.index.memo[key] = _guard_code(self.index, g)
+        found = self.index.memo[key]
+        if found is None:
             return None
-        tests = [n.test for n in find_all(fn, cst.If) if info.line_of(n.test) == g.line]
-        if not tests:
-            return None
+        info, test, local_values = found
         scope = Scope(module=info, values={"vllm_config": self.vllm_config})
-        for name, value, cond, _pos in tables(fn, info).local_assignments:
+        for name, value, cond in local_values:
             scope.locals.setdefault(name, []).append((value, cond))
-        return tests[0], scope
+        return test, scope
 
     def _layers_of(self, call: cst.Call, scope) -> Value:
         """`get_layers_from_vllm_config(vllm_config, Attention)`: the model's layers of that class, by path."""
@@ -133,6 +132,19 @@ class _Runtime:
                     if isinstance(got, Known) and isinstance(got.value, tuple) and got.value:
                         return Known(got.value[0])
         return Unknown("the platform's supported dtypes are not read")
+
+
+def _guard_code(index: ModuleIndex, g: PassGuard):
+    """(module, the guard's test, the __init__'s locals) read from the pass's file."""
+    info = index.get(g.module)
+    cls = info.classes().get(g.cls) if info is not None else None
+    fn = _init_of(cls.node) if cls is not None else None
+    if fn is None:
+        return None
+    tests = [n.test for n in find_all(fn, cst.If) if info.line_of(n.test) == g.line]
+    if not tests:
+        return None
+    return info, tests[0], [(name, value, cond) for name, value, cond, _pos in tables(fn, info).local_assignments]
 
 
 def _shown(evaluator: Evaluator, test, scope) -> str:
