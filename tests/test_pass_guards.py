@@ -167,3 +167,33 @@ def test_qwen3_checkpoint_that_fails_a_guard_is_open_with_the_guard_named(sessio
 def test_a_float32_checkpoint_runs_in_the_platforms_first_dtype(session, tmp_path):
     a = analyze_in(session, "Qwen3ForCausalLM", Options(config=_config(tmp_path, torch_dtype="float32")))
     assert str(_qknorm(a).status) == "fused_by_ascend_graph_pass"  # NPUPlatform.supported_dtypes[0] is bfloat16
+
+
+def test_the_devices_hardware_profile_is_read_from_the_tree(session):
+    from fusion_analyze.locate.hardware import read_profiles
+
+    profiles = read_profiles(session.index)
+    assert {"A2", "A3", "_310P", "A5"} <= set(profiles)
+    assert profiles["A2"].supports("GRAPH_QKV_NORM_ROPE_FUSION") and not profiles["A2"].supports("FUSED_MOE_COMPATIBILITY")
+    assert profiles["_310P"].supports("FUSED_MOE_COMPATIBILITY")
+    assert profiles["A3"].supports("MC2_FULLMESH_V2_COMM") and not profiles["A2"].supports("MC2_FULLMESH_V2_COMM")
+    assert profiles["A2"].file == "vllm_ascend/device/hardware_profile.py"
+
+
+def test_the_ascend_moe_factory_patch_builds_the_fused_gating_router(session):
+    """vllm-ascend replaces FusedMoEFactory (patch_fused_moe.py); its router factory, decided with the device's
+    profile and check_npu_moe_gating_top_k run on the model's arguments, builds AscendFusedTopKRouter."""
+    from fusion_analyze.walk.walker import Walker
+    from fusion_analyze.locate.hardware import read_profiles
+
+    loc = session.resolver.resolve("Qwen3MoeForCausalLM")
+    walker = Walker(session.index, session.resolver.patches, hardware=read_profiles(session.index)["A2"])
+    root = walker.ctor.attr
+    from fusion_analyze.walk.construct import Instance
+
+    layer = root(root(root(Instance(loc.definition), "model"), "layers").element, "mlp")
+    experts = root(layer, "experts")
+    assert experts.factory == "vllm_ascend.patch.platform.patch_fused_moe._ascend_FusedMoE"
+    router = root(experts, "router")
+    assert router.cls.name == "AscendFusedTopKRouter"
+    assert root(experts, "gate").cls.name == "ReplicatedLinear"  # handed through **kwargs of the patch

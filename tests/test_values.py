@@ -184,3 +184,57 @@ def test_module_level_values_that_are_not_constants_stay_unknown(tmp_path, snipp
     index = tree_index(tmp_path, {"consts.py": MODULE})
     scope = Scope(module=index.get("vllm.consts"))
     assert isinstance(EVALUATOR.infer(cst.parse_expression(snippet), scope), Unknown)
+
+
+CALLS = '''
+class Router:
+    pass
+
+
+def check(top_k, renormalize=True, scoring_func="softmax", topk_group=None):
+    """Only ifs, assignments and returns: run on its arguments."""
+    if scoring_func == "sigmoid" and not renormalize:
+        return False
+    topk_group = topk_group if topk_group is not None else 1
+    return 1 <= topk_group <= top_k
+
+
+def make_router(kind):
+    if kind == "a":
+        return Router()
+    return Router()
+
+
+def with_side_effects(x):
+    print(x)
+    return True
+'''
+
+CALLS_TABLE = [
+    ("check(2)", Known(True)),
+    ("check(2, renormalize=False, scoring_func='sigmoid')", Known(False)),
+    ("check(2, topk_group=3)", Known(False)),            # 1 <= 3 <= 2 fails: a chained comparison
+    ("Router() is not None", Known(True)),             # an object the code builds is never None
+    ("make_router(x) is None", Known(False)),          # every return builds one
+]
+
+
+@pytest.mark.parametrize("snippet,expected", CALLS_TABLE, ids=[t[0] for t in CALLS_TABLE])
+def test_calls_the_evaluator_can_run(tmp_path, snippet, expected):
+    from fusion_analyze.walk.construct import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"calls.py": CALLS})
+    assert EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.calls"))) == expected
+
+
+@pytest.mark.parametrize("snippet", ["with_side_effects(1)", "make_router(x)", "check(k)"])
+def test_calls_it_cannot_run_stay_unknown(tmp_path, snippet):
+    from fusion_analyze.walk.construct import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"calls.py": CALLS})
+    got = EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.calls")))
+    assert not isinstance(got, Known)

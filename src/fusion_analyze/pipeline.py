@@ -75,6 +75,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
 def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
     from .estimate.benefit import estimate
     from .estimate.shapes import load_shapes
+    from .locate.hardware import read_profiles
     from .locate.pass_guards import decide_guards
     from .status.derive import derive
 
@@ -86,10 +87,11 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
         except UserError:
             pass
     facts = _facts(session, loc, options, model)
-    walker = Walker(session.index, session.resolver.patches, config=facts)
+    hardware = read_profiles(index).get(device.get("soc")) if session.backend == "ascend" else None
+    walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
-    ascend = decide_guards(index, ascend, result.ops, facts)  # what each pass's __init__ checks, for this model
+    ascend = decide_guards(index, ascend, result.ops, facts, hardware)  # what each pass's __init__ checks, for this model
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,

@@ -19,7 +19,7 @@ from ..catalog import catalog
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all
 from ..walk.construct import Scope
-from ..walk.evaluator import Evaluator
+from ..walk.evaluator import Evaluator, device_calls
 from ..walk.ir import Op
 from ..walk.tables import tables
 from ..walk.taxonomy import taxonomy
@@ -28,11 +28,12 @@ from .pass_registrations import PassGuard, _init_of
 from .passes import GraphPass
 
 
-def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config) -> list[GraphPass]:
-    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model."""
+def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config, hardware=None) -> list[GraphPass]:
+    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model (and device: `hardware`,
+    its profile, decides `get_current_hardware_profile().supports(...)`)."""
     if not any(pat.guards for p in passes for pat in p.patterns):
         return passes
-    runtime = _Runtime(index, ops, config)
+    runtime = _Runtime(index, ops, config, hardware)
     out = []
     for p in passes:
         pats = []
@@ -52,10 +53,10 @@ def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], co
 
 
 class _Runtime:
-    def __init__(self, index: ModuleIndex, ops: list[Op], config):
+    def __init__(self, index: ModuleIndex, ops: list[Op], config, hardware=None):
         self.index, self.ops, self.config = index, ops, config
-        self.evaluator = Evaluator(index.backend, config,
-                                   calls={n: self._layers_of for n in catalog().runtime.get("layers_of", [])})
+        calls = {n: self._layers_of for n in catalog().runtime.get("layers_of", [])}
+        self.evaluator = Evaluator(index.backend, config, calls={**device_calls(hardware), **calls})
         dtype = self._dtype()
         model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
         self.vllm_config = Known({"model_config": model_config})

@@ -9,27 +9,15 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
-from .tables import _is_self, bind_arguments, call_arguments, class_method, function_imports, signature, tables
+from .tables import _is_self, class_method, function_imports, tables
 from .evaluator import Evaluator
 from .choice import _dedupe, _explain, _prefer_plain, pick
 from .others import OtherChoices
+from .scope import Scope, bind_params
 from .values import Bindings, Condition, Truth, join, literal
 
 MAX_DEPTH = catalog().limit("construct_depth")
 _NO_BINDINGS = Bindings()
-
-
-@dataclass
-class Scope:
-    """Names visible while evaluating an __init__ or factory body."""
-
-    module: object  # ModuleInfo the code lives in
-    params: dict[str, tuple] = field(default_factory=dict)  # name -> (expr, Scope) bound at the call
-    defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
-    locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
-    owner: "Instance | None" = None  # the instance whose __init__ this is (for self.y)
-    values: dict = field(default_factory=dict)  # name -> Value handed in as such (what vLLM's runtime passes)
-    version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
 
 
 @dataclass
@@ -53,16 +41,17 @@ class Instance:
 
 
 class Constructor(OtherChoices):
-    def __init__(self, index: ModuleIndex, config=None):
+    def __init__(self, index: ModuleIndex, config=None, calls=None):
         self.index = index
-        # the one evaluator of this analysis: backend, configuration facts, and `self.x` read through this
-        self.evaluator = Evaluator(index.backend, config, attrs=self)
+        # the one evaluator of this analysis: backend, device (calls), configuration facts, `self.x` read here
+        self.evaluator = Evaluator(index.backend, config, attrs=self, calls=calls)
         self._values: dict = {}  # (instance id, name) -> value of self.<name>
         # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
         self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
         self._blind: Evaluator | None = None
+        self.patches: dict = {}  # target qualname -> Patch (Ascend): set by the Walker
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
 
     # -- classes -----------------------------------------------------------------------------
@@ -308,15 +297,25 @@ class Constructor(OtherChoices):
         if isinstance(expr, cst.Name):
             name = expr.value
             if name in scope.locals:
-                out = []
+                out: list[Instance] = []
                 values = scope.locals.pop(name)  # `x = x or Default` reads the parameter x on the right
+                scope.version += 1
                 try:
+                    certain = False  # an assignment that surely runs replaces the parameter and what came before
                     for value, cond in values:
+                        truth = self.evaluator.condition_truth(cond, scope=scope) if cond else Truth.TRUE
+                        if truth is Truth.FALSE:
+                            continue  # `if router is None: router = ...` with a router given
+                        if truth is Truth.TRUE:
+                            out, certain, cond = [], True, None
                         for alt in self.evaluate(value, scope, depth + 1):
                             alt.condition = join(cond, alt.condition)
                             out.append(alt)
+                    if not certain and (name in scope.params or name in scope.defaults):
+                        out = self._value_of(expr, scope, depth + 1) + out  # the parameter, where no assignment ran
                 finally:
                     scope.locals[name] = values
+                    scope.version += 1
                 return out
             if name in scope.params:
                 value, where = scope.params[name]
@@ -406,8 +405,19 @@ class Constructor(OtherChoices):
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
         target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function":
-            return self._factory(target, call, scope, depth)
+            return self._factory(self._patched(target, scope), call, scope, depth)
         return []
+
+    def _patched(self, fn: Definition, scope: Scope) -> Definition:
+        """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
+        (`_fused_moe_layer.FusedMoEFactory = _ascend_FusedMoE`), except inside the patch's own module, whose
+        call of the original is the original."""
+        patch = self.patches.get(fn.qualname)
+        if patch is None or scope.module.name == patch.module or not patch.value_name:
+            return fn
+        pmod = self.index.get(patch.module)
+        target = self.index.resolve_expr(pmod, cst.parse_expression(patch.value_name)) if pmod is not None else None
+        return target if isinstance(target, Definition) and target.kind == "function" else fn
 
     def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
                  skip_self: bool = False) -> list[Instance]:
@@ -470,19 +480,6 @@ def _range_arg(for_in, module) -> str | None:
 
 def _strip_subscript(expr):
     return expr.value if isinstance(expr, cst.Subscript) else expr
-
-
-def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
-    """The parameters of `fn` in `scope`: their defaults, and the argument expressions `call` binds (each read
-    later in `call_scope`, where it was written)."""
-    positional, kwonly = signature(fn, skip_self)
-    for p in positional + kwonly:
-        if p.default is not None:
-            scope.defaults[p.name.value] = p.default
-    if call is None or call_scope is None:
-        return
-    for name, expr in bind_arguments(fn, *call_arguments(call), skip_self=skip_self):
-        scope.params[name] = (expr, call_scope)
 
 
 def literal_key(expr):

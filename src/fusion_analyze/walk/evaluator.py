@@ -11,14 +11,14 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 from __future__ import annotations
 
 import operator
-import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
 
-from .values import (Bindings, Condition, ConfigRef, Known, OneOf, Symbol, Term, Truth, Unknown, Value, _code,
-                     _is_none, assumed, literal)
+from .known import (_BUILTINS, _builds_objects, _class_constant, _decision_function, _dotted_text,
+                    _is_unbound_chain, _is_unbound_chain_self, _rebound)
+from .values import (Bindings, Condition, ConfigRef, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
+                     _code, _is_none, assumed, literal)
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -125,9 +125,16 @@ class Evaluator:
             return self._call(expr, scope, step)
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
             return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
-            return _compare(type(expr.comparisons[0].operator), self.infer(expr.left, scope, step),
-                            self.infer(expr.comparisons[0].comparator, scope, step))
+        if isinstance(expr, cst.Comparison):  # a < b <= c: each pair, all must hold
+            left, out = self.infer(expr.left, scope, step), None
+            for comp in expr.comparisons:
+                right = self.infer(comp.comparator, scope, step)
+                got = _compare(type(comp.operator), left, right)
+                if isinstance(got, Known) and got.value is False:
+                    return got
+                out = got if out is None or not isinstance(got, Known) else out
+                left = right
+            return out
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             t = truth_of(self.infer(expr.expression, scope, step))
             return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
@@ -174,7 +181,8 @@ class Evaluator:
                 values = scope.locals.pop(name)  # `x = x or default` reads the parameter x on the right
                 self._hiding += 1
                 try:
-                    value = self._assigned(values, scope, depth)
+                    before = self._name(name, scope, depth) if (name in scope.params or name in scope.defaults) else None
+                    value = self._assigned(values, scope, depth, before)
                 finally:
                     scope.locals[name] = values
                     self._hiding -= 1
@@ -185,7 +193,7 @@ class Evaluator:
                 expr, where = scope.params[name]
                 return self.infer(expr, where, depth)
             if name in scope.defaults:
-                from .construct import Scope
+                from .scope import Scope
 
                 return self.infer(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth)
         if name in _CONFIG_NAMES:  # an unbound `config`: the model's configuration handed to every layer
@@ -211,7 +219,7 @@ class Evaluator:
 
     def _read_global(self, index, module, expr, text, depth: int) -> Value:
         from ..catalog import catalog
-        from .construct import Scope
+        from .scope import Scope
 
         if text is None:
             return _NOT_GLOBAL
@@ -231,10 +239,11 @@ class Evaluator:
             return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
         return self.infer(target.node, Scope(module=target.module), depth)
 
-    def _assigned(self, values: list, scope, depth: int) -> Value:
+    def _assigned(self, values: list, scope, depth: int, before: Value | None = None) -> Value:
         """The value of a local assigned (value, condition) in order: the last assignment whose condition
-        holds, as long as no undecided one comes after it."""
-        result: Value = Unknown("assigned under a condition that is not decided")
+        holds, as long as no undecided one comes after it; `before`, the parameter of that name, where none
+        runs."""
+        result: Value = before if before is not None else Unknown("assigned under a condition that is not decided")
         for value, cond in values:
             t = self.condition_truth(cond, scope=scope)
             if t is Truth.TRUE:
@@ -286,6 +295,10 @@ class Evaluator:
                 return Known(tuple(getattr(base.value, name)()))
             if isinstance(base, ConfigRef) and name == "get_text_config":
                 return ConfigRef(True)
+            if isinstance(base, Known) and name == "supports" and hasattr(base.value, "capabilities") and len(args) == 1:
+                wanted = args[0]  # profile.supports(HardwareCapability.X): the device's capability table decides
+                if isinstance(wanted, cst.Attribute):
+                    return Known(base.value.supports(wanted.attr.value))
             if isinstance(base, Known) and isinstance(base.value, dict) and name == "get" and args:
                 key = self.infer(args[0], scope, depth)
                 if isinstance(key, Known):
@@ -298,6 +311,37 @@ class Evaluator:
                 arg = self.infer(args[0], scope, depth)
                 if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
                     return Known(getattr(base.value, name)(arg.value))
+        return self._called(call, scope, depth)
+
+    def _called(self, call: cst.Call, scope, depth: int) -> Value:
+        """What calling a class or a function of the trees gives: an instance (never None); a small decision
+        function (only ifs, assignments and returns) run on its arguments; a factory whose every return builds
+        an object; else unknown."""
+        from .scope import Scope, bind_params
+        from .tables import tables
+
+        module = getattr(scope, "module", None)
+        index = getattr(module, "_index", None)
+        if index is None or not isinstance(call.func, (cst.Name, cst.Attribute)) or _is_unbound_chain_self(call.func):
+            return Unknown("the result of a call")
+        target = index.resolve_expr(module, call.func)
+        kind = getattr(target, "kind", None)
+        if kind == "class":
+            return NotNone(target.name)
+        if kind != "function" or depth > _MAX_INFER // 2:
+            return Unknown("the result of a call")
+        fn = target.node
+        table = tables(fn, target.module)
+        if _decision_function(fn, target.module):
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for name, value, cond, _pos in table.local_assignments:
+                inner.locals.setdefault(name, []).append((value, cond))
+            returns = table.returns_decided(_EMPTY, self, inner)
+            if returns and returns[0][1] is None:  # the first return that can run does
+                return self.infer(returns[0][0], inner, depth)
+        if _builds_objects(target, index):
+            return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
 
     def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
@@ -353,83 +397,6 @@ class Evaluator:
         return Truth.of(bool(tails & set(classes)))
 
 
-def _dotted_text(expr) -> str | None:
-    parts = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if not isinstance(expr, cst.Name):
-        return None
-    return ".".join([expr.value] + parts[::-1])
-
-
-def _rebound(module, name: str) -> bool:
-    """A function of the module declares `global name`: the module-level value is only the initial one."""
-    source = module.source if module.source is not None else module.path.read_bytes()
-    return re.search(rb"\bglobal\s[^\n]*\b" + re.escape(name.encode()) + rb"\b", source) is not None
-
-
-def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
-    """`a.b.c` whose root name is no local or parameter of `scope`: a module, class or import."""
-    root = expr
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    if not isinstance(root, cst.Name) or root.value == "self":
-        return False
-    return scope is None or not (root.value in scope.locals or root.value in scope.params or root.value in scope.defaults)
-
-
-def _class_constant(cls, name: str) -> Value:
-    """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
-    found = [s.body[0].value for s in cls.node.body.body
-             if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign)
-             and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0].target, cst.Name)
-             and s.body[0].targets[0].target.value == name]
-    value = literal(found[0]) if len(found) == 1 else None
-    return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
-
-
-def _known_items(value: Value):
-    if isinstance(value, Known) and isinstance(value.value, (tuple, list, dict, str, set, frozenset)):
-        return value.value
-    return None
-
-
-def _len(value: Value) -> Value:
-    items = _known_items(value)
-    return Known(len(items)) if items is not None else Unknown("len of an unknown value")
-
-
-def _first(value: Value) -> Value:
-    """next(iter(x)): the first item of a known sequence."""
-    items = _known_items(value)
-    if isinstance(value, Known) and isinstance(value.value, _Iter):
-        return Known(value.value.items[0]) if value.value.items else Unknown("next of an empty iterator")
-    return Known(tuple(items)[0]) if items else Unknown("next of an unknown iterator")
-
-
-@dataclass(frozen=True)
-class _Iter:
-    items: tuple
-
-
-def _iter(value: Value) -> Value:
-    items = _known_items(value)
-    return Known(_Iter(tuple(items))) if items is not None else Unknown("iter of an unknown value")
-
-
-def _sorted(value: Value) -> Value:
-    items = _known_items(value)
-    try:
-        return Known(tuple(sorted(items))) if items is not None else Unknown("sorted of an unknown value")
-    except TypeError:
-        return Unknown("sorted of values that do not compare")
-
-
-_BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
-             "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
-
-
 def truth_of(value: Value) -> Truth:
     """Python's truth of a value, when it is known."""
     if isinstance(value, Known):
@@ -460,9 +427,19 @@ def _compare(op: type, left: Value, right: Value) -> Value:
             return Known(bool(_COMPARE[op](left.value, right.value)))
         except TypeError:
             return Unknown("values that do not compare")
-    if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, ConfigRef):
+    if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
         return Known(op is cst.IsNot)
     return Unknown("a comparison of unknown values")
+
+
+def device_calls(profile) -> dict:
+    """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
+    (locate/hardware.py); no device profile, no calls (the tests on it stay unknown)."""
+    if profile is None:
+        return {}
+    from ..catalog import catalog
+
+    return {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
 
 
 @lru_cache(maxsize=4)

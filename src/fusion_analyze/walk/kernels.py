@@ -9,7 +9,8 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
-from .construct import Constructor
+from .construct import Constructor, Scope
+from .evaluator import Evaluator
 from .tables import class_method
 from .values import Bindings, Condition, Truth, as_text, join
 from .ir import Kernel
@@ -20,12 +21,16 @@ ASCEND_UTILS = "vllm_ascend.utils"
 
 
 class Backends:
-    def __init__(self, index: ModuleIndex, ctor: Constructor):
+    def __init__(self, index: ModuleIndex, ctor: Constructor, device: str | None = None):
         self.index = index
         self.ctor = ctor
         self._oot: RegisteredOps | dict | None = None
         self._custom_ops: CustomOps | None = None
-        self._cache: dict = index.memo.setdefault(("kernels_of", ctor.__class__.__name__), {})  # per session
+        # a layer's kernels are the same for every model on one device: kept per session and device. They are
+        # decided with the platform, the device and the code, not a model's configuration (conditions on it
+        # stay), so one model's values never leak into another's kernels
+        self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
+        self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
@@ -102,7 +107,7 @@ class Backends:
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
                     test = Condition.of(stmt.test, module)
-                    value = self.ctor.evaluator.truth(stmt.test, module, facts)
+                    value = self._evaluator.truth(stmt.test, module, facts, Scope(module=module))
                     if value is not Truth.FALSE:
                         visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
                     neg = test.negate()

@@ -19,10 +19,10 @@ class OtherChoices:
 
     @property
     def blind(self) -> Evaluator:
-        """An evaluator that knows the platform and the code but not the configuration (nor `self.x`, whose
+        """An evaluator that knows the platform, the device and the code but not the configuration (nor `self.x`, whose
         values are cached with the configuration's): a choice it decides too was not the configuration's."""
         if self._blind is None:
-            self._blind = Evaluator(self.index.backend)
+            self._blind = Evaluator(self.index.backend, calls=self.evaluator.calls)
         return self._blind
 
     def _others(self, module, ruled_out: list, scope, depth: int) -> list[tuple]:

@@ -84,7 +84,15 @@ class Symbol:
         return self.name
 
 
-Value = Known | Unknown | OneOf | ConfigRef  # the walk's modules (construct.Instance) are values of their own kind
+@dataclass(frozen=True)
+class NotNone:
+    """An object the code builds (`Router(...)`, a factory whose every return builds one): never None; its
+    truth and its value are otherwise unknown."""
+
+    what: str = ""
+
+
+Value = Known | Unknown | OneOf | ConfigRef | NotNone  # the walk's modules (construct.Instance) are values of their own kind
 
 
 # -- conditions as code --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch
 from .calls import Calls
 from .construct import Constructor, Instance
+from .evaluator import device_calls
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
 from .ir import Op, RoleLocation, WalkResult
 from .kernels import Backends
@@ -23,11 +24,13 @@ from .values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Roles):
-    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None):
+    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None):
         self.index = index
-        self.ctor = Constructor(index, config)  # config: facts.ConfigFacts, what decides the walk
-        self.backends = Backends(index, self.ctor)
+        # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)
+        self.ctor = Constructor(index, config, calls=device_calls(hardware))
+        self.backends = Backends(index, self.ctor, device=hardware.soc if hardware is not None else None)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
+        self.ctor.patches = self.patches
         self.ops: list[Op] = []
         self.unknowns: list[dict] = []
         self.alternatives: list[dict] = []

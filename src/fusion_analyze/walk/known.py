@@ -1,0 +1,157 @@
+"""What the evaluator knows of calls and module-level names without running anything: Python builtins on
+known values, small decision functions (only ifs, assignments and returns), factories whose every return
+builds an object, module-level constants (not ones a function rebinds with `global`), class constants."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .values import Known, Unknown, Value, literal
+
+
+def _dotted_text(expr) -> str | None:
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    return ".".join([expr.value] + parts[::-1])
+
+
+def _rebound(module, name: str) -> bool:
+    """A function of the module declares `global name`: the module-level value is only the initial one."""
+    source = module.source if module.source is not None else module.path.read_bytes()
+    return re.search(rb"\bglobal\s[^\n]*\b" + re.escape(name.encode()) + rb"\b", source) is not None
+
+
+def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
+    """`a.b.c` whose root name is no local or parameter of `scope`: a module, class or import."""
+    root = expr
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name) or root.value == "self":
+        return False
+    return scope is None or not (root.value in scope.locals or root.value in scope.params or root.value in scope.defaults)
+
+
+def _class_constant(cls, name: str) -> Value:
+    """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
+    found = [s.body[0].value for s in cls.node.body.body
+             if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign)
+             and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0].target, cst.Name)
+             and s.body[0].targets[0].target.value == name]
+    value = literal(found[0]) if len(found) == 1 else None
+    return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
+
+
+def _known_items(value: Value):
+    if isinstance(value, Known) and isinstance(value.value, (tuple, list, dict, str, set, frozenset)):
+        return value.value
+    return None
+
+
+def _len(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(len(items)) if items is not None else Unknown("len of an unknown value")
+
+
+def _first(value: Value) -> Value:
+    """next(iter(x)): the first item of a known sequence."""
+    items = _known_items(value)
+    if isinstance(value, Known) and isinstance(value.value, _Iter):
+        return Known(value.value.items[0]) if value.value.items else Unknown("next of an empty iterator")
+    return Known(tuple(items)[0]) if items else Unknown("next of an unknown iterator")
+
+
+@dataclass(frozen=True)
+class _Iter:
+    items: tuple
+
+
+def _iter(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(_Iter(tuple(items))) if items is not None else Unknown("iter of an unknown value")
+
+
+def _sorted(value: Value) -> Value:
+    items = _known_items(value)
+    try:
+        return Known(tuple(sorted(items))) if items is not None else Unknown("sorted of an unknown value")
+    except TypeError:
+        return Unknown("sorted of values that do not compare")
+
+
+_BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
+             "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
+
+
+def _is_unbound_chain_self(func) -> bool:
+    """`self.m(...)`: a method, which needs the instance (read by the constructor, not here)."""
+    root = func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return isinstance(root, cst.Name) and root.value == "self"
+
+
+def _decision_function(fn: cst.FunctionDef, module) -> bool:
+    """Only ifs, assignments, returns, a docstring and pass: running it on known arguments is safe."""
+    key = ("decision_function", fn)
+    if key not in module.memo:
+        module.memo[key] = _only_decisions(fn.body.body)
+    return module.memo[key]
+
+
+def _only_decisions(body) -> bool:
+    for stmt in body:
+        if isinstance(stmt, cst.If):
+            orelse = stmt.orelse
+            if not _only_decisions(stmt.body.body):
+                return False
+            while isinstance(orelse, cst.If):
+                if not _only_decisions(orelse.body.body):
+                    return False
+                orelse = orelse.orelse
+            if isinstance(orelse, cst.Else) and not _only_decisions(orelse.body.body):
+                return False
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Return, cst.Assign, cst.Pass)):
+                    continue
+                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                    continue
+                return False
+        else:
+            return False
+    return True
+
+
+def _builds_objects(fn_def, index) -> bool:
+    """Every return of the function is a class's construction (a factory of routers, layers, ...)."""
+    module = fn_def.module
+    key = ("builds_objects", fn_def.node)
+    if key not in module.memo:
+        rets = [r.value for r in find_returns(fn_def.node)]
+        ok = bool(rets)
+        for value in rets:
+            func = value.func if isinstance(value, cst.Call) else None
+            target = index.resolve_expr(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if target is None and isinstance(func, cst.Name):  # imported inside the function
+                from .tables import function_imports
+
+                local = function_imports(module).get(func.value)
+                target = index.lookup(*local) if local else None
+            if getattr(target, "kind", None) != "class":
+                ok = False
+                break
+        module.memo[key] = ok
+    return module.memo[key]
+
+
+def find_returns(fn: cst.FunctionDef) -> list:
+    from ..index.nodes import find_all
+
+    return [r for r in find_all(fn, cst.Return, lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda)) and n is not fn)]
