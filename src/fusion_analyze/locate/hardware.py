@@ -9,7 +9,7 @@ whose entry in devices.yaml names its `soc`) picks one; without the file (older 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -26,6 +26,7 @@ class HardwareProfile:
     capabilities: frozenset[str]
     file: str
     line: int
+    fields: dict = field(default_factory=dict)  # device_adaptor_family -> "DeviceAdaptorFamily.STANDARD", ...
 
     def supports(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -47,8 +48,10 @@ def read_profiles(index: ModuleIndex) -> dict[str, HardwareProfile]:
                 continue
             caps = next((a.value for a in el.value.args if a.keyword is not None and a.keyword.value == "capabilities"), None)
             names = _capabilities(info, caps, 0) if caps is not None else None
+            fields = {a.keyword.value: f"{a.value.value.value}.{a.value.attr.value}" for a in el.value.args
+                      if a.keyword is not None and isinstance(a.value, cst.Attribute) and isinstance(a.value.value, cst.Name)}
             if names is not None:
-                out[el.key.attr.value] = HardwareProfile(el.key.attr.value, names, info.rel, info.line_of(el.key))
+                out[el.key.attr.value] = HardwareProfile(el.key.attr.value, names, info.rel, info.line_of(el.key), fields)
     index.memo[key] = out
     return out
 

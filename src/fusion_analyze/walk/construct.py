@@ -435,12 +435,16 @@ class Constructor(OtherChoices):
         decided_locals: dict = {}
         ruled_locals: dict = {}  # local -> [(value, condition)] the configuration rules out
         for target, values in list(inner.locals.items()):
+            inner.locals.pop(target)  # `if x is None: x = Default` tests x as it was before: the parameter
+            inner.version += 1
             for value, cond in values:
                 decided = self.evaluator.decide(cond, env, scope=inner)
                 if decided is not Truth.FALSE:
                     decided_locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
                 else:
                     ruled_locals.setdefault(target, []).append((value, cond))
+            inner.locals[target] = values
+            inner.version += 1
         inner.locals = decided_locals
         inner.version += 1
         ruled_out: list | None = [] if self._quiet == 0 else None

@@ -17,7 +17,7 @@ import libcst as cst
 
 from .known import (_BUILTINS, _builds_objects, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _is_unbound_chain_self, _rebound)
-from .values import (Bindings, Condition, ConfigRef, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
+from .values import (Bindings, ClassRef, Condition, ConfigRef, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
                      _code, _is_none, assumed, literal)
 
 _EMPTY = Bindings()
@@ -231,6 +231,8 @@ class Evaluator:
             if getattr(owner, "kind", None) == "class":
                 return _class_constant(owner, expr.attr.value)
         target = index.resolve_expr(module, expr)
+        if getattr(target, "kind", None) == "class":
+            return Known(ClassRef(target))
         if getattr(target, "kind", None) != "assign" or target.condition is not None:
             return _NOT_GLOBAL
         if len(target.module.defs.get(target.name, ())) != 1:
@@ -265,6 +267,8 @@ class Evaluator:
             return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
         if isinstance(base, Known) and isinstance(base.value, dict):
             return Known(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+        if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
+            return Known(Symbol(base.value.fields[attr]))  # a hardware profile's family / policy member
         if _is_unbound_chain(expr, scope):
             found = self._global(expr, scope, depth)
             if found is not _NOT_GLOBAL:

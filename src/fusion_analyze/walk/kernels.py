@@ -12,7 +12,7 @@ from ..index.nodes import find_all
 from .construct import Constructor, Scope
 from .evaluator import Evaluator
 from .tables import class_method
-from .values import Bindings, Condition, Truth, as_text, join
+from .values import Bindings, ClassRef, Condition, Known, Truth, as_text, join
 from .ir import Kernel
 from .taxonomy import is_kernel
 
@@ -97,7 +97,9 @@ class Backends:
         self._collect(None, fn_def.module, fn_def.node, facts, out, 0, set())
         return _dedupe(out)
 
-    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: set) -> None:
+    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: set,
+                 base: Condition | None = None) -> None:
+        """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests."""
         if depth > MAX_KERNEL_DEPTH or id(fn) in seen:
             return
         seen.add(id(fn))
@@ -146,7 +148,7 @@ class Backends:
             for c in calls:
                 backends._call(impl, module, c, cond, facts, out, depth, seen)
 
-        visit_block(fn.body.body, None)
+        visit_block(fn.body.body, base)
 
     def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set) -> None:
         func = call.func
@@ -163,7 +165,7 @@ class Backends:
                 found = self.ctor.method(target, "forward")
                 if found is not None:
                     owner, fn = found
-                    self._collect(None, owner.module, fn, facts, out, depth + 1, seen)
+                    self._collect(None, owner.module, fn, facts, out, depth + 1, seen, cond)
                 return
         dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
@@ -173,14 +175,14 @@ class Backends:
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
                 if target is not None:
-                    self._collect(None, target.module, target.node, facts, out, depth + 1, seen)
+                    self._collect(None, target.module, target.node, facts, out, depth + 1, seen, cond)
             return
         # self.helper(...) inside the implementation
         if impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
                 owner, fn = found
-                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen)
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
         if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
@@ -196,13 +198,23 @@ class Backends:
                 found = self.ctor.method(sub_impl, name)
                 if found is not None:
                     owner, fn = found
-                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen)
+                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
             return
+        # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+            if self.index.resolve_expr(module, func) is None:
+                owner = self._evaluator.infer(func.value, Scope(module=module))
+                if isinstance(owner, Known) and isinstance(owner.value, ClassRef):
+                    found = self.ctor.method(owner.value.definition, func.attr.value)
+                    if found is not None:
+                        owner_cls, fn = found
+                        self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                    return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
             if isinstance(target, Definition) and target.kind == "function":
-                self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen)
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen, cond)
 
 
 def _returns_at_end(stmts) -> bool:

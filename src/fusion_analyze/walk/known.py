@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .values import Known, Unknown, Value, literal
+from .values import Known, Symbol, Unknown, Value, literal
 
 
 def _dotted_text(expr) -> str | None:
@@ -45,7 +45,16 @@ def _class_constant(cls, name: str) -> Value:
              and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0].target, cst.Name)
              and s.body[0].targets[0].target.value == name]
     value = literal(found[0]) if len(found) == 1 else None
+    if value is None and len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases):
+        return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
     return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
+
+
+def _base_text(arg) -> str:
+    node = arg.value
+    while isinstance(node, cst.Attribute):
+        node = node.attr
+    return node.value if isinstance(node, cst.Name) else ""
 
 
 def _known_items(value: Value):

@@ -84,6 +84,24 @@ class Symbol:
         return self.name
 
 
+class ClassRef:
+    """A class of the trees as a value (`adaptor_by_family[...]` holds classes); equal by qualified name."""
+
+    __slots__ = ("definition",)
+
+    def __init__(self, definition) -> None:
+        self.definition = definition
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ClassRef) and other.definition.qualname == self.definition.qualname
+
+    def __hash__(self) -> int:
+        return hash(self.definition.qualname)
+
+    def __repr__(self) -> str:
+        return f"<class {self.definition.name}>"
+
+
 @dataclass(frozen=True)
 class NotNone:
     """An object the code builds (`Router(...)`, a factory whose every return builds one): never None; its
@@ -207,8 +225,8 @@ def _membership(t: Term) -> tuple[str, tuple] | None:
 
 
 def as_text(cond: Condition | str | None) -> str | None:
-    """The condition as a report prints it."""
-    return None if cond is None else str(cond)
+    """The condition as a report prints it: on one line (a test written over several keeps its words)."""
+    return None if cond is None else " ".join(str(cond).split())
 
 
 # -- what is known at a call ---------------------------------------------------------------------
