@@ -89,3 +89,18 @@ def validate_report(doc: dict) -> None:
         _SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text(encoding="utf-8"))
     errors = sorted(jsonschema.Draft202012Validator(_SCHEMA).iter_errors(doc), key=lambda e: list(e.path))
     assert not errors, "; ".join(f"{list(e.path)}: {e.message[:200]}" for e in errors[:5])
+
+
+@pytest.fixture(scope="session")
+def session():
+    """The primary pair, vLLM 0.30.0 with vllm-ascend 0.30.0rc2, one session for every test that reads it
+    (a test module that needs other trees defines its own `session`)."""
+    from fusion_analyze.session import Session
+
+    return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
+
+
+@pytest.fixture(scope="session")
+def hf():
+    """transformers 5.23.0's tree: the configuration classes' defaults."""
+    return str(real_tree("transformers==5.23.0"))

@@ -8,21 +8,10 @@ import json
 import pytest
 
 from fusion_analyze.pipeline import Options, analyze_in, render
-from fusion_analyze.session import Session
 
 from .conftest import FIXTURES, real_tree, validate_report
 
 LLAMA31 = FIXTURES / "configs" / "llama-3.1-8b.json"
-
-
-@pytest.fixture(scope="module")
-def session():
-    return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
-
-
-@pytest.fixture(scope="module")
-def hf():
-    return str(real_tree("transformers==5.23.0"))
 
 
 def _ops(a, pred):
@@ -40,12 +29,25 @@ def test_llama31_rope_type_builds_llama3_rope_which_runs_native_on_ascend(sessio
     validate_report(a.report)
 
 
-def test_qwen2_qk_norm_follows_the_getattr_default(session, hf):
-    a = analyze_in(session, "Qwen2ForCausalLM", Options(hf_root=hf))
+def test_qwen2_qk_norm_follows_the_getattr_default_of_a_checkpoint_config(session, hf):
+    """Qwen2.5-7B-Instruct's published config.json (huggingface.co/Qwen/Qwen2.5-7B-Instruct) has no qk_norm:
+    getattr's default False holds, so no q/k norm is built or claimed."""
+    a = analyze_in(session, str(FIXTURES / "configs" / "qwen2.5-7b-instruct.json"), Options(hf_root=hf))
     assert not _ops(a, lambda op: "q_norm" in op.path or "k_norm" in op.path)
     assert not [o for o in a.opportunities if o.scenario in ("qknorm_rope", "qkv_split_norm_rope")]
     assert a.report["configuration"]["class"]["class"] == "Qwen2Config"
     assert a.report["unknown_callees"] == []
+
+
+def test_class_defaults_alone_do_not_decide_an_undeclared_key(session, hf):
+    """Qwen2Config does not declare qk_norm, and a checkpoint may carry a key its class does not declare
+    (transformers keeps extra keys): with the class defaults alone the norms stay listed with their condition."""
+    a = analyze_in(session, "Qwen2ForCausalLM", Options(hf_root=hf))
+    q = _ops(a, lambda op: op.path.endswith("q_norm"))
+    assert q and all("self.qk_norm" in (op.condition or "") for op in q)
+    for o in a.opportunities:
+        if o.scenario == "qknorm_rope":
+            assert any("qk_norm" in c for c in o.conditions)  # never claimed without the condition
 
 
 def test_without_a_configuration_qk_norm_stays_a_condition(session):

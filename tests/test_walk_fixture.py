@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fusion_analyze.pipeline import analyze, to_json
+from fusion_analyze.pipeline import analyze
 
 from .conftest import MINI
 

@@ -2,7 +2,8 @@
 
 leaf_ops   classes, functions and tensor methods that are one op; the assume table of platform tests
 kernels    what one device kernel does, as primitive ops (kernel_covers, and when that fuses a scenario)
-walk       limits of the walk and which alternative a construction defaults to
+walk       limits of the walk, which alternative a construction defaults to, what the runtime hands code
+composites the parts a composite layer (MoE) is walked to, per backend
 aliases    marketing names -> architectures;  presets: published config.json dimensions
 devices    device profiles for the estimate (read through estimate/benefit.py, which also takes a user file)
 """
@@ -31,6 +32,11 @@ class Catalog:
     @cached_property
     def walk(self) -> dict:
         return self._read("walk")
+
+    @cached_property
+    def composites(self) -> dict:
+        """leaf kind -> backend -> [part spec]: the parts a composite layer's op is walked to."""
+        return self._read("composites")
 
     @cached_property
     def aliases(self) -> list[dict]:

@@ -29,6 +29,8 @@ def op_line(op: dict) -> str:
         what = "router matmul"
     name = op["path"].rsplit(".", 1)[-1] if op["layer_class"] else op["name"]
     head = f"{what:<14} {name}"
+    if op["attrs"].get("part"):  # a part of the composite layer above it (MoE router, experts)
+        head = f"  ↳ {what:<10} {name}"
     if op["layer_class"]:
         head += f" ({op['layer_class']}"
         if op["attrs"].get("ascend_class"):

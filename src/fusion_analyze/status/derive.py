@@ -81,7 +81,8 @@ def _fill(text: str, m: Match) -> str:
 
 def _covering_kernel(ops: list[Op], need: tuple[str, ...]):
     found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)]
-    found.sort(key=lambda ok: ok[1].condition is not None)  # an unconditional kernel first
+    # an unconditional kernel first, then the one on the fewest tests (the main path, not a variant's branch)
+    found.sort(key=lambda ok: (ok[1].condition is not None, (ok[1].condition or "").count(" and ")))
     return found[0] if found else None
 
 

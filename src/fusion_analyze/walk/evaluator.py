@@ -226,6 +226,9 @@ class Evaluator:
         dotted = index.dotted(module, expr)
         if dotted in catalog().symbols:
             return Known(Symbol(dotted))
+        env = catalog().runtime.get("environment")
+        if env and dotted and dotted.startswith(env["module"] + ".") and dotted.count(".") == env["module"].count(".") + 1:
+            return self._environment_default(index, env, dotted.rsplit(".", 1)[1], depth)
         if isinstance(expr, cst.Attribute):
             owner = index.resolve_expr(module, expr.value)
             if getattr(owner, "kind", None) == "class":
@@ -240,6 +243,19 @@ class Evaluator:
         if _rebound(target.module, target.name):
             return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
         return self.infer(target.node, Scope(module=target.module), depth)
+
+    def _environment_default(self, index, env: dict, name: str, depth: int) -> Value:
+        """`envs.VLLM_X` in the default environment: its entry's lambda in vLLM's `environment_variables`
+        table, with every `os.getenv(key, default)` at its default."""
+        from .scope import Scope
+
+        info = index.get(env["module"])
+        table = [d for d in (info.defs.get(env["table"], ()) if info is not None else ()) if d.kind == "assign"]
+        node = table[0].node if len(table) == 1 else None
+        for el in node.elements if isinstance(node, cst.Dict) else ():
+            if isinstance(el, cst.DictElement) and literal(el.key) == Known(name) and isinstance(el.value, cst.Lambda):
+                return self.infer(el.value.body, Scope(module=info), depth)
+        return Unknown(f"{name} is not in {env['module']}.{env['table']}")
 
     def _assigned(self, values: list, scope, depth: int, before: Value | None = None) -> Value:
         """The value of a local assigned (value, condition) in order: the last assignment whose condition
@@ -290,6 +306,9 @@ class Evaluator:
             return Unknown("getattr of an unknown object")
         if isinstance(func, cst.Name) and func.value in self.calls:
             return self.calls[func.value](call, scope)
+        if isinstance(func, cst.Attribute) and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
+            # the default environment: every variable unset
+            return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
         if isinstance(func, cst.Name) and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             return _BUILTINS[func.value](self.infer(args[0], scope, depth))
         if isinstance(func, cst.Attribute):

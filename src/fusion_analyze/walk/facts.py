@@ -77,13 +77,14 @@ class ConfigFacts:
         return Unknown(f"config.{name} is not known ({self.describe_source()})")
 
     def getattr(self, name: str, default: Value, text: bool = False) -> Value:
-        """`getattr(config, name, default)`: the field, or `default` where the configuration cannot have it."""
+        """`getattr(config, name, default)`: the field, or `default` where the configuration cannot have it: a
+        whole checkpoint config.json that lacks it. A configuration class's defaults alone do not say: a
+        checkpoint may carry a key its class does not declare (Qwen3-MoE's `head_dim`), and transformers keeps
+        every extra key as an attribute."""
         value = self.attr(name, text)
         if isinstance(value, Known):
             return value
-        cls = self.cls
-        declared = cls is not None and cls.attribute_map.get(name, name) in cls.declared
-        if not declared and (self.complete or cls is not None) and name not in self._values(text):
+        if self.complete and name not in self._values(text):
             return default
         return value
 

@@ -31,6 +31,16 @@ class Backends:
         # stay), so one model's values never leak into another's kernels
         self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
         self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
+        self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
+
+    def kernels_of_instance(self, inst, impl: Definition, method: str) -> list[Kernel]:
+        """The kernels `impl.method` runs for one built instance (a MoE layer's router): its `self.x` tests are
+        decided with the values its construction gave it (scoring_func, renormalize), the configuration's too."""
+        self._inst, self._inst_impl = inst, impl
+        try:
+            return self.kernels_of(impl, Bindings(), method=method)
+        finally:
+            self._inst = self._inst_impl = None
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
@@ -83,6 +93,12 @@ class Backends:
         impl = self.implementation(cls)
         method = method or self.forward_name(impl)
         key = (impl.qualname, method, facts.key())
+        if self._inst is not None:  # one instance's kernels: decided with its own values, not shared
+            found = self.ctor.method(impl, method)
+            out: list[Kernel] = []
+            if found is not None:
+                self._collect(impl, found[0].module, found[1], facts, out, 0, set())
+            return _dedupe(out)
         if key not in self._cache:
             found = self.ctor.method(impl, method)
             out: list[Kernel] = []
@@ -109,7 +125,10 @@ class Backends:
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
                     test = Condition.of(stmt.test, module)
-                    value = self._evaluator.truth(stmt.test, module, facts, Scope(module=module))
+                    if self._inst is not None and impl is not None and impl is self._inst_impl:
+                        value = self.ctor.evaluator.truth(stmt.test, module, facts, Scope(module=module, owner=self._inst))
+                    else:
+                        value = self._evaluator.truth(stmt.test, module, facts, Scope(module=module))
                     if value is not Truth.FALSE:
                         visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
                     neg = test.negate()

@@ -94,7 +94,19 @@ def _sorted(value: Value) -> Value:
         return Unknown("sorted of values that do not compare")
 
 
+def _convert(kind):
+    def convert(value: Value) -> Value:
+        if isinstance(value, Known) and isinstance(value.value, (str, int, float, bool)):
+            try:
+                return Known(kind(value.value))
+            except ValueError:
+                return Unknown(f"{kind.__name__}() of {value.value!r}")
+        return Unknown(f"{kind.__name__}() of an unknown value")
+    return convert
+
+
 _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
+             "int": _convert(int), "bool": _convert(bool), "float": _convert(float), "str": _convert(str),
              "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
 
 

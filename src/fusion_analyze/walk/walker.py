@@ -11,6 +11,7 @@ import libcst as cst
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch
 from .calls import Calls
+from .composites import Composites
 from .construct import Constructor, Instance
 from .evaluator import device_calls
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
@@ -23,7 +24,7 @@ from .tables import bind_arguments, class_method, none_defaults, signature
 from .values import Bindings
 
 
-class Walker(Statements, Calls, Layers, Roles):
+class Walker(Statements, Calls, Layers, Composites, Roles):
     def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None):
         self.index = index
         # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)

@@ -1,0 +1,131 @@
+"""A composite layer walked to its parts: after a MoE layer's op, one op per part (router, experts) with the
+device kernels its code runs on the backend, nested under the layer's path. Which parts, and where their
+code is, is data (patterns/catalog/composites.yaml); which class each part is comes from the instance the
+walk built (configuration, device profile and the backend's factory patches decide it)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..catalog import catalog
+from ..index.modules import Definition
+from ..index.nodes import find_all
+from .construct import Instance
+from .ir import Kernel
+from .scope import Scope
+from .values import Bindings, Known, Truth
+
+
+class Composites:
+    """Mixin of Walker: the parts of composite layers."""
+
+    def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady) -> None:
+        parts = catalog().composites.get(kind, {}).get(self.index.backend, [])
+        if not parts:
+            return
+        layer_op = self.ops[-1]
+        emitted = []
+        for spec in parts:
+            found = self._part_class(sub, spec)
+            if found is None:
+                self._unknown(f"{path}.{spec['part']}", frame.module, frame.fn,
+                              f"the {spec['part']} of {sub.cls.name} is not found ({_where(spec)})")
+                continue
+            cls, origin, inst = found
+            impl = self.backends.implementation(cls)
+            kernels: list[Kernel] = []
+            first = None
+            for method in spec.get("methods", []):
+                got = self.ctor.method(impl, method)
+                if got is None:
+                    continue
+                first = first or got
+                got_kernels = (self.backends.kernels_of_instance(inst, impl, method) if inst is not None
+                               else self.backends.kernels_of(impl, Bindings(), method=method))
+                kernels += [k for k in got_kernels if k not in kernels]
+            if first is None:
+                self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
+                              f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
+                continue
+            owner, fn = first
+            attrs = {"inside": sub.cls.name, "part": spec["part"], "class_file": cls.module.rel,
+                     "class_line": cls.line, "found_by": origin}
+            if impl is not cls:
+                attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
+            op_path = f"{path}.{spec['part']}"
+            op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs if not emitted else emitted[-1].outputs,
+                               cond, steady, attrs, op_path)
+            op.kernels = kernels
+            emitted.append(op)
+        if emitted:
+            layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
+
+    def _part_op(self, frame, spec, cls_name, module, fn, inputs, cond, steady, attrs, path):
+        """An op whose line is the part's method in the tree (where its code is), not the model's call."""
+        from .frame import _Frame
+
+        at = _Frame(frame.inst, frame.cls, fn, module, path, Bindings())
+        at.scope = frame.scope
+        self._op(at, spec["kind"], spec["part"], cls_name, fn, inputs, [f"{spec['part']}_out"], cond, steady,
+                 attrs=attrs, path=path)
+        return self.ops[-1]
+
+    def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition, str, Instance | None] | None:
+        """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
+        layer's instance, or a registry's class."""
+        if "attr" in spec:
+            inst = sub
+            for name in spec["attr"].split("."):
+                inst = self.ctor.attr(inst, name) if inst is not None and inst.cls is not None else None
+            if inst is None or inst.cls is None:
+                return None
+            return inst.cls, f"{sub.cls.name}.{spec['attr']}", inst
+        reg = spec.get("registered_by")
+        if reg:
+            classes = self._registered_classes(reg["function"], reg.get("values", {}))
+            if classes:
+                fn = reg["function"].rsplit(".", 1)
+                return classes[0], f"{fn[1]}() with {_values_text(reg.get('values', {}))}", None
+        return None
+
+    def _registered_classes(self, qualname: str, values: dict) -> list[Definition]:
+        """Classes constructed in the branches of `qualname` that `values` take, in order."""
+        mod, _, name = qualname.rpartition(".")
+        fn_def = self.index.lookup(mod, name)
+        if not isinstance(fn_def, Definition) or fn_def.kind != "function":
+            return []
+        module = fn_def.module
+        scope = Scope(module=module, values={k: Known(v) for k, v in values.items()})
+        out: list[Definition] = []
+
+        def visit(body) -> None:
+            for stmt in body:
+                if isinstance(stmt, cst.If):
+                    truth = self.ctor.evaluator.truth(stmt.test, module, scope=scope)
+                    if truth is not Truth.FALSE:
+                        visit(stmt.body.body)
+                    if isinstance(stmt.orelse, cst.Else) and truth is not Truth.TRUE:
+                        visit(stmt.orelse.body.body)
+                    elif isinstance(stmt.orelse, cst.If) and truth is not Truth.TRUE:
+                        visit([stmt.orelse])
+                    continue
+                for call in find_all(stmt, cst.Call):
+                    target = self.index.resolve_expr(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                    if isinstance(target, Definition) and target.kind == "class" and all(target is not o for o in out):
+                        out.append(target)
+
+        visit(fn_def.node.body.body)
+        return out
+
+
+def _values_text(values: dict) -> str:
+    parts = []
+    for k, v in values.items():
+        parts += [f"{k}.{k2} = {v2!r}" for k2, v2 in v.items()] if isinstance(v, dict) else [f"{k} = {v!r}"]
+    return ", ".join(parts)
+
+
+def _where(spec: dict) -> str:
+    if "attr" in spec:
+        return f"attribute {spec['attr']}"
+    return f"classes {spec.get('registered_by', {}).get('function')} registers"

@@ -1,0 +1,78 @@
+"""Composite MoE layers walked to their parts on the released 0.30 pair (issue 15): the router and the
+routed experts after the MoE layer's op, with the kernels their code runs on Ascend, and the gating scenario
+decided from those kernels. The classes come from the instance the walk built: vllm-ascend's
+FusedMoEFactory patch, its router factory decided with the device profile and the model's arguments, and the
+comm method setup_moe_comm_method registers without expert parallelism."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_analyze.pipeline import Options, analyze_in, render
+from fusion_analyze.session import Session
+
+from .conftest import real_tree, validate_report
+
+
+def _line(session, op_or_ev) -> str:
+    file, line = (op_or_ev.file, op_or_ev.line) if hasattr(op_or_ev, "file") else (op_or_ev["file"], op_or_ev["line"])
+    root = session.vllm.root if file.startswith("vllm/") else session.ascend.root
+    return (root / file).read_text().splitlines()[line - 1]
+
+
+def _moe(a, block):
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "moe" and op.scope.startswith(block))
+    return ops[i], ops[i + 1:i + 3]
+
+
+@pytest.mark.parametrize("arch, block", [("Qwen3MoeForCausalLM", "Qwen3MoeSparseMoeBlock"),
+                                         ("Glm4MoeForCausalLM", "Glm4MoE"),
+                                         ("DeepseekV3ForCausalLM", "DeepseekV2MoE")])
+def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, block):
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    moe, parts = _moe(a, block)
+    assert moe.layer_class == "MoERunner" and moe.attrs["ascend_class"] == "AscendMoERunner"
+    assert moe.attrs["expanded"] == ["router", "experts"]
+    router, experts = parts
+    assert router.path == f"{moe.path}.router" and router.kind == "moe_gating" and router.attrs["part"] == "router"
+    assert router.layer_class == "AscendFusedTopKRouter"  # patch_fused_moe.py -> create_ascend_fused_moe_router
+    assert "def select_experts" in _line(session, router)
+    gating = [k for k in router.kernels if k.name == "torch.ops._C_ascend.moe_gating_top_k"]
+    assert gating and "torch.ops._C_ascend.moe_gating_top_k(" in _line(session, gating[0])
+    assert experts.path == f"{moe.path}.experts" and experts.kind == "moe_experts"
+    assert experts.layer_class == "AllGatherCommImpl"  # no expert parallelism: the one comm method registered
+    names = [k.name for k in experts.kernels]
+    for kernel in ("torch_npu.npu_moe_init_routing_v2", "torch_npu.npu_swiglu", "torch_npu.npu_moe_token_unpermute"):
+        assert kernel in names, kernel
+    assert names.index("torch_npu.npu_moe_init_routing_v2") < names.index("torch_npu.npu_moe_token_unpermute")
+    validate_report(a.report)
+
+
+@pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM"])
+def test_gating_is_fused_by_the_routers_kernel(session, hf, arch):
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert str(o.status) == "fused_by_ascend_kernel"
+    assert o.evidence[0]["file"] == "vllm_ascend/device/device_op.py"
+    assert "moe_gating_top_k(" in _line(session, o.evidence[0])
+    assert any("moe_gating_top_k runs when" in c for c in o.conditions)  # what is not known stays a condition
+
+
+def test_the_report_indents_the_parts_under_the_moe_layer(session, hf):
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    md = render(a, "md", lang="en")
+    lines = md.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("moe ") and "experts (MoERunner" in line)
+    assert lines[i + 1].startswith("  ↳ moe_gating") and "router (AscendFusedTopKRouter)" in lines[i + 1]
+    assert lines[i + 2].startswith("  ↳ moe_experts") and "experts (AllGatherCommImpl)" in lines[i + 2]
+
+
+def test_on_cuda_the_router_is_vllms_own(hf):
+    s = Session.open(str(real_tree("vllm==0.30.0")), None)
+    a = analyze_in(s, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    _moe_op, (router, experts) = _moe(a, "Qwen3MoeSparseMoeBlock")
+    # neither ROCm's aiter router (rocm_aiter_ops.is_*() is None off ROCm) nor the routing simulator (its
+    # environment variable is unset by default)
+    assert router.layer_class == "FusedTopKRouter"
+    assert experts.layer_class == "RoutedExperts" and "def forward_modular" in _line(s, experts)
