@@ -24,8 +24,13 @@ def _dotted_text(expr) -> str | None:
 
 def _rebound(module, name: str) -> bool:
     """A function of the module declares `global name`: the module-level value is only the initial one."""
-    source = module.source if module.source is not None else module.path.read_bytes()
-    return re.search(rb"\bglobal\s[^\n]*\b" + re.escape(name.encode()) + rb"\b", source) is not None
+    key = ("global_names", None)
+    names = module.memo.get(key)
+    if names is None:  # read once per module: every `global a, b` statement's names
+        source = module.source if module.source is not None else module.path.read_bytes()
+        names = module.memo[key] = {n.decode() for line in re.findall(rb"\bglobal\s+([^\n#;]+)", source)
+                                    for n in re.findall(rb"\w+", line)}
+    return name in names
 
 
 def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
