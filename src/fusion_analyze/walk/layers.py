@@ -71,7 +71,8 @@ class Layers:
         self.ops[-1].kernels = kernels
         if info.get("reduce"):
             reduce = _kwarg_text(sub.call, info["reduce"], sub.scope)
-            self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
+            if reduce != "False":  # reduce_results=False: the caller reduces (a MoE layer's shared expert)
+                self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
         if kind == "moe":
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
