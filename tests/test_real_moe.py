@@ -43,7 +43,8 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
     assert experts.path == f"{moe.path}.experts" and experts.kind == "moe_experts"
     assert experts.layer_class == "AllGatherCommImpl"  # no expert parallelism: the one comm method registered
     names = [k.name for k in experts.kernels]
-    for kernel in ("torch_npu.npu_moe_init_routing_v2", "torch_npu.npu_swiglu", "torch_npu.npu_moe_token_unpermute"):
+    for kernel in ("torch_npu.npu_moe_init_routing_v2", "torch_npu.npu_swiglu", "torch_npu.npu_moe_token_unpermute",
+                   "torch_npu.npu_grouped_matmul"):  # the GEMMs through AscendRoutedExperts' quant method
         assert kernel in names, kernel
     assert names.index("torch_npu.npu_moe_init_routing_v2") < names.index("torch_npu.npu_moe_token_unpermute")
     validate_report(a.report)

@@ -43,6 +43,14 @@ class Composites:
                 got_kernels = (self.backends.kernels_of_instance(inst, impl, method) if inst is not None
                                else self.backends.kernels_of(impl, Bindings(), method=method))
                 kernels += [k for k in got_kernels if k not in kernels]
+            for extra in spec.get("also", []):  # code the part runs through a runtime object (the quant method)
+                more = self._attr_path(sub, extra["attr"])
+                if more is None:
+                    continue
+                more_impl = self.backends.implementation(more.cls)
+                for method in extra.get("methods", []):
+                    if self.ctor.method(more_impl, method) is not None:
+                        kernels += [k for k in self.backends.kernels_of_instance(more, more_impl, method) if k not in kernels]
             if first is None:
                 self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
                               f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
@@ -74,10 +82,8 @@ class Composites:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
         layer's instance, or a registry's class."""
         if "attr" in spec:
-            inst = sub
-            for name in spec["attr"].split("."):
-                inst = self.ctor.attr(inst, name) if inst is not None and inst.cls is not None else None
-            if inst is None or inst.cls is None:
+            inst = self._attr_path(sub, spec["attr"])
+            if inst is None:
                 return None
             return inst.cls, f"{sub.cls.name}.{spec['attr']}", inst
         reg = spec.get("registered_by")
@@ -87,6 +93,19 @@ class Composites:
                 fn = reg["function"].rsplit(".", 1)
                 return classes[0], f"{fn[1]}() with {_values_text(reg.get('values', {}))}", None
         return None
+
+    def _attr_path(self, sub: Instance, dotted: str) -> Instance | None:
+        """`a.b` of the instance, each step read on the backend's class (AscendRoutedExperts' quant_method, not
+        RoutedExperts')."""
+        inst = sub
+        for name in dotted.split("."):
+            if inst is None or inst.cls is None:
+                return None
+            impl = self.backends.implementation(inst.cls)
+            if impl is not inst.cls:
+                inst = Instance(impl, inst.call, inst.scope, inst.condition)
+            inst = self.ctor.attr(inst, name)
+        return inst if inst is not None and inst.cls is not None else None
 
     def _registered_classes(self, qualname: str, values: dict) -> list[Definition]:
         """Classes constructed in the branches of `qualname` that `values` take, in order."""
