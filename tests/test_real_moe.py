@@ -77,3 +77,11 @@ def test_on_cuda_the_router_is_vllms_own(hf):
     # environment variable is unset by default)
     assert router.layer_class == "FusedTopKRouter"
     assert experts.layer_class == "RoutedExperts" and "def forward_modular" in _line(s, experts)
+
+
+def test_deepseek_v3_dense_first_layers_are_the_moe_layers_alternative(session, hf):
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    (alt,) = [x for x in a.report["alternatives"] if x["path"] == "model.layers.mlp"]
+    assert alt["chosen"] == "DeepseekV2MoE" and not alt["decided"]
+    (dense,) = [o for o in alt["others"] if o[0] == "DeepseekV2MLP"]
+    assert "first_k_dense_replace" in dense[1]  # the layers before it are dense, with the test that says so
