@@ -26,12 +26,11 @@ class Composites:
         layer_op = self.ops[-1]
         emitted = []
         for spec in parts:
-            found = self._part_class(sub, spec)
-            if found is None:
+            cls, origin, inst = self._part_class(sub, spec)
+            if cls is None:
                 self._unknown(f"{path}.{spec['part']}", frame.module, frame.fn,
-                              f"the {spec['part']} of {sub.cls.name} is not found ({_where(spec)})")
+                              f"the {spec['part']} of {sub.cls.name} is not known: {origin}")
                 continue
-            cls, origin, inst = found
             impl = self.backends.implementation(cls)
             kernels: list[Kernel] = []
             first = None
@@ -78,21 +77,23 @@ class Composites:
                  attrs=attrs, path=path)
         return self.ops[-1]
 
-    def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition, str, Instance | None] | None:
+    def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition | None, str, Instance | None]:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
-        layer's instance, or a registry's class."""
+        layer's instance, or the one class a registry function constructs; (None, why, None) when not known."""
         if "attr" in spec:
             inst = self._attr_path(sub, spec["attr"])
             if inst is None:
-                return None
+                return None, f"no attribute {spec['attr']}", None
             return inst.cls, f"{sub.cls.name}.{spec['attr']}", inst
-        reg = spec.get("registered_by")
-        if reg:
-            classes = self._registered_classes(reg["function"], reg.get("values", {}))
-            if classes:
-                fn = reg["function"].rsplit(".", 1)
-                return classes[0], f"{fn[1]}() with {_values_text(reg.get('values', {}))}", None
-        return None
+        reg = spec.get("registered_by", {})
+        name = reg.get("function", "?").rsplit(".", 1)[-1]
+        classes = self._registered_classes(reg.get("function", ""), reg.get("values", {})) if reg else []
+        values = _values_text(reg.get("values", {}))
+        if len(classes) == 1:
+            return classes[0], f"{name}() with {values}", None
+        if classes:  # which one runs is chosen at run time: not a guess
+            return None, f"{name}() with {values} registers {', '.join(c.name for c in classes)}", None
+        return None, f"{name}() is not found or registers no class", None
 
     def _attr_path(self, sub: Instance, dotted: str) -> Instance | None:
         """`a.b` of the instance, each step read on the backend's class (AscendRoutedExperts' quant_method, not
@@ -142,9 +143,3 @@ def _values_text(values: dict) -> str:
     for k, v in values.items():
         parts += [f"{k}.{k2} = {v2!r}" for k2, v2 in v.items()] if isinstance(v, dict) else [f"{k} = {v!r}"]
     return ", ".join(parts)
-
-
-def _where(spec: dict) -> str:
-    if "attr" in spec:
-        return f"attribute {spec['attr']}"
-    return f"classes {spec.get('registered_by', {}).get('function')} registers"
