@@ -47,6 +47,10 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
                    "torch_npu.npu_grouped_matmul"):  # the GEMMs through AscendRoutedExperts' quant method
         assert kernel in names, kernel
     assert names.index("torch_npu.npu_moe_init_routing_v2") < names.index("torch_npu.npu_moe_token_unpermute")
+    locations = a.report["locations"]  # where a MoE user looks: the classes that run them on Ascend
+    assert locations["moe_router"]["class"] == "AscendFusedTopKRouter"
+    assert locations["moe_experts"]["class"] == "AscendRoutedExperts"
+    assert "class AscendRoutedExperts" in _line(session, locations["moe_experts"])
     validate_report(a.report)
 
 

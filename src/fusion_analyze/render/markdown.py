@@ -17,6 +17,8 @@ ROLES = [
     ("attention", "Attention"),
     ("mlp", "MLP"),
     ("moe", "MoE"),
+    ("moe_router", "MoE router"),
+    ("moe_experts", "MoE experts"),
 ]
 SECTIONS = [("prologue", "Prologue"), ("layer", "Decoder layer"), ("epilogue", "Epilogue")]
 _HIDE = {"view", "cast", "identity"}

@@ -20,9 +20,11 @@ class Composites:
     """Mixin of Walker: the parts of composite layers."""
 
     def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady) -> None:
-        parts = catalog().composites.get(kind, {}).get(self.index.backend, [])
+        spec_of = catalog().composites.get(kind, {}).get(self.index.backend, {})
+        parts = spec_of.get("parts", [])
         if not parts:
             return
+        self._composite_locations(sub, spec_of.get("locations", {}))
         layer_op = self.ops[-1]
         emitted = []
         for spec in parts:
@@ -66,6 +68,14 @@ class Composites:
             emitted.append(op)
         if emitted:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
+
+    def _composite_locations(self, sub: Instance, roles: dict) -> None:
+        """Where a MoE user looks: the classes that run the router and the experts on this backend."""
+        for role, attr in roles.items():
+            inst = self._attr_path(sub, attr) if role not in self.locations else None
+            if inst is not None:
+                impl = self.backends.implementation(inst.cls)
+                self._role(role, Instance(impl, inst.call, inst.scope))
 
     def _part_op(self, frame, spec, cls_name, module, fn, inputs, cond, steady, attrs, path):
         """An op whose line is the part's method in the tree (where its code is), not the model's call."""

@@ -70,13 +70,22 @@ class Layers:
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
         if info.get("reduce"):
-            reduce = _kwarg_text(sub.call, info["reduce"], sub.scope)
-            if reduce != "False":  # reduce_results=False: the caller reduces (a MoE layer's shared expert)
-                self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
+            self._all_reduce(sub, info["reduce"])
         if kind == "moe":
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _all_reduce(self, sub: Instance, flag: str) -> None:
+        """A row-parallel linear's own all-reduce: `self.reduce_results` as its __init__ sets it, decided with
+        the evaluator; False (the caller reduces, as for a MoE layer's shared expert) means none."""
+        value = self.ctor.self_value(sub, flag, self.ctor.evaluator)
+        if isinstance(value, Known):
+            if value.value:
+                self.ops[-1].attrs["all_reduce"] = "when tp_size > 1"
+            return
+        reduce = _kwarg_text(sub.call, flag, sub.scope)
+        self.ops[-1].attrs["all_reduce"] = "when tp_size > 1" if reduce in (None, "True") else f"when {reduce} and tp_size > 1"
 
     def _decided_alternatives(self, path: str, sub: Instance) -> dict:
         """The configuration chose `sub`: what another value would build, and what runs it on this backend."""
