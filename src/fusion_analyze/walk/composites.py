@@ -13,6 +13,7 @@ from ..index.nodes import find_all
 from .construct import Instance
 from .ir import Kernel
 from .scope import Scope
+from .tables import tables
 from .values import Bindings, Known, Truth
 
 
@@ -62,8 +63,10 @@ class Composites:
             if impl is not cls:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
             op_path = f"{path}.{spec['part']}"
+            # a part built under an undecided test says so, and lists what else would be built
+            part_cond = self._chosen(op_path, inst, cond) if inst is not None else cond
             op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs if not emitted else emitted[-1].outputs,
-                               cond, steady, attrs, op_path)
+                               part_cond, steady, attrs, op_path)
             op.kernels = kernels
             emitted.append(op)
         if emitted:
@@ -119,7 +122,8 @@ class Composites:
         return inst if inst is not None and inst.cls is not None else None
 
     def _registered_classes(self, qualname: str, values: dict) -> list[Definition]:
-        """Classes constructed in the branches of `qualname` that `values` take, in order."""
+        """Classes constructed, in order, by the statements of `qualname` whose path condition `values` do not
+        rule out."""
         mod, _, name = qualname.rpartition(".")
         fn_def = self.index.lookup(mod, name)
         if not isinstance(fn_def, Definition) or fn_def.kind != "function":
@@ -127,26 +131,14 @@ class Composites:
         module = fn_def.module
         scope = Scope(module=module, values={k: Known(v) for k, v in values.items()})
         out: list[Definition] = []
-
-        def visit(body) -> None:
-            for stmt in body:
-                if isinstance(stmt, cst.If):
-                    truth = self.ctor.evaluator.truth(stmt.test, module, scope=scope)
-                    if truth is not Truth.FALSE:
-                        visit(stmt.body.body)
-                    if isinstance(stmt.orelse, cst.Else) and truth is not Truth.TRUE:
-                        visit(stmt.orelse.body.body)
-                    elif isinstance(stmt.orelse, cst.If) and truth is not Truth.TRUE:
-                        visit([stmt.orelse])
-                    continue
-                for call in find_all(stmt, cst.Call):
-                    target = self.index.resolve_expr(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
-                    if isinstance(target, Definition) and target.kind == "class" and all(target is not o for o in out):
-                        out.append(target)
-
-        visit(fn_def.node.body.body)
+        for stmt, cond in tables(fn_def.node, module).statements:
+            if not isinstance(stmt, cst.SimpleStatementLine) or self.ctor.evaluator.condition_truth(cond, scope=scope) is Truth.FALSE:
+                continue
+            for call in find_all(stmt, cst.Call):
+                target = self.index.resolve_expr(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                if isinstance(target, Definition) and target.kind == "class" and all(target is not o for o in out):
+                    out.append(target)
         return out
-
 
 def _values_text(values: dict) -> str:
     parts = []

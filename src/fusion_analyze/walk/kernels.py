@@ -11,7 +11,7 @@ from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
 from .construct import Constructor, Scope
 from .evaluator import Evaluator
-from .tables import class_method
+from .tables import class_method, exits_at_end
 from .values import Bindings, ClassRef, Condition, Known, Truth, as_text, join
 from .ir import Kernel
 from .taxonomy import is_kernel
@@ -138,7 +138,7 @@ class Backends:
                             visit_block([orelse], cond if value is Truth.FALSE else join(cond, neg))
                         else:
                             visit_block(orelse.body.body, cond if value is Truth.FALSE else join(cond, neg))
-                    if _returns_at_end(stmt.body.body):
+                    if exits_at_end(stmt.body.body):
                         if value is Truth.TRUE:
                             return  # early return: what follows does not run on this path
                         if value is Truth.UNKNOWN:
@@ -234,11 +234,6 @@ class Backends:
             target = self.index.resolve_expr(module, func)
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen, cond)
-
-
-def _returns_at_end(stmts) -> bool:
-    last = stmts[-1] if stmts else None
-    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:

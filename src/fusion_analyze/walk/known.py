@@ -160,7 +160,9 @@ def _builds_objects(fn_def, index) -> bool:
     module = fn_def.module
     key = ("builds_objects", fn_def.node)
     if key not in module.memo:
-        rets = [r.value for r in find_returns(fn_def.node)]
+        from .tables import tables
+
+        rets = [value for value, _cond in tables(fn_def.node, module).returns]
         ok = bool(rets)
         for value in rets:
             func = value.func if isinstance(value, cst.Call) else None
@@ -175,9 +177,3 @@ def _builds_objects(fn_def, index) -> bool:
                 break
         module.memo[key] = ok
     return module.memo[key]
-
-
-def find_returns(fn: cst.FunctionDef) -> list:
-    from ..index.nodes import find_all
-
-    return [r for r in find_all(fn, cst.Return, lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda)) and n is not fn)]

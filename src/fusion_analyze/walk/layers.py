@@ -19,15 +19,7 @@ class Layers:
         path = f"{frame.path}.{name}" if frame.path else name
         impl = self.backends.implementation(sub.cls)
         leaf = leaf_for_class_names(self.ctor.base_names(sub.cls))
-        if sub.alternatives:
-            self.alternatives.append({
-                "path": path, "chosen": sub.cls.name, "condition": as_text(selecting(sub.condition)[0]),
-                "others": sorted({(a.name, as_text(selecting(a.condition)[0]) or "") for a in sub.alternatives}), "decided": False,
-            })
-        if sub.decided and not any(a["path"] == path for a in self.alternatives):
-            self.alternatives.append(self._decided_alternatives(path, sub))
-        if sub.condition:
-            cond = join(cond, selecting(sub.condition)[0].with_prefix("built when "))
+        cond = self._chosen(path, sub, cond)
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
             facts = Bindings(dict(), self._attr_facts(sub))
@@ -75,6 +67,18 @@ class Layers:
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _chosen(self, path: str, sub: Instance, cond):
+        """Record what else could be built at `path` (undecided, or what another configuration value builds);
+        the condition of the op, with the one `sub` is built under."""
+        if sub.alternatives:
+            self.alternatives.append({
+                "path": path, "chosen": sub.cls.name, "condition": as_text(selecting(sub.condition)[0]),
+                "others": sorted({(a.name, as_text(selecting(a.condition)[0]) or "") for a in sub.alternatives}), "decided": False,
+            })
+        if sub.decided and not any(a["path"] == path for a in self.alternatives):
+            self.alternatives.append(self._decided_alternatives(path, sub))
+        return join(cond, selecting(sub.condition)[0].with_prefix("built when ")) if sub.condition else cond
 
     def _all_reduce(self, sub: Instance, flag: str) -> None:
         """A row-parallel linear's own all-reduce: `self.reduce_results` as its __init__ sets it, decided with

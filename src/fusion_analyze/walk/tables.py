@@ -133,6 +133,26 @@ class FunctionTables:
                     return node.with_changes(args=node.args[1:])
         return None
 
+    @cached_property
+    def memo_names(self) -> frozenset[str]:
+        """Names of dicts the function stores into (`_ROPE_DICT[key] = rotary_emb`): its memo."""
+        out = set()
+        for _pos, _cond, small in self._small():
+            if isinstance(small, cst.Assign):
+                for t in small.targets:
+                    if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
+                        out.add(t.target.value.value)
+        return frozenset(out)
+
+    def _memo_hit(self, body) -> bool:
+        """`if key in MEMO: return MEMO[key]`: a call that returns what an earlier call built, not another
+        choice; what follows is not under its negation."""
+        last = body[-1] if len(body) == 1 and isinstance(body[-1], cst.SimpleStatementLine) else None
+        ret = last.body[0] if last is not None and len(last.body) == 1 else None
+        value = ret.value if isinstance(ret, cst.Return) else None
+        return (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)
+                and value.value.value in self.memo_names)
+
     def returns_decided(self, env: Bindings, evaluator, scope=None, ruled_out: list | None = None) -> list[tuple]:
         """(value, condition) of each return; branches the bindings decide are dropped or implied. `ruled_out`
         collects (value, condition, statement) of the returns in branches a decided test skips, each under
@@ -151,6 +171,13 @@ class FunctionTables:
                         neg = cond if value is Truth.FALSE else join(cond, test.negate())
                         visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg,
                               skipped or value is Truth.TRUE)
+                    if (stmt.orelse is None and exits_at_end(stmt.body.body, raises=False)
+                            and value is not Truth.FALSE and not self._memo_hit(stmt.body.body)):
+                        # `if test: return A` then `return B`: B runs only where the test fails (a `raise`
+                        # is an error, not another choice: what follows is what runs)
+                        if value is Truth.TRUE:
+                            skipped = True
+                        cond = join(cond, test.negate())
                 elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
                     visit(stmt.body.body, cond, skipped)
                 elif isinstance(stmt, cst.SimpleStatementLine):
@@ -163,6 +190,13 @@ class FunctionTables:
 
         visit(self.fn.body.body, None, False)
         return out
+
+
+def exits_at_end(stmts, raises: bool = True) -> bool:
+    """The block ends in `return` (or `raise`): what follows it runs only when it is not taken."""
+    last = stmts[-1] if stmts else None
+    kinds = (cst.Return, cst.Raise) if raises else (cst.Return,)
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, kinds) for s in last.body)
 
 
 def tables(fn: cst.FunctionDef, module) -> FunctionTables:
