@@ -129,7 +129,8 @@ def test_diff_moved_removed_and_status_regression(run, two_versions, tmp_path):
     r = run("diff", old, new)
     assert r.exit_code == 1
     md = r.output
-    assert "ops removed (1):\n- `model.layers.self_attn.o_proj:o_proj` matmul" in md
+    assert "ops removed (2):\n- `model.layers.self_attn.o_proj:o_proj` matmul" in md
+    assert "- `model.layers.self_attn.o_proj:o_proj.allreduce` allreduce" in md  # its all-reduce goes with it
     assert "ops moved" in md and "`model.layers.self_attn.qkv_proj:qkv_proj` vllm/model_executor/models/qwen3.py:32 → vllm/model_executor/models/qwen3.py:33" in md
     assert "### ⚠ Status regressions" in md and "`qknorm_rope@Qwen3Attention.forward`: fused_by_ascend_graph_pass → open" in md
     assert run("diff", old, new, "--fail-on", "regression").exit_code == 1

@@ -39,10 +39,12 @@ QWEN3_LAYER = [
     ("rope", "rotary_emb", "RotaryEmbedding"),
     ("attention", "attn", "Attention"),
     ("matmul", "o_proj", "RowParallelLinear"),
+    ("allreduce", "o_proj.allreduce", None),  # RowParallelLinear.forward's own all-reduce (linear.py)
     ("add_rmsnorm", "post_attention_layernorm", "RMSNorm"),
     ("matmul", "gate_up_proj", "MergedColumnParallelLinear"),
     ("silu_mul", "act_fn", "SiluAndMul"),
     ("matmul", "down_proj", "RowParallelLinear"),
+    ("allreduce", "down_proj.allreduce", None),
 ]
 
 
@@ -53,8 +55,8 @@ def test_qwen3_cuda_sequence_at_model_call_sites(cuda):
     where = [(op.file.rsplit("/", 1)[-1], op.line) for op in layer]
     assert where == [
         ("qwen3.py", 237), ("qwen3.py", 158), ("qwen3.py", 159), ("qwen3.py", 162), ("qwen3.py", 165),
-        ("qwen3.py", 167), ("qwen3.py", 168), ("qwen3.py", 169), ("qwen3.py", 244),
-        ("qwen2.py", 112), ("qwen2.py", 113), ("qwen2.py", 114),
+        ("qwen3.py", 167), ("qwen3.py", 168), ("qwen3.py", 169), ("linear.py", 1776), ("qwen3.py", 244),
+        ("qwen2.py", 112), ("qwen2.py", 113), ("qwen2.py", 114), ("linear.py", 1776),
     ]
 
 
@@ -69,7 +71,21 @@ def test_qwen3_ascend_sequence_kernels_and_patch(ascend):
     assert [k.name for k in by_name["act_fn"].kernels] == ["torch_npu.npu_swiglu"]
     assert by_name["act_fn"].attrs["ascend_class"] == "AscendSiluAndMul"
     assert "torch_npu.npu_rms_norm" in [k.name for k in by_name["q_norm"].kernels]
-    assert by_name["o_proj"].attrs["all_reduce"] == "when tp_size > 1"
+    # each linear names its GEMM kernel (AscendUnquantizedLinearMethod.apply: the explicit AscendLinearBase
+    # __init__ chain builds it), and the row-parallel all-reduce is an op at RowParallelLinear.forward's line
+    # under tp_size > 1: no custom parallel op by default (get_parallel_op's tuple, the AscendConfig defaults)
+    for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        assert [k.name for k in by_name[name].kernels] == ["torch.ops.vllm.unquantized_gemm"], name
+        assert by_name[name].kernels[0].file == "vllm_ascend/ops/linear.py"
+    reduce = [op for op in layer if op.kind == "allreduce"]
+    assert [(op.attrs["inside"], op.file, op.line, op.condition) for op in reduce] == [
+        ("o_proj", "vllm/model_executor/layers/linear.py", 1776, "self.tp_size > 1"),
+        ("down_proj", "vllm/model_executor/layers/linear.py", 1776, "self.tp_size > 1")]
+    assert "tensor_model_parallel_all_reduce(output_parallel)" in (
+        ascend.vllm.root / "vllm/model_executor/layers/linear.py").read_text().splitlines()[1775]
+    assert [k.name for k in reduce[0].kernels] == ["torch.ops.vllm.all_reduce"]
+    ops = {o.scenario: o for o in a.opportunities}
+    assert ops["allreduce_norm"].evidence[0]["file"] == "vllm/model_executor/layers/linear.py"
     # On Ascend, vllm_ascend/patch/worker/patch_qwen3vl.py replaces Qwen3Attention.forward: walked and said.
     att = a.walk.locations["attention"]
     assert att.patched_by == "vllm_ascend/patch/worker/patch_qwen3vl.py:65"

@@ -238,3 +238,75 @@ def test_calls_it_cannot_run_stay_unknown(tmp_path, snippet):
     index = tree_index(tmp_path, {"calls.py": CALLS})
     got = EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.calls")))
     assert not isinstance(got, Known)
+
+
+ASCEND_CONFIG = '''
+import dataclasses
+
+
+class FinegrainedTPConfig:
+    oproj_tensor_parallel_size: int = 0
+    mlp_tensor_parallel_size: int = 0
+
+    def _validate(self, vc):
+        if vc.parallel_config.tensor_parallel_size == 1:
+            self.oproj_tensor_parallel_size = 0  # a downgrade: the default stays
+
+
+class AscendConfig:
+    enable_mlapo: bool = True
+    weight_nz_mode: int = 1
+    mc2_comm_alg: str = ""
+    enable_shared_expert_dp: bool = False
+    enable_sp_by_pass: bool = False
+    enable_prefill_mc2: bool = False
+    log_path: str = dataclasses.field(default_factory=lambda: os.path.join("~", "ascend"))
+    fusion_level: int = dataclasses.field(default=2)
+    finegrained_tp_config: FinegrainedTPConfig = dataclasses.field(default_factory=lambda: FinegrainedTPConfig())
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def derive_and_validate(self, vc):
+        self.enable_shared_expert_dp = self.enable_shared_expert_dp and vc.parallel_config.enable_expert_parallel
+        self.enable_sp_by_pass = vc.compilation_config.pass_config.enable_sp
+        self.enable_prefill_mc2 = self.enable_prefill_mc2 or vc.parallel_config.enable_expert_parallel
+
+
+def oproj_tp_enable() -> bool:
+    return get_ascend_config().finegrained_tp_config.oproj_tensor_parallel_size > 0
+'''
+
+DEFAULTS_TABLE = [
+    ("get_ascend_config().enable_mlapo", Known(True)),
+    ("get_ascend_config().weight_nz_mode", Known(1)),
+    ("get_ascend_config().mc2_comm_alg", Known("")),
+    ("get_ascend_config().fusion_level", Known(2)),
+    ("get_ascend_config().extra", Known({})),
+    ("get_ascend_config().finegrained_tp_config.mlp_tensor_parallel_size", Known(0)),
+    # a validator that only downgrades (`= 0`) or ANDs a False default keeps it
+    ("get_ascend_config().finegrained_tp_config.oproj_tensor_parallel_size", Known(0)),
+    ("oproj_tp_enable()", Known(False)),
+    ("get_ascend_config().enable_shared_expert_dp", Known(False)),
+    # what a validator derives from other settings, what a factory computes, what is not declared: unknown
+    ("get_ascend_config().enable_sp_by_pass", None),
+    ("get_ascend_config().enable_prefill_mc2", None),
+    ("get_ascend_config().log_path", None),
+    ("get_ascend_config().no_such_field", None),
+]
+
+
+@pytest.mark.parametrize("snippet,expected", DEFAULTS_TABLE, ids=[t[0] for t in DEFAULTS_TABLE])
+def test_backend_configuration_is_its_declared_defaults(tmp_path, snippet, expected):
+    """`get_ascend_config()` with no --additional-config: each field its class's declared default, a nested
+    configuration built by its default_factory; a field a validator derives from other settings is unknown."""
+    from fusion_analyze.walk.construct import Scope
+    from fusion_analyze.walk.evaluator import Evaluator
+    from fusion_analyze.walk.values import Defaults
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"ascend_config.py": ASCEND_CONFIG})
+    module = index.get("vllm.ascend_config")
+    cls = index.lookup("vllm.ascend_config", "AscendConfig")
+    ev = Evaluator("ascend", calls={"get_ascend_config": lambda _c, _s: Known(Defaults(cls))})
+    got = ev.infer(cst.parse_expression(snippet), Scope(module=module))
+    assert isinstance(got, Unknown) if expected is None else got == expected

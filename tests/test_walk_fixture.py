@@ -32,10 +32,12 @@ def test_qwen3_layer_sequence_and_lines(qwen3):
         ("rope", "rotary_emb", "RotaryEmbedding", "qwen3.py", 41),
         ("attention", "attn", "Attention", "qwen3.py", 42),
         ("matmul", "o_proj", "RowParallelLinear", "qwen3.py", 43),
+        ("allreduce", "o_proj.allreduce", None, "linear.py", 43),
         ("add_rmsnorm", "post_attention_layernorm", "RMSNorm", "qwen3.py", 82),
         ("matmul", "gate_up_proj", "MergedColumnParallelLinear", "qwen2.py", 35),
         ("silu_mul", "act_fn", "SiluAndMul", "qwen2.py", 36),
         ("matmul", "down_proj", "RowParallelLinear", "qwen2.py", 37),
+        ("allreduce", "down_proj.allreduce", None, "linear.py", 43),
     ]
 
 
@@ -89,8 +91,14 @@ def test_cuda_backend_walks_forward_cuda():
 
 
 def test_row_parallel_all_reduce_condition(qwen3):
-    o_proj = next(op for op in qwen3.walk.ops if op.name == "o_proj")
-    assert o_proj.attrs["all_reduce"] == "when tp_size > 1"
+    # RowParallelLinear's all-reduce is an op of its own, at the line of linear.py that calls it, after the GEMM
+    ops = qwen3.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.name == "o_proj")
+    o_proj, reduce = ops[i], ops[i + 1]
+    assert "all_reduce" not in o_proj.attrs
+    assert (reduce.kind, reduce.file, reduce.line) == ("allreduce", "vllm/model_executor/layers/linear.py", 43)
+    assert reduce.condition == "self.tp_size > 1" and reduce.inputs == o_proj.outputs[:1]  # reduce_results: decided
+    assert reduce.path == o_proj.path and reduce.attrs["inside"] == "o_proj"
     assert qwen3.walk.ops[0].kind == "embedding" and qwen3.walk.ops[0].section == "prologue"
     assert [op.kind for op in qwen3.walk.ops if op.section == "epilogue"][0] == "add_rmsnorm"
 

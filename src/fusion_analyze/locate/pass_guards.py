@@ -19,7 +19,8 @@ from ..catalog import catalog
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all
 from ..walk.construct import Scope
-from ..walk.evaluator import Evaluator, device_calls
+from ..walk.defaults import device_calls
+from ..walk.evaluator import Evaluator
 from ..walk.ir import Op
 from ..walk.tables import tables
 from ..walk.taxonomy import taxonomy
@@ -56,7 +57,7 @@ class _Runtime:
     def __init__(self, index: ModuleIndex, ops: list[Op], config, hardware=None):
         self.index, self.ops, self.config = index, ops, config
         calls = {n: self._layers_of for n in catalog().runtime.get("layers_of", [])}
-        self.evaluator = Evaluator(index.backend, config, calls={**device_calls(hardware), **calls})
+        self.evaluator = Evaluator(index.backend, config, calls={**device_calls(hardware, index), **calls})
         dtype = self._dtype()
         model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
         self.vllm_config = Known({"model_config": model_config})

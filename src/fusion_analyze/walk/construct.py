@@ -12,6 +12,7 @@ from .mro import c3_linearization
 from .tables import _is_self, class_method, function_imports, tables
 from .evaluator import Evaluator
 from .choice import _dedupe, _explain, _prefer_plain, pick
+from .attr_sources import AttrSources
 from .others import OtherChoices
 from .scope import Scope, bind_params
 from .values import Bindings, Condition, Truth, join, literal
@@ -40,7 +41,7 @@ class Instance:
         return self.cls.name if self.cls else "None"
 
 
-class Constructor(OtherChoices):
+class Constructor(AttrSources, OtherChoices):
     def __init__(self, index: ModuleIndex, config=None, calls=None):
         self.index = index
         # the one evaluator of this analysis: backend, device (calls), configuration facts, `self.x` read here
@@ -110,6 +111,12 @@ class Constructor(OtherChoices):
                 break
             call, call_scope = sup, scope
             i += 1
+            named = sup.func.value  # `Base.__init__(self, ...)` runs Base's, which need not be next in the MRO
+            if isinstance(named, (cst.Name, cst.Attribute)):
+                base = self.index.resolve_expr(c.module, named)
+                if getattr(base, "kind", None) == "class" and base is not c:
+                    later = [j for j in range(i, len(mro)) if mro[j] is base]
+                    mro, i = (mro, later[0]) if later else (self.mro(base), 0)
         return out
 
     def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
@@ -172,77 +179,13 @@ class Constructor(OtherChoices):
                 t = evaluator.condition_truth(cond, scope=scope)
                 if t is Truth.TRUE:
                     result = evaluator.infer(expr, scope, depth)
+                    if isinstance(result, Unknown) and isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
+                        result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
             break
         self._values[key] = result
         return result
-
-    def _init_self_calls(self, inst: Instance):
-        """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""
-        for c, fn, scope in self.init_scopes(inst):
-            for pos, call in tables(fn, c.module).self_calls:
-                yield c, fn, scope, pos, call
-
-    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
-        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
-        for c, fn, scope in self.init_scopes(inst):
-            for pos, cond, value in tables(fn, c.module).container_fills.get(name, ()):
-                self._fill_locals(fn, scope, c.module, before=pos)
-                element = pick(self.evaluate(value, scope, depth + 1))
-                if element is not None and element.cls is not None:
-                    element.condition = join(cond, element.condition)
-                    return _layer_list(element, None)
-        return None
-
-    def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
-        """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
-        for c, fn, scope, pos, call in self._init_self_calls(inst):
-            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
-            if found is None or found[1].name.value == "__init__":
-                continue
-            owner, helper = found
-            assigned = tables(helper, owner.module).self_assignments.get(name, ())
-            if not assigned:
-                continue
-            self._fill_locals(fn, scope, c.module, before=pos)
-            hscope = Scope(module=owner.module, owner=inst)
-            bind_params(helper, call, scope, hscope, skip_self=True)
-            options = []
-            for expr, cond, hpos in assigned:
-                self._fill_locals(helper, hscope, owner.module, before=hpos)
-                for alt in self.evaluate(expr, hscope, depth + 1):
-                    alt.condition = join(cond, alt.condition)
-                    options.append(alt)
-            if options:
-                return pick(options)
-        return None
-
-    def external_class(self, inst: Instance, name: str) -> str | None:
-        """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
-        for c, fn, scope in self.init_scopes(inst):
-            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
-                if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
-                    dotted = self.index.dotted(c.module, expr.func)
-                    if dotted and not dotted.startswith(("vllm.", "vllm_ascend.")):
-                        return dotted
-            return None
-        return None
-
-    def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
-        """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
-        for c in self.mro(inst.cls):
-            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
-            for stmt in body:
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                for small in stmt.body:
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
-                        [small.target] if isinstance(small, cst.AnnAssign) and small.value is not None else [])
-                    if any(isinstance(t, cst.Name) and t.value == name for t in targets):
-                        found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
-                        return pick(found)
-        return None
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
@@ -278,6 +221,9 @@ class Constructor(OtherChoices):
         if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
             return self.evaluate(expr.left, scope, depth + 1) or self.evaluate(expr.right, scope, depth + 1)
         if isinstance(expr, cst.Subscript):
+            item = _integer_item(expr)
+            if item is not None and isinstance(expr.value, cst.Call):  # f(...)[k]: item k of what f returns
+                return self._call(expr.value, scope, depth, item=item)
             if all(isinstance(s.slice, cst.Slice) for s in expr.slice):  # self.layers[a:b] is still the layer list
                 base = [i for i in self.evaluate(expr.value, scope, depth + 1) if i.element is not None]
                 if base:
@@ -368,13 +314,19 @@ class Constructor(OtherChoices):
                 alt.decided = self._registry_others(node, where, known.value, key, key_text, scope, depth)
         return out
 
-    def _call(self, call: cst.Call, scope: Scope, depth: int) -> list[Instance]:
+    def _call(self, call: cst.Call, scope: Scope, depth: int, item: int | None = None) -> list[Instance]:
         func = call.func
         # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
         lam = next((a.value for a in call.args if isinstance(a.value, cst.Lambda)), None)
         if lam is None:  # the factory passed by name: a nested def recorded as a lambda in the locals
             lam = next((v for a in call.args if isinstance(a.value, cst.Name)
                         for v, _c in scope.locals.get(a.value.value, []) if isinstance(v, cst.Lambda)), None)
+        if item is not None and lam is None:
+            # only a function's returned tuple has items; a layer list (make_layers(n, lambda ...)) is the list
+            target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if isinstance(target, Definition) and target.kind == "function":
+                return self._factory(self._patched(target, scope), call, scope, depth, item=item)
+            return []
         fname = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if lam is not None and isinstance(lam.body, cst.Call):
             elems = self.evaluate(lam.body, scope, depth + 1)
@@ -420,7 +372,7 @@ class Constructor(OtherChoices):
         return target if isinstance(target, Definition) and target.kind == "function" else fn
 
     def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
-                 skip_self: bool = False) -> list[Instance]:
+                 skip_self: bool = False, item: int | None = None) -> list[Instance]:
         fn = fn_def.node
         inner = Scope(module=fn_def.module, owner=owner)
         bind_params(fn, call, scope, inner, skip_self=skip_self)
@@ -454,6 +406,9 @@ class Constructor(OtherChoices):
             for ret, _cond in returns:
                 if isinstance(ret, cst.Name):
                     ruled_out += [(v, c, where[id(v)]) for v, c in ruled_locals.get(ret.value, ()) if id(v) in where]
+        if item is not None:  # `return op, rank, size`: its item; a return of one value has none
+            returns = [(r.elements[item].value, c) for r, c in returns
+                       if isinstance(r, cst.Tuple) and item < len(r.elements)]
         for ret, cond in returns:
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
@@ -471,6 +426,12 @@ class Constructor(OtherChoices):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _integer_item(expr: cst.Subscript) -> int | None:
+    if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer):
+        return int(expr.slice[0].slice.value.value)
+    return None
+
+
 def _layer_list(element: Instance, repeat: str | None) -> Instance:
     return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat)
 

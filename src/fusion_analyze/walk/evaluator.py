@@ -15,9 +15,10 @@ from functools import lru_cache
 
 import libcst as cst
 
+from .defaults import config_default
 from .known import (_BUILTINS, _builds_objects, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _is_unbound_chain_self, _rebound)
-from .values import (Bindings, ClassRef, Condition, ConfigRef, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
+from .values import (Bindings, ClassRef, Condition, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
                      _code, _is_none, assumed, literal)
 
 _EMPTY = Bindings()
@@ -68,6 +69,30 @@ class Evaluator:
             if decided is not Truth.UNKNOWN:
                 return decided
         return assumed(_code(module, expr), self.backend)
+
+    def residual(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
+        """(truth, condition) of an `if` test: an `a and b and c` whose known parts hold keeps only its
+        undecided conjuncts (`self.reduce_results and self.tp_size > 1` with reduce_results True is
+        `self.tp_size > 1`), so a printed condition never carries a decided part."""
+        parts, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+                stack += [e.right, e.left]
+            else:
+                parts.append(e)
+        kept = []
+        for part in parts:
+            value = self.truth(part, module, env, scope)
+            if value is Truth.FALSE:
+                return Truth.FALSE, None
+            if value is Truth.UNKNOWN:
+                kept.append(part)
+        if not kept:
+            return Truth.TRUE, None
+        if len(kept) == len(parts):
+            return Truth.UNKNOWN, Condition.of(expr, module)
+        return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
 
     def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False, scope=None) -> Truth:
         if term.expr is None:
@@ -283,6 +308,8 @@ class Evaluator:
             return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
         if isinstance(base, Known) and isinstance(base.value, dict):
             return Known(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+        if isinstance(base, Known) and isinstance(base.value, Defaults):
+            return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, depth + 1))
         if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
             return Known(Symbol(base.value.fields[attr]))  # a hardware profile's family / policy member
         if _is_unbound_chain(expr, scope):
@@ -453,16 +480,6 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
         return Known(op is cst.IsNot)
     return Unknown("a comparison of unknown values")
-
-
-def device_calls(profile) -> dict:
-    """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
-    (locate/hardware.py); no device profile, no calls (the tests on it stay unknown)."""
-    if profile is None:
-        return {}
-    from ..catalog import catalog
-
-    return {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
 
 
 @lru_cache(maxsize=4)

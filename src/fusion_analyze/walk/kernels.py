@@ -14,7 +14,7 @@ from .evaluator import Evaluator
 from .tables import class_method, exits_at_end
 from .values import Bindings, ClassRef, Condition, Known, Truth, as_text, join
 from .ir import Kernel
-from .taxonomy import is_kernel
+from .taxonomy import collective_kind, is_kernel
 
 MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
 ASCEND_UTILS = "vllm_ascend.utils"
@@ -32,15 +32,19 @@ class Backends:
         self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
         self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
+        self._collectives: list | None = None
 
-    def kernels_of_instance(self, inst, impl: Definition, method: str) -> list[Kernel]:
-        """The kernels `impl.method` runs for one built instance (a MoE layer's router): its `self.x` tests are
-        decided with the values its construction gave it (scoring_func, renormalize), the configuration's too."""
-        self._inst, self._inst_impl = inst, impl
+    def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
+                            collectives: list | None = None) -> list[Kernel]:
+        """The kernels `impl.method` runs for one built instance (a MoE layer's router, a linear layer): its
+        `self.x` tests are decided with the values its construction gave it (scoring_func, reduce_results),
+        the configuration's too. `collectives` (a list) receives each collective the code calls, as an op of
+        its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's."""
+        self._inst, self._inst_impl, self._collectives = inst, impl, collectives
         try:
-            return self.kernels_of(impl, Bindings(), method=method)
+            return self.kernels_of(impl, facts or Bindings(), method=method)
         finally:
-            self._inst = self._inst_impl = None
+            self._inst = self._inst_impl = self._collectives = None
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
@@ -124,14 +128,13 @@ class Backends:
         def visit_block(stmts, cond):
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
-                    test = Condition.of(stmt.test, module)
                     if self._inst is not None and impl is not None and impl is self._inst_impl:
-                        value = self.ctor.evaluator.truth(stmt.test, module, facts, Scope(module=module, owner=self._inst))
+                        value, test = self.ctor.evaluator.residual(stmt.test, module, facts, Scope(module=module, owner=self._inst))
                     else:
-                        value = self._evaluator.truth(stmt.test, module, facts, Scope(module=module))
+                        value, test = self._evaluator.residual(stmt.test, module, facts, Scope(module=module))
                     if value is not Truth.FALSE:
                         visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
-                    neg = test.negate()
+                    neg = test.negate() if test is not None else None
                     if stmt.orelse is not None and value is not Truth.TRUE:
                         orelse = stmt.orelse
                         if isinstance(orelse, cst.If):
@@ -165,12 +168,21 @@ class Backends:
             else:
                 calls = find_all(node, cst.Call, prune)
             for c in calls:
-                backends._call(impl, module, c, cond, facts, out, depth, seen)
+                backends._call(impl, module, c, cond, facts, out, depth, seen, fn)
 
         visit_block(fn.body.body, base)
 
-    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set) -> None:
+    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set,
+              caller: cst.FunctionDef | None = None) -> None:
         func = call.func
+        # super().m(...): the next class of the implementation's MRO after the one that defines the caller
+        if (impl is not None and caller is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            found = self._super_method(impl, caller, func.attr.value)
+            if found is not None:
+                owner, fn = found
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+            return
         # kernel[grid](...): a Triton launch; the kernel is the function subscripted
         if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func.value)
@@ -208,7 +220,8 @@ class Backends:
                 and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"):
             from .construct import Instance
 
-            sub = self.ctor.attr(Instance(impl), func.value.attr.value)
+            owner_inst = self._inst if self._inst is not None and impl is self._inst_impl else Instance(impl)
+            sub = self.ctor.attr(owner_inst, func.value.attr.value)
             if sub is not None and sub.cls is not None:
                 sub_impl = self.implementation(sub.cls)
                 name = func.attr.value
@@ -218,6 +231,17 @@ class Backends:
                 if found is not None:
                     owner, fn = found
                     self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+            return
+        # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and isinstance(func.value.func, (cst.Name, cst.Attribute)):
+            maker = self.index.resolve_expr(module, func.value.func)
+            ret = maker.node.returns if isinstance(maker, Definition) and maker.kind == "function" else None
+            if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
+                cls = self.index.resolve_expr(maker.module, ret.annotation)
+                found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
+                if found is not None:
+                    owner_cls, fn = found
+                    self._collect(None, owner_cls.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
@@ -232,8 +256,26 @@ class Backends:
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
+            kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
+            if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
+                found: list[Kernel] = []
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call), found, depth + 1, set())
+                self._collectives.append((kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
+                return
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen, cond)
+
+
+    def _super_method(self, impl: Definition, caller: cst.FunctionDef, name: str):
+        mro = self.ctor.mro(impl)
+        at = next((i for i, c in enumerate(mro) if class_method(c, caller.name.value) is caller), None)
+        if at is None:
+            return None
+        for c in mro[at + 1:]:
+            fn = class_method(c, name)
+            if fn is not None:
+                return c, fn
+        return None
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:

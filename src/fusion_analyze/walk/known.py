@@ -124,7 +124,7 @@ def _is_unbound_chain_self(func) -> bool:
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
-    """Only ifs, assignments, returns, a docstring and pass: running it on known arguments is safe."""
+    """Only ifs, assignments, returns, imports, a docstring and pass: running it on known arguments is safe."""
     key = ("decision_function", fn)
     if key not in module.memo:
         module.memo[key] = _only_decisions(fn.body.body)
@@ -145,7 +145,7 @@ def _only_decisions(body) -> bool:
                 return False
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, (cst.Return, cst.Assign, cst.Pass)):
+                if isinstance(small, (cst.Return, cst.Assign, cst.Pass, cst.ImportFrom, cst.Import)):
                     continue
                 if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue
@@ -177,3 +177,4 @@ def _builds_objects(fn_def, index) -> bool:
                 break
         module.memo[key] = ok
     return module.memo[key]
+

@@ -53,7 +53,12 @@ class Layers:
             attrs["role"] = "router"
         if kind == "moe":
             self._moe_parts(frame, sub, path, stmt, inputs, cond, steady)
-        kernels = self._leaf_kernels(impl, kind, facts)
+        collectives: list | None = [] if kind == "matmul" else None
+        if collectives is not None:  # a linear's GEMM and collective: decided with the values it was built with
+            kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
+                                                        self.backends.forward_name(impl), facts, collectives)
+        else:
+            kernels = self._leaf_kernels(impl, kind, facts)
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
@@ -61,12 +66,31 @@ class Layers:
             attrs["native"] = "no Ascend replacement; CustomOp.forward_oot runs forward_native (separate PyTorch ops)"
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
-        if info.get("reduce"):
+        if collectives:
+            out = self._collective_ops(frame, name, stmt, out, collectives, cond, steady, path)
+        elif info.get("reduce") and not self._has_code(impl):  # the layer's code is not in the trees: its flag
             self._all_reduce(sub, info["reduce"])
         if kind == "moe":
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _collective_ops(self, frame, name, stmt, inputs, collectives, cond, steady, path) -> list[str]:
+        """The collectives a linear layer runs after its GEMM (RowParallelLinear's all-reduce), each an op at
+        the line of the layer's code that calls it, under the tests on the way there (`tp_size > 1`)."""
+        out = list(inputs)
+        for kind, file, line, ccond, kernels in collectives:
+            op_cond = " and ".join(c for c in (as_text(cond), ccond) if c) or None
+            # the GEMM's output is reduced; what else the layer returns (its bias) passes by
+            hint = [out[0].rsplit("#", 1)[0]] if out else [f"{name}_{kind}"]  # the model's name for the value
+            out = self._op(frame, kind, f"{name}.{kind}", None, stmt, out[:1], hint, op_cond, steady,
+                           attrs={"inside": name, "role": "collective"}, path=path) + out[1:]
+            self.ops[-1].file, self.ops[-1].line = file, line
+            self.ops[-1].kernels = kernels
+        return out
+
+    def _has_code(self, impl: Definition) -> bool:
+        return self.ctor.method(impl, self.backends.forward_name(impl)) is not None
 
     def _chosen(self, path: str, sub: Instance, cond):
         """Record what else could be built at `path` (undecided, or what another configuration value builds);

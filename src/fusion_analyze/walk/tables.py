@@ -34,8 +34,8 @@ class FunctionTables:
 
     @cached_property
     def assignments(self) -> list[tuple]:
-        """(target expr, value, condition, position); tuple targets yield each element
-        (a, b, self.layers = make_layers(...))."""
+        """(target expr, value, condition, position); a tuple target yields each element with the value's item
+        (`a, b, self.layers = make_layers(...)`: self.layers is `make_layers(...)[2]`)."""
         out = []
         for pos, cond, small in self._small():
             if isinstance(small, cst.Assign):
@@ -45,8 +45,12 @@ class FunctionTables:
             else:
                 continue
             for t in targets:
-                for el in ([e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
-                    out.append((el, small.value, cond, pos))
+                if not isinstance(t, (cst.Tuple, cst.List)):
+                    out.append((t, small.value, cond, pos))
+                    continue
+                for k, el in enumerate(e.value for e in t.elements):  # the k-th item of what the right side gives
+                    item = cst.Subscript(value=small.value, slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
+                    out.append((el, item, cond, pos))
         return out
 
     @cached_property

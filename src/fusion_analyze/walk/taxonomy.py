@@ -38,6 +38,16 @@ def is_kernel(dotted: str | None) -> bool:
     return bool(dotted) and any(dotted.startswith(p) for p in taxonomy()["kernel_prefixes"])
 
 
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
+
+
+def collective_kind(function_name: str) -> str | None:
+    """The collective a function of the trees is (`tensor_model_parallel_all_reduce`: allreduce), by the
+    functions table."""
+    kind = (taxonomy()["functions"].get(function_name) or {}).get("kind")
+    return kind if kind in COLLECTIVES else None
+
+
 def tensor_method_kind(name: str) -> str | None:
     return taxonomy()["tensor_methods"].get(name)
 

@@ -110,6 +110,26 @@ class NotNone:
     what: str = ""
 
 
+class Defaults:
+    """A configuration object of the backend built from no user input (`get_ascend_config()` without
+    --additional-config): each attribute is its class's declared default (`x: int = 0`, a nested config built
+    by `default_factory`); what the class does not declare as a literal default stays unknown."""
+
+    __slots__ = ("definition",)
+
+    def __init__(self, definition) -> None:
+        self.definition = definition
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Defaults) and other.definition.qualname == self.definition.qualname
+
+    def __hash__(self) -> int:
+        return hash(("defaults", self.definition.qualname))
+
+    def __repr__(self) -> str:
+        return f"<defaults of {self.definition.name}>"
+
+
 Value = Known | Unknown | OneOf | ConfigRef | NotNone  # the walk's modules (construct.Instance) are values of their own kind
 
 

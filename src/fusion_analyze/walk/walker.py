@@ -13,7 +13,7 @@ from ..locate.ascend import Patch
 from .calls import Calls
 from .composites import Composites
 from .construct import Constructor, Instance
-from .evaluator import device_calls
+from .defaults import device_calls
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
 from .ir import Op, RoleLocation, WalkResult
 from .kernels import Backends
@@ -28,7 +28,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
     def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None):
         self.index = index
         # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)
-        self.ctor = Constructor(index, config, calls=device_calls(hardware))
+        self.ctor = Constructor(index, config, calls=device_calls(hardware, index))
         self.backends = Backends(index, self.ctor, device=hardware.soc if hardware is not None else None)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ctor.patches = self.patches

@@ -1,0 +1,98 @@
+"""Where else `self.x` comes from when no `__init__` of the chain assigns it: a method `__init__` calls, a
+container `__init__` fills, a class attribute; and the value the constructor reads for an item of a
+factory's tuple. A mixin of construct.Constructor (its `attr`, `evaluate`, `init_scopes` and `method`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .choice import pick
+from .scope import Scope, bind_params
+from .tables import tables
+from .values import join
+
+if TYPE_CHECKING:
+    from .construct import Instance
+
+
+class AttrSources:
+    """Mixin of Constructor: the other sources of `self.<name>`."""
+
+    def _built_value(self, inst: Instance, name: str, unknown):
+        """What the constructor reads for self.<name>: None, or an object (never None), when it is certain."""
+        from .values import Known, NotNone
+
+        built = self.attr(inst, name)
+        if built is None or built.condition:
+            return unknown
+        return Known(None) if built.cls is None else NotNone(built.cls.name)
+
+    def _init_self_calls(self, inst: Instance):
+        """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, call in tables(fn, c.module).self_calls:
+                yield c, fn, scope, pos, call
+
+    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, cond, value in tables(fn, c.module).container_fills.get(name, ()):
+                self._fill_locals(fn, scope, c.module, before=pos)
+                element = pick(self.evaluate(value, scope, depth + 1))
+                if element is not None and element.cls is not None:
+                    element.condition = join(cond, element.condition)
+                    from .construct import _layer_list
+
+                    return _layer_list(element, None)
+        return None
+
+    def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
+        for c, fn, scope, pos, call in self._init_self_calls(inst):
+            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
+            if found is None or found[1].name.value == "__init__":
+                continue
+            owner, helper = found
+            assigned = tables(helper, owner.module).self_assignments.get(name, ())
+            if not assigned:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            hscope = Scope(module=owner.module, owner=inst)
+            bind_params(helper, call, scope, hscope, skip_self=True)
+            options = []
+            for expr, cond, hpos in assigned:
+                self._fill_locals(helper, hscope, owner.module, before=hpos)
+                for alt in self.evaluate(expr, hscope, depth + 1):
+                    alt.condition = join(cond, alt.condition)
+                    options.append(alt)
+            if options:
+                return pick(options)
+        return None
+
+    def external_class(self, inst: Instance, name: str) -> str | None:
+        """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+                    dotted = self.index.dotted(c.module, expr.func)
+                    if dotted and not dotted.startswith(("vllm.", "vllm_ascend.")):
+                        return dotted
+            return None
+        return None
+
+    def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
+        for c in self.mro(inst.cls):
+            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
+            for stmt in body:
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+                        [small.target] if isinstance(small, cst.AnnAssign) and small.value is not None else [])
+                    if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                        found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
+                        return pick(found)
+        return None

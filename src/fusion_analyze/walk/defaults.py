@@ -1,0 +1,113 @@
+"""What vLLM's runtime hands the code with no user input: the device's hardware profile for
+`get_current_hardware_profile()`, and a backend configuration built from no --additional-config
+(`get_ascend_config()`) whose attributes are its classes' declared field defaults (walk.yaml `runtime`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..index.nodes import find_all
+from .known import _dotted_text
+from .scope import Scope
+from .values import Defaults, Known, Unknown, Value, literal
+
+
+def device_calls(profile, index=None) -> dict:
+    """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
+    (locate/hardware.py; no device profile: the tests on it stay unknown), and each `defaults` function
+    (`get_ascend_config()`) is its configuration class with no user input (walk.yaml runtime)."""
+    from ..catalog import catalog
+
+    out = {}
+    if profile is not None:
+        out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
+    for name, qualname in (catalog().runtime.get("defaults") or {}).items() if index is not None else ():
+        mod, _, cls_name = qualname.rpartition(".")
+        target = index.lookup(mod, cls_name)
+        if getattr(target, "kind", None) == "class":
+            out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
+    return out
+
+def _assigned_by_methods(cls) -> dict[str, list]:
+    """name -> values of each `self.<name> = value` in the class's methods (a validator deriving the field)."""
+    module = cls.module
+    key = ("derived_fields", cls.node)
+    if key not in module.memo:
+        names: dict[str, list] = {}
+        for node in find_all(cls.node, cst.Assign):
+            for t in node.targets:
+                t = t.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    names.setdefault(t.attr.value, []).append(node.value)
+        module.memo[key] = names
+    return module.memo[key]
+
+
+def _keeps(name: str, default: Value, assigned: list) -> bool:
+    """A falsy default no derivation can change: each assignment sets the default again (a downgrade,
+    `self.x = 0`) or `self.x and ...`, which is the default while it is falsy."""
+    if not isinstance(default, Known) or default.value or not isinstance(default.value, (bool, int, type(None), str)):
+        return False
+    for value in assigned:
+        lit = literal(value)
+        if lit is not None and lit.value == default.value and type(lit.value) is type(default.value):
+            continue
+        left = value
+        while isinstance(left, cst.BooleanOperation) and isinstance(left.operator, cst.And):
+            left = left.left
+        if left is not value and isinstance(left, cst.Attribute) and isinstance(left.value, cst.Name) \
+                and left.value.value == "self" and left.attr.value == name:
+            continue
+        return False
+    return True
+
+
+def config_default(defaults, name: str, infer) -> Value:
+    """The declared default of field `name` of a configuration class built from no user input: a literal (or
+    a module constant), `field(default=...)`, or a nested configuration (`field(default_factory=C)`,
+    `default_factory=lambda: C()`, `C()`). A field a method derives from other settings is unknown."""
+    cls = defaults.definition
+    found = _declared_default(defaults, name, infer)
+    derived = _assigned_by_methods(cls).get(name)
+    if derived and not _keeps(name, found, derived):
+        return Unknown(f"{cls.name}.{name} is derived from other settings when the configuration is built")
+    return found
+
+
+def _declared_default(defaults, name: str, infer) -> Value:
+    cls = defaults.definition
+    index = cls.module._index
+    value = None
+    for stmt in cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+                value = small.value
+            elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+                  and small.targets[0].target.value == name):
+                value = small.value
+    if value is None:
+        return Unknown(f"{cls.name} declares no default for {name}")
+
+    def nested(expr) -> Value | None:
+        if isinstance(expr, cst.Lambda) and isinstance(expr.body, cst.Call) and not expr.body.args:
+            expr = expr.body.func
+        elif isinstance(expr, cst.Call) and not expr.args:
+            expr = expr.func
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            target = index.resolve_expr(cls.module, expr)
+            if getattr(target, "kind", None) == "class":
+                return Known(Defaults(target))
+            if isinstance(expr, cst.Name) and expr.value in ("dict", "list"):
+                return Known({} if expr.value == "dict" else ())
+        return None
+
+    if isinstance(value, cst.Call) and _dotted_text(value.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
+        for arg in value.args:
+            if arg.keyword is not None and arg.keyword.value == "default":
+                return infer(arg.value, Scope(module=cls.module))
+            if arg.keyword is not None and arg.keyword.value == "default_factory":
+                return nested(arg.value) or Unknown(f"{cls.name}.{name} is built by a factory")
+        return Unknown(f"{cls.name}.{name} has no default")
+    if isinstance(value, cst.Call):
+        return nested(value) or Unknown(f"{cls.name}.{name} is computed when the configuration is built")
+    return infer(value, Scope(module=cls.module))
