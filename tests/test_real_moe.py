@@ -89,3 +89,18 @@ def test_deepseek_v3_dense_first_layers_are_the_moe_layers_alternative(session, 
     assert alt["chosen"] == "DeepseekV2MoE" and not alt["decided"]
     (dense,) = [o for o in alt["others"] if o[0] == "DeepseekV2MLP"]
     assert "first_k_dense_replace" in dense[1]  # the layers before it are dense, with the test that says so
+
+
+def test_a_module_called_under_a_test_runs_under_it(session, hf):
+    """DeepseekV2DecoderLayer calls self.self_attn and self.mlp in both arms of `if self.use_mha` / `if
+    self.use_sequence_parallel_moe`: each op inside the module carries the arm's test, never none."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    layer = [op for op in a.walk.ops if op.section == "layer"]
+    attn = [op for op in layer if op.kind == "mla_attention"]
+    assert [op.condition.split(" and ")[0] for op in attn] == ["self.use_mha", "not (self.use_mha)"]
+    moe = [op for op in layer if op.path.startswith("model.layers.mlp")]
+    assert moe and all(op.condition.startswith(("self.use_sequence_parallel_moe and ",
+                                                "not (self.use_sequence_parallel_moe) and ")) for op in moe)
+    for arm in ("self", "not (self"):  # each arm runs the whole MoE layer: the runner and both of its parts
+        kinds = [op.kind for op in moe if op.condition.startswith(arm + ".use_sequence_parallel_moe")]
+        assert kinds.count("moe") == 1 and "moe_gating" in kinds and "moe_experts" in kinds, arm

@@ -114,7 +114,7 @@ class Calls:
             name = frame.module_names.get(func.value, func.value)  # a module handed in keeps its own name
             return self._module_call(frame, inst, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
         return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
-                            facts=frame.facts)
+                            facts=frame.facts, cond=s.cond)
 
     def _indexed_layer_call(self, s: CallSite):
         """self.layers[i](...), self.attn_per_step[str(step)](...): an element of a module list."""
@@ -129,7 +129,8 @@ class Calls:
             return self._module_call(frame, lst.element, func.value.attr.value, s.call, args, kwargs, s.cond,
                                      s.steady, s.stmt, s.hint)
         return self._expand(lst.element, "forward", args, kwargs,
-                            path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts)
+                            path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts,
+                            cond=s.cond)
 
     def _dotted(self, s: CallSite) -> str | None:
         func = s.func

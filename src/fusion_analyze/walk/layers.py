@@ -23,7 +23,7 @@ class Layers:
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
             facts = Bindings(dict(), self._attr_facts(sub))
-            return self._expand(sub, "forward", args, kwargs, path, facts)
+            return self._expand(sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
         kind = info["kind"]
         inputs = _flat(args, kwargs)
@@ -153,17 +153,11 @@ class Layers:
                          attrs={"role": "router", "inside": sub.cls.name}, path=f"{path}.{key}")
                 self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
             else:
-                self._expand_under(inst, [inputs], f"{path}.{key}", icond)
+                self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), icond)
                 for op in self.ops:
                     if op.path.startswith(f"{path}.{key}"):
                         op.attrs.setdefault("inside", sub.cls.name)
                         op.attrs.setdefault("role", "shared_expert")
-
-    def _expand_under(self, inst: Instance, args, path: str, cond: str | None) -> None:
-        start = len(self.ops)
-        self._expand(inst, "forward", args, {}, path, Bindings())
-        for op in self.ops[start:]:
-            op.condition = " and ".join(c for c in (as_text(cond), op.condition) if c) or None
 
     def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings) -> list[Kernel]:
         from .taxonomy import taxonomy

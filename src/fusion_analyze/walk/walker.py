@@ -67,7 +67,12 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
                 return c, fn, c.module, None
         return None
 
-    def _expand(self, inst: Instance, method: str, args: list, kwargs: dict, path: str, facts: Bindings) -> list[str]:
+    def _expand(self, inst: Instance, method: str, args: list, kwargs: dict, path: str, facts: Bindings,
+                cond=None) -> list[str]:
+        """Walk `inst.method`; its ops run under the call site's condition (`if self.use_mha: self.self_attn(...)`).
+        A module's ops stay steady whichever branch calls it: the walk's default branch of an undecided test is
+        a pick, and a module's scenarios must not vanish because the pick fell on the other branch (DeciLM
+        calls its attention in the else of `if self._is_no_op_attention: pass`)."""
         if inst.cls is None or len(self._stack) > MAX_DEPTH or len(self.ops) > MAX_OPS:
             return []
         key = f"{inst.cls.qualname}.{method}"
@@ -85,7 +90,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         self._bind(frame, args, kwargs)
         self._stack.append(key)
         try:
-            self._block(frame, fn.body.body, None, True)
+            self._block(frame, fn.body.body, cond, True)
         finally:
             self._stack.pop()
         return frame.returns
