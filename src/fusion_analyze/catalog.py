@@ -30,6 +30,11 @@ class Catalog:
         return [(re.compile(e["match"]), frozenset(e["covers"])) for e in self._read("kernels")["kernels"]]
 
     @cached_property
+    def dispatchers(self) -> list[re.Pattern]:
+        """Entries marked `dispatch: true`: vLLM custom ops that hand the work to the attention backend's impl."""
+        return [re.compile(e["match"]) for e in self._read("kernels")["kernels"] if e.get("dispatch")]
+
+    @cached_property
     def walk(self) -> dict:
         return self._read("walk")
 
@@ -90,6 +95,12 @@ def kernel_covers(name: str) -> frozenset[str]:
         if rx.search(name):
             return covers
     return frozenset()
+
+
+def is_dispatcher(name: str) -> bool:
+    """A custom op that only calls the backend's implementation (unified_attention_with_output): it fuses
+    what the implementation's kernels fuse, and is evidence only when none of them is known."""
+    return any(rx.search(name) for rx in catalog().dispatchers)
 
 
 def fuses(covers: frozenset[str], need: tuple[str, ...], optional: tuple[str, ...] = ()) -> bool:

@@ -88,7 +88,8 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
             pass
     facts = _facts(session, loc, options, model)
     hardware = read_profiles(index).get(device.get("soc")) if session.backend == "ascend" else None
-    walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware)
+    walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware,
+                    soc=device.get("soc") if session.backend == "ascend" else None)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(index, ascend, result.ops, facts, hardware)  # what each pass's __init__ checks, for this model

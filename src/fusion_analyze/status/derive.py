@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..catalog import kernel_covers, kernel_fuses
+from ..catalog import catalog, is_dispatcher, kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import Pattern
 from ..walk.ir import Op
@@ -79,11 +79,37 @@ def _fill(text: str, m: Match) -> str:
     return re.sub(r"\{(\w+\.attrs\.\w+)\}", sub, text)
 
 
-def _covering_kernel(ops: list[Op], need: tuple[str, ...]):
+def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> list[tuple[Op, object, list[str]]]:
+    """(op, kernel, the runtime paths it is cited for) of the kernels that fuse the scenario: per runtime path
+    (walk/paths.py), the kernel that path runs, the first path's first; one kernel without paths when none
+    were read. A dispatcher (unified_attention_with_output)
+    is cited only when none of the implementation's kernels is known."""
     found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)]
-    # an unconditional kernel first, then the one on the fewest tests (the main path, not a variant's branch)
+    if any(not is_dispatcher(k.name) for _op, k in found):
+        found = [ok for ok in found if not is_dispatcher(ok[1].name)]
+    if not found:
+        return []
+    out = []
+    for path in _path_names(backend):
+        on = [(op, k, rest, positive) for op, k in found for name, rest, positive in (k.paths or ()) if name == path]
+        if on:  # the default branch of the path: fewest tests that must hold, then fewest tests
+            op, k, rest, _p = min(on, key=lambda c: (c[3], (c[2] or "").count(" and ") + bool(c[2])))
+            same = [i for i, (_o, seen, _ps) in enumerate(out) if seen is k]
+            if same:
+                out[same[0]][2].append(path)
+            else:
+                out.append((op, k, [path]))
+    if out:
+        return out
+    if all(k.paths is not None for _op, k in found):  # each runs on no path of this model (an encoder's kernel)
+        return []
+    # no path read: an unconditional kernel first, then the one on the fewest tests (not a variant's branch)
     found.sort(key=lambda ok: (ok[1].condition is not None, (ok[1].condition or "").count(" and ")))
-    return found[0] if found else None
+    return [(found[0][0], found[0][1], [])]
+
+
+def _path_names(backend: str) -> list[str]:
+    return list(((catalog().runtime.get("attention_paths") or {}).get(backend) or {}).get("paths") or {})
 
 
 def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
@@ -145,11 +171,18 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
     if m.inactive:
         return Status.INACTIVE, [_fill(m.form.when or "", m)] + conds, sites, None
     if backend == "ascend":
-        hit = _covering_kernel(ops, need)
-        if hit is not None:
-            op, k = hit
-            c = conds + ([f"{k.name} runs when {k.condition}"] if k.condition else [])
-            return Status.FUSED_BY_ASCEND_KERNEL, c, [_ev(k.file, k.line, f"{k.name} (in {op.attrs.get('ascend_class') or op.layer_class})")] + sites, None
+        hits = _covering_kernels(ops, need, backend)
+        if hits:
+            c, ev = list(conds), []
+            for op, k, paths in hits:
+                where = op.attrs.get("ascend_class") or op.layer_class
+                rests = dict((name, r) for name, r, _p in k.paths or ())
+                for path in paths or [None]:
+                    rest = rests.get(path) if path else k.condition
+                    c += [f"{path + ': ' if path else ''}{k.name} runs when {rest}"] if rest else []
+                on = f"; {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}" if paths else ""
+                ev.append(_ev(k.file, k.line, f"{k.name} (in {where}{on})"))
+            return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None
         hit_pass = _ascend_pass(m, ascend_passes)
         if hit_pass is not None:
             p, pat, failed, undecided = hit_pass

@@ -96,3 +96,16 @@ class AttrSources:
                         found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
                         return pick(found)
         return None
+
+    def built_as(self, inst: Instance, name: str, cls):
+        """`self.<name> = impl_cls(...)` where the runtime picks the class (`impl_cls =
+        self.attn_backend.get_impl_cls()`): an instance of `cls` built with that call's arguments, read in the
+        __init__ that makes it (the layer's sinks and sliding window reach the backend's impl this way)."""
+        from .construct import Instance
+
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if isinstance(expr, cst.Call) and not cond:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    return Instance(cls, expr, scope, None)
+        return None

@@ -12,15 +12,25 @@ from .scope import Scope
 from .values import Defaults, Known, Unknown, Value, literal
 
 
-def device_calls(profile, index=None) -> dict:
+def device_calls(profile, index=None, soc: str | None = None) -> dict:
     """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
-    (locate/hardware.py; no device profile: the tests on it stay unknown), and each `defaults` function
-    (`get_ascend_config()`) is its configuration class with no user input (walk.yaml runtime)."""
+    (locate/hardware.py; no device profile: the tests on it stay unknown), `get_ascend_device_type()` the
+    member of the device-type Enum its SoC family names, and each `defaults` function (`get_ascend_config()`)
+    is its configuration class with no user input (walk.yaml runtime)."""
     from ..catalog import catalog
+    from .known import _class_constant
 
     out = {}
     if profile is not None:
         out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
+    soc = soc or getattr(profile, "soc", None)
+    for name, qualname in (catalog().runtime.get("device_type") or {}).items() if index is not None and soc else ():
+        mod, _, cls_name = qualname.rpartition(".")
+        target = index.lookup(mod, cls_name)
+        if getattr(target, "kind", None) == "class":
+            member = _class_constant(target, soc)
+            if isinstance(member, Known):
+                out[name] = lambda _call, _scope, member=member: member
     for name, qualname in (catalog().runtime.get("defaults") or {}).items() if index is not None else ():
         mod, _, cls_name = qualname.rpartition(".")
         target = index.lookup(mod, cls_name)

@@ -378,6 +378,8 @@ class Evaluator:
         kind = getattr(target, "kind", None)
         if kind == "class":
             return NotNone(target.name)
+        if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
+            return NotNone(index.dotted(module, call.func))
         if kind != "function" or depth > _MAX_INFER // 2:
             return Unknown("the result of a call")
         fn = target.node
@@ -480,6 +482,13 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
         return Known(op is cst.IsNot)
     return Unknown("a comparison of unknown values")
+
+
+@lru_cache(maxsize=1)
+def _never_none() -> frozenset[str]:
+    from ..catalog import catalog
+
+    return frozenset(catalog().walk.get("never_none", []))
 
 
 @lru_cache(maxsize=4)

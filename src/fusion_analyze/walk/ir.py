@@ -13,9 +13,17 @@ class Kernel:
     file: str
     line: int
     condition: str | None = None
+    # the runtime paths it can run on (walk/paths.py): (path, what is left of its condition there or None, how
+    # many of those tests must hold); () when it runs on none of them; None when the op's paths were not read
+    paths: tuple[tuple[str, str | None, int], ...] | None = None
+    # the condition as code, for deciding it on a path; not part of what the kernel is
+    cond: object = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+        d = {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+        if self.paths is not None:
+            d["paths"] = {name: rest for name, rest, _positive in self.paths}
+        return d
 
 
 @dataclass

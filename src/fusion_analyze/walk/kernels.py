@@ -187,7 +187,7 @@ class Backends:
         if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func.value)
             if isinstance(target, Definition) and target.kind == "function":
-                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond)))
+                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond), cond=cond))
             return
         # SomeFn.apply(...): an autograd Function runs its static forward
         if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
@@ -202,7 +202,7 @@ class Backends:
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
             dotted = dotted[:-4]
         if is_kernel(dotted):
-            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond)))
+            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
                 if target is not None:

@@ -7,6 +7,7 @@ from ..index.modules import Definition
 from .construct import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from .ir import Kernel
+from .paths import attention_paths, place_on_paths
 from .taxonomy import leaf_for_class_names
 from .tables import bind_arguments, none_defaults, tables
 from .values import Bindings, Known, as_text, join, selecting
@@ -58,7 +59,7 @@ class Layers:
             kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
                                                         self.backends.forward_name(impl), facts, collectives)
         else:
-            kernels = self._leaf_kernels(impl, kind, facts)
+            kernels = self._leaf_kernels(impl, kind, facts, sub)
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
@@ -159,7 +160,9 @@ class Layers:
                         op.attrs.setdefault("inside", sub.cls.name)
                         op.attrs.setdefault("role", "shared_expert")
 
-    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings) -> list[Kernel]:
+    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None) -> list[Kernel]:
+        """The device kernels of a leaf layer; an attention layer's are its backend implementation's too, decided
+        with the values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
         from .taxonomy import taxonomy
 
         kernels = self.backends.kernels_of(impl, facts)
@@ -169,7 +172,12 @@ class Layers:
                 mod, _, cls_name = qual.rpartition(".")
                 target = self.index.lookup(mod, cls_name)
                 if isinstance(target, Definition) and target.kind == "class":
-                    kernels = kernels + self.backends.kernels_of(target, Bindings(), method="forward")
+                    built = (self.ctor.built_as(Instance(impl, sub.call, sub.scope, sub.condition), "impl", target)
+                             if sub is not None and sub.call is not None else None)
+                    kernels = kernels + (self.backends.kernels_of_instance(built, target, "forward") if built is not None
+                                         else self.backends.kernels_of(target, Bindings(), method="forward"))
+            # which of them run on decode and on prefill: the claim cites the path that runs, not the first found
+            kernels = place_on_paths(kernels, attention_paths(self.index, self.ctor.evaluator), self.ctor.evaluator)
         return kernels
 
     def _attr_facts(self, inst: Instance) -> dict[str, list[str]]:

@@ -25,11 +25,13 @@ from .values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Composites, Roles):
-    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None):
+    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None, soc: str | None = None):
         self.index = index
         # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)
-        self.ctor = Constructor(index, config, calls=device_calls(hardware, index))
-        self.backends = Backends(index, self.ctor, device=hardware.soc if hardware is not None else None)
+        # soc: the device's SoC family (devices.yaml), also where the tree has no profile table (vllm-ascend 0.23)
+        soc = hardware.soc if hardware is not None else soc
+        self.ctor = Constructor(index, config, calls=device_calls(hardware, index, soc))
+        self.backends = Backends(index, self.ctor, device=soc)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ctor.patches = self.patches
         self.ops: list[Op] = []

@@ -1,0 +1,100 @@
+"""A fused-attention claim cites the kernel on the path that runs (issue 20, item 1): the attention backend's
+kernels are placed on the decode and prefill paths of a text-generation decoder (walk.yaml
+`runtime.attention_paths`), decided with the values the layer builds its implementation with (sinks), and a
+dispatching custom op (unified_attention_with_output) or an encoder-only kernel is never the evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_analyze.pipeline import Options, analyze_in
+from fusion_analyze.session import Session
+
+from .conftest import real_tree, validate_report
+
+
+def _source(session, ev) -> str:
+    root = session.vllm.root if ev["file"].startswith("vllm/") else session.ascend.root
+    return (root / ev["file"]).read_text().splitlines()[ev["line"] - 1]
+
+
+def _opp(a, scenario):
+    (o,) = [o for o in a.opportunities if o.scenario == scenario]
+    return o
+
+
+def test_a_decoder_cites_the_fused_infer_kernel_of_its_default_path(session, hf):
+    a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
+    o = _opp(a, "flash_attention")
+    assert o.status == "fused_by_ascend_kernel"
+    ev = o.evidence[0]
+    # the last else of forward_impl's chain (no sinks, no sliding window, no paged-attention shape list): the
+    # device adaptor's npu_fused_infer_attention_score, on both paths; not the dispatcher, not the encoder's
+    assert ev["file"] == "vllm_ascend/device/device_op.py" and ev["what"].endswith("decode and prefill paths)")
+    assert "torch_npu.npu_fused_infer_attention_score(" in _source(session, ev)
+    assert not any("unified_attention" in e["what"] or "npu_fusion_attention" in e["what"] for e in o.evidence)
+    assert not any("sinks" in c for c in o.conditions)  # Qwen3's Attention is built without sinks: decided
+    (attn,) = [op for op in a.walk.ops if op.kind == "attention"]
+    by_line = {(k.name, k.line): k for k in attn.kernels}
+    encoder = by_line[("torch_npu.npu_fusion_attention", 1136)]  # _forward_encoder_attention: a pooling model's
+    assert "_forward_encoder_attention" in "".join(
+        (session.ascend.root / encoder.file).read_text().splitlines()[1080:1136])
+    assert encoder.paths == ()  # runs on no path of a generate runner
+    validate_report(a.report)
+    (encoder_json,) = [k for op in a.report["ops"] if op["kind"] == "attention" for k in op["kernels"]
+                       if (k["name"], k["line"]) == ("torch_npu.npu_fusion_attention", 1136)]
+    assert encoder_json["paths"] == {}
+
+def test_a_model_with_attention_sinks_cites_the_sink_kernel(session, hf):
+    """GPT-OSS builds its Attention with sinks=self.sinks (a torch.nn.Parameter: never None), so the backend
+    runs the v2 kernel with learnable_sink on both paths."""
+    a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
+    ev = _opp(a, "flash_attention").evidence[0]
+    assert ev["file"] == "vllm_ascend/attention/attention_v1.py"
+    assert "npu_fused_infer_attention_score_v2(" in _source(session, ev)
+    src = (session.ascend.root / ev["file"]).read_text().splitlines()
+    assert "if self.sinks is not None:" in "\n".join(src[ev["line"] - 12:ev["line"]])
+
+
+def test_mla_cites_the_decode_kernel_and_the_prefill_kernel(session, hf):
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    o = _opp(a, "flash_attention")
+    decode, prefill = o.evidence[:2]
+    assert decode["file"] == prefill["file"] == "vllm_ascend/attention/mla_v1.py"
+    assert decode["what"].endswith("decode path)") and prefill["what"].endswith("prefill path)")
+    assert "npu_fused_infer_attention_score_v2(" in _source(session, decode)
+    assert "npu_fused_infer_attention_score(" in _source(session, prefill)
+    src = (session.ascend.root / decode["file"]).read_text().splitlines()
+    enclosing = lambda ev: next(l for l in reversed(src[:ev["line"]]) if l.lstrip().startswith("def ")).strip()  # noqa: E731
+    assert enclosing(decode) == "def _forward_decode(" and enclosing(prefill) == "def _forward_prefill("
+    # decode: eager or graph capture is the run's choice; prefill's tests all hold on the prefill path
+    assert "decode: torch_npu.npu_fused_infer_attention_score_v2 runs when not (_EXTRA_CTX.capturing)" in o.conditions
+    assert not any(c.startswith("prefill: ") for c in o.conditions)
+
+
+def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf):
+    """vllm-ascend 0.23 has no hardware profile table: DeviceOperator = get_device_adaptor() is decided by
+    get_ascend_device_type(), the AscendDeviceType member the device's soc names (A2: BaseDeviceAdaptor)."""
+    s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    a = analyze_in(s, "Qwen3ForCausalLM", Options(hf_root=hf))
+    ev = _opp(a, "flash_attention").evidence[0]
+    assert ev["file"] == "vllm_ascend/device/device_op.py" and "decode" in ev["what"]
+    assert "torch_npu.npu_fused_infer_attention_score(" in _source(s, ev)
+    line = (s.ascend.root / ev["file"]).read_text().splitlines()
+    cls = next(l for l in reversed(line[:ev["line"]]) if l.startswith("class "))
+    assert cls.startswith("class BaseDeviceAdaptor")
+
+
+@pytest.mark.parametrize("soc, adaptor", [("A2", "BaseDeviceAdaptor"), ("A5", "A5DeviceAdaptor"),
+                                         ("_310P", "Ascend310PDeviceAdaptor")])
+def test_vllm_ascend_023_each_device_takes_its_adaptor(soc, adaptor):
+    import libcst as cst
+
+    from fusion_analyze.walk.defaults import device_calls
+    from fusion_analyze.walk.evaluator import Evaluator
+    from fusion_analyze.walk.scope import Scope
+
+    s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    ev = Evaluator("ascend", calls=device_calls(None, s.index, soc))
+    value = ev.infer(cst.parse_expression("get_device_adaptor()"), Scope(module=s.index.get("vllm_ascend.device.device_op")))
+    assert value.value.definition.name == adaptor
