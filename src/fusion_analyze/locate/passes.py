@@ -38,6 +38,9 @@ class PassPattern:
     registered: str | None = None  # file:line of that registration
     failed: tuple[str, ...] = ()  # for one model: guards that stop the registration, with why (pass_guards.py)
     undecided: tuple[str, ...] = ()  # for one model: guards its values do not decide
+    # the size of the last dimension a norm kernel of the pattern normalises, as the pattern writes it: the
+    # last argument of the view its input is (`q.view(..., self.head_dim)`: per head); None when not a view
+    norm_over: str | None = None
 
     def kernels(self) -> list[str]:
         return [c for c in self.calls if kernel_covers(c)]
@@ -140,6 +143,24 @@ def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[
         if isinstance(func, cst.Attribute) and func.attr.value in _METHOD_PRIMS:
             prims.add(_METHOD_PRIMS[func.attr.value])
     return calls, prims
+
+
+def _norm_over(index: ModuleIndex, info: ModuleInfo, fn: cst.FunctionDef) -> str | None:
+    """The code of the last dimension a norm kernel of the pattern normalises, when its input is a local the
+    pattern assigned from `x.view(..., dim)` (`q_by_head = q.view(..., self.head_dim)`)."""
+    views = {}
+    for node in find_all(fn, cst.Assign):
+        value = node.value
+        if (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("view", "reshape") and value.args):
+            views[node.targets[0].target.value] = info.code(value.args[-1].value).strip()
+    for call in find_all(fn, cst.Call):
+        d = index.dotted(info, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+        d = re.sub(r"\.(default|Tensor|out)$", "", d or "")
+        if "rmsnorm" in kernel_covers(d) and call.args and isinstance(call.args[0].value, cst.Name):
+            if call.args[0].value.value in views:
+                return views[call.args[0].value.value]
+    return None
 
 
 def _pattern_fns(node: cst.CSTNode) -> list[cst.FunctionDef]:
@@ -245,7 +266,8 @@ class _PatternsOf:
         for fn in ([] if self.whole_class else _pattern_fns(d.node)):
             calls, prims = _calls(index, info, fn)
             if calls:
-                pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims)))
+                pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims),
+                                        norm_over=_norm_over(index, info, fn)))
         if not pats and self.whole_class and not name.endswith("Pass"):
             calls, prims = [], set()
             for c in _bases_in_module(d, self.classes):  # matchers are often built in a shared base class

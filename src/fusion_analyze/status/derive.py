@@ -141,7 +141,9 @@ def _ascend_pass(m: Match, passes: list[GraphPass]):
                 f, u = _constant_check(m, key, values, pat.registered)
                 failed += f
                 undecided += u
-            found.append((p, pat, failed, undecided))
+            misfit, u = _width_check(m, pat, p.file)  # registered, but its graph is not the model's
+            undecided += u
+            found.append((p, pat, failed + misfit, undecided, bool(failed)))
     found.sort(key=lambda f: bool(f[2]))  # stable: the passes' own order among those that register
     return found[0] if found else None
 
@@ -157,6 +159,25 @@ def _constant_check(m: Match, key: str, values: tuple, where: str | None) -> tup
     if not ops:  # no op of the match knows its own value
         return [], [f"the model's {key} is one of {_listed(values)}: the pattern is registered for those only{at}"]
     return [], []
+
+
+def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
+    """A pattern that normalises per head (`npu_rms_norm(q.view(..., self.head_dim))`) does not match a norm over
+    the whole projection (weight [num_heads * head_dim]): each norm's width against the rotary head size."""
+    if not pat.norm_over or "head_dim" not in pat.norm_over:
+        return [], []
+    heads = {op.attrs["values"]["head_size"] for op in m.op_list if op.kind == "rope" and "head_size" in op.attrs.get("values", {})}
+    norms = [op for op in m.op_list if op.kind == "rmsnorm"]
+    at = f"it normalises over {pat.norm_over} ({file}:{pat.line})"
+    if len(heads) == 1:
+        head = next(iter(heads))
+        wide = [op for op in norms if op.attrs.get("values", {}).get("hidden_size") not in (None, head)]
+        if wide:
+            return [f"{at}; {wide[0].name} normalises {wide[0].attrs['values']['hidden_size']} values, the rotary "
+                    f"head size is {head} (a norm over the whole projection)"], []
+        if all("hidden_size" in op.attrs.get("values", {}) for op in norms):
+            return [], []
+    return [], [f"the norms normalise per head: {pat.name} {at[3:]}"]
 
 
 def _listed(values: tuple) -> str:
@@ -185,9 +206,12 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
             return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None
         hit_pass = _ascend_pass(m, ascend_passes)
         if hit_pass is not None:
-            p, pat, failed, undecided = hit_pass
+            p, pat, failed, undecided, unregistered = hit_pass
             if failed:
-                note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
+                if unregistered:  # a guard of the pass, or a constant the pattern is traced with
+                    note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
+                else:  # registered, but the graph it traces is not the model's
+                    note = f"{p.name} would rewrite this, but its {pat.name} traces another graph: {'; '.join(failed)}"
                 return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note
             if p.default_on() is False:
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"

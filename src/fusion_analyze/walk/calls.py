@@ -38,7 +38,7 @@ class Calls:
 
     # the idioms, most specific first; the last handler always answers
     HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_loop_layer_call", "_indexed_layer_call",
-                "_tensor_method_call", "_function_call")
+                "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
         site = CallSite(frame, call, cond, steady, stmt, hint)
@@ -149,6 +149,16 @@ class Calls:
         if func.attr.value in _CONTAINER_METHODS:
             return []
         return None
+
+    def _partial_call(self, s: CallSite):
+        """f(x) where `f = functools.partial(g, ...)`: g runs on the call's tensors (the bound keywords are
+        settings, not tensors)."""
+        func, frame = s.func, s.frame
+        if not (isinstance(func, cst.Name) and func.value in frame.partials):
+            return None
+        target = frame.partials[func.value]
+        args, kwargs = self._site_args(s)
+        return self._inline(frame, None, target.node, target.module, args, kwargs, s.cond, s.steady, free=True)
 
     def _function_call(self, s: CallSite):
         """A named callee: a device kernel, a function the taxonomy knows, a vLLM function (inlined), a method a

@@ -29,6 +29,7 @@ class _Frame:
         self.env: dict[str, list[str]] = {}
         self.loop_vars: dict[str, Instance] = {}
         self.module_names: dict[str, str] = {}  # parameter bound to a submodule -> that submodule's name
+        self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)

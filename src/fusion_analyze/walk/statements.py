@@ -190,6 +190,8 @@ class Statements:
                         frame.facts.none[n] = True
                         frame.env[n] = []
                 return
+            if len(targets) == 1 and isinstance(targets[0], cst.Name) and self._partial_of(frame, targets[0].value, value):
+                return  # splitter = partial(split_tensor_along_last_dim, ...): a callable, no op yet
             alias = self._list_item(frame, value)
             if alias is not None and len(targets) == 1 and isinstance(targets[0], cst.Name):
                 frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
@@ -204,6 +206,18 @@ class Statements:
         elif isinstance(small, cst.Return):
             if small.value is not None:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
+
+    def _partial_of(self, frame: _Frame, name: str, value) -> bool:
+        """Record `name = functools.partial(f, ...)` with f a function of the trees; True when it is one."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and value.args
+                and self.index.dotted(frame.module, value.func) == "functools.partial"):
+            return False
+        first = value.args[0].value
+        target = self.index.resolve_expr(frame.module, first) if isinstance(first, (cst.Name, cst.Attribute)) else None
+        if getattr(target, "kind", None) != "function":
+            return False
+        frame.partials[name] = target
+        return True
 
     def _bind_targets(self, frame: _Frame, targets, values: list[str]) -> None:
         """A name bound to tensor values is not None; one bound to anything else (a config value, an unknown
