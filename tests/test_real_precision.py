@@ -38,3 +38,62 @@ def test_a_per_head_qk_norm_still_fits_the_pass(session, hf):
     o = _opp(a, "qknorm_rope")
     assert str(o.status) == "fused_by_ascend_graph_pass"
     assert not any("normalise" in c for c in o.conditions)  # both widths known and equal: nothing to say
+
+
+GRANITE = {"architectures": ["GraniteForCausalLM"], "model_type": "granite", "embedding_multiplier": 12.0,
+           "residual_multiplier": 0.22, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "num_hidden_layers": 40, "intermediate_size": 8192, "vocab_size": 49155}
+
+
+def _chains(a):
+    return sorted((o for o in a.opportunities if o.scenario == "vector_elementwise_chain"), key=lambda o: o.id)
+
+
+def test_a_pass_fits_by_its_patterns_graph_not_by_op_kinds(session, hf, tmp_path):
+    """MulsAddFusionPass traces `x * self.scale + y` (scale = routed_scaling_factor). Granite writes
+    `residual + hidden_states * self.residual_multiplier`: the product is the add's right operand, so the
+    pattern matcher finds nothing there; the pass is named with the part that does not fit."""
+    import json
+
+    a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    residual = [o for o in _chains(a) if str(o.status) == "open" and o.note and "MulsAddFusionPass" in o.note]
+    assert residual, [(o.id, str(o.status), o.note) for o in _chains(a)]
+    assert "is `x * self.scale + y`" in residual[0].note
+    assert "add at vllm/model_executor/models/granite.py:299 takes the mul result on the right, the pattern on the left" in residual[0].note
+    line = (session.vllm.root / "vllm/model_executor/models/granite.py").read_text().splitlines()[298]
+    assert "residual + hidden_states * self.residual_multiplier" in line
+    # The first layer's add reads `hidden_states *= embedding_multiplier` (the embedding scale) on its left:
+    # that graph is the pattern's, and the scale must be the one the pass registered: without a checkpoint
+    # neither is known, so it is a condition; with Granite-3's config.json (12.0 against 1.0) it does not fit.
+    (embed,) = [o for o in _chains(a) if str(o.status) == "fused_by_ascend_graph_pass"]
+    assert any("scales by self.config.embedding_multiplier = 1.0, the value MulsAddPattern traces" in c for c in embed.conditions)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(GRANITE))
+    b = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf, config=str(config)))
+    assert not any(str(o.status) == "fused_by_ascend_graph_pass" for o in _chains(b))
+    assert any("it traces self.scale = routed_scaling_factor = 1.0" in (o.note or "")
+               and "scales by self.config.embedding_multiplier = 12.0" in o.note for o in _chains(b))
+
+
+def test_a_scalar_on_the_wrong_side_does_not_fit(session, hf):
+    """DeepSeek's llama-4 scaling `1 + scaling_beta * torch.log(...)` multiplies a scalar by a tensor: the
+    pattern's `x * self.scale` has the tensor on the left."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.id == "vector_elementwise_chain@deepseek_v2._get_llama_4_scaling"]
+    assert str(o.status) == "open"
+    assert "mul at vllm/model_executor/models/deepseek_v2.py:447 has the scalar scaling_beta on the left" in o.note
+
+
+def test_a_linear_built_with_reduce_results_false_has_no_all_reduce(session, hf):
+    """Qwen2-MoE's shared expert builds down_proj with reduce_results=False: the reduction happens once, after
+    the shared and routed outputs are combined. No all-reduce op at it, no GEMM + all-reduce scenario, and no
+    printed condition carries the decided literal (`when False and ...`)."""
+    a = analyze_in(session, "Qwen2MoeForCausalLM", Options(hf_root=hf))
+    shared = [op for op in a.walk.ops if op.path.startswith("model.layers.mlp.experts.shared_experts")]
+    assert any(op.name == "down_proj" for op in shared)
+    assert not any(op.kind == "allreduce" for op in shared)
+    reduces = [op for op in a.walk.ops if op.kind == "allreduce"]
+    assert [op.attrs["inside"] for op in reduces] == ["o_proj"]  # the attention's row-parallel all-reduce only
+    assert [o.id for o in a.opportunities if o.scenario == "matmul_allreduce"] == ["matmul_allreduce@Qwen2MoeAttention.forward"]
+    printed = [op.condition or "" for op in a.walk.ops] + [c for o in a.opportunities for c in o.conditions]
+    assert not any("False and" in c or c.startswith("when False") for c in printed)

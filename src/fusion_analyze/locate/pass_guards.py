@@ -32,7 +32,7 @@ from .passes import GraphPass
 def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config, hardware=None) -> list[GraphPass]:
     """Copies of `passes` whose patterns carry `failed` / `undecided` for this model (and device: `hardware`,
     its profile, decides `get_current_hardware_profile().supports(...)`)."""
-    if not any(pat.guards for p in passes for pat in p.patterns):
+    if not any(pat.guards or pat.keywords for p in passes for pat in p.patterns):
         return passes
     runtime = _Runtime(index, ops, config, hardware)
     out = []
@@ -48,7 +48,8 @@ def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], co
                 elif (truth is Truth.TRUE) == g.stops:
                     verb = "holds" if g.stops else "is false"
                     failed.append(f"`{g.text}` {verb}{shown} ({where})")
-            pats.append(replace(pat, failed=tuple(failed), undecided=tuple(undecided)))
+            values = tuple((kw, runtime.value(module, cls, code)) for kw, code, module, cls in pat.keywords)
+            pats.append(replace(pat, failed=tuple(failed), undecided=tuple(undecided), keyword_values=values))
         out.append(replace(p, patterns=pats))
     return out
 
@@ -71,6 +72,27 @@ class _Runtime:
         test, scope = found
         truth = self.evaluator.truth(test, scope.module, scope=scope)
         return truth, _shown(self.evaluator, test, scope) if truth is not Truth.UNKNOWN else ""
+
+    def value(self, module: str, cls: str, code: str):
+        """A registration keyword's value for this model (`routed_scaling_factor`, read in the pass's __init__
+        with its locals); None when not known or not a number / string / bool."""
+        key = ("pass_init_locals", module, cls)
+        if key not in self.index.memo:
+            info = self.index.get(module)
+            found = info.classes().get(cls) if info is not None else None
+            fn = _init_of(found.node) if found is not None else None
+            self.index.memo[key] = (info, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
+        if self.index.memo[key] is None:
+            return None
+        info, local_values = self.index.memo[key]
+        scope = Scope(module=info, values={"vllm_config": self.vllm_config})
+        for name, v, c in local_values:
+            scope.locals.setdefault(name, []).append((v, c))
+        try:
+            got = self.evaluator.infer(cst.parse_expression(code), scope)
+        except cst.ParserSyntaxError:
+            return None
+        return got.value if isinstance(got, Known) and type(got.value) in (int, float, str, bool) else None
 
     def _scope(self, g: PassGuard):
         key = (g.module, g.cls, g.line)

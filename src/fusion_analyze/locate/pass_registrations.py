@@ -106,7 +106,8 @@ def _registrations(info: ModuleInfo, cls, names: set[str]) -> dict[str, tuple[tu
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for call in _calls_to(stmt, names):
                     if call.func.value not in found:
-                        found[call.func.value] = (guards, _constants(call, loops), f"{info.rel}:{info.line_of(stmt)}")
+                        found[call.func.value] = (guards, _constants(call, loops), f"{info.rel}:{info.line_of(stmt)}",
+                                                  _keywords(info, cls, call, loops))
         return after
 
     scan(fn.body.body, (), {})
@@ -135,6 +136,14 @@ def _constants(call: cst.Call, loops: dict) -> tuple:
     return tuple(out)
 
 
+
+
+def _keywords(info: ModuleInfo, cls, call: cst.Call, loops: dict) -> tuple:
+    """(keyword, its code, module, class) of each registration keyword set from the pass's own values
+    (`MulsAddPattern(vllm_config, scale=routed_scaling_factor)`): pass_guards.py reads it for one model."""
+    return tuple((a.keyword.value, " ".join(info.code(a.value).split()), info.name, cls.name) for a in call.args
+                 if a.keyword is not None and a.keyword.value not in ("vllm_config", "config")
+                 and not (isinstance(a.value, cst.Name) and a.value.value in loops))
 
 
 def _calls_to(node: cst.CSTNode, names: set[str]) -> list[cst.Call]:

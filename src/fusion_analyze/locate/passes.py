@@ -41,6 +41,13 @@ class PassPattern:
     # the size of the last dimension a norm kernel of the pattern normalises, as the pattern writes it: the
     # last argument of the view its input is (`q.view(..., self.head_dim)`: per head); None when not a view
     norm_over: str | None = None
+    # an arithmetic-only pattern (`tmp = x * self.scale; out = tmp + y`) as its graph, in order: (output, kind,
+    # left operand, right operand), each operand ("in", param) / ("tmp", name) / ("const", code)
+    arith: tuple = ()
+    # registration keywords set from the pass's own values: (keyword, code, module, class); and for one model
+    # (pass_guards.py) the value each has: (keyword, value or None when not known)
+    keywords: tuple = ()
+    keyword_values: tuple = ()
 
     def kernels(self) -> list[str]:
         return [c for c in self.calls if kernel_covers(c)]
@@ -163,6 +170,34 @@ def _norm_over(index: ModuleIndex, info: ModuleInfo, fn: cst.FunctionDef) -> str
     return None
 
 
+def _arith(info: ModuleInfo, fn: cst.FunctionDef, calls: list[str]) -> tuple:
+    """The graph of a pattern written only with Python operators, one binary operation per statement."""
+    if not calls or not all(c.startswith("operator.") for c in calls):
+        return ()
+    params = {p.name.value for p in fn.params.params}
+    temps: set[str] = set()
+    out = []
+
+    def operand(e):
+        if isinstance(e, cst.Name) and e.value in params:
+            return ("in", e.value)
+        if isinstance(e, cst.Name) and e.value in temps:
+            return ("tmp", e.value)
+        return ("const", " ".join(info.code(e).split()))
+
+    for stmt in fn.body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            target, value = None, None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                target, value = small.targets[0].target.value, small.value
+            elif isinstance(small, cst.Return):
+                target, value = "return", small.value
+            if isinstance(value, cst.BinaryOperation) and type(value.operator).__name__ in _OPERATORS:
+                out.append((target, _OPERATORS[type(value.operator).__name__], operand(value.left), operand(value.right)))
+                temps.add(target)
+    return tuple(out)
+
+
 def _pattern_fns(node: cst.CSTNode) -> list[cst.FunctionDef]:
     return [n for n in find_all(node, cst.FunctionDef) if n.name.value.startswith(("pattern", "_pattern"))]
 
@@ -233,8 +268,8 @@ def read_pass_module(index: ModuleIndex, modname: str, backend: str, whole_class
             continue
         if backend == "ascend":  # decided per model (pass_guards.py): each pattern with the path to its registration
             regs = _registrations(info, d, {p.name for p in pats})
-            pats = [replace(p, guards=regs[p.name][0], constants=regs[p.name][1], registered=regs[p.name][2])
-                    if p.name in regs else p for p in pats]
+            pats = [replace(p, guards=regs[p.name][0], constants=regs[p.name][1], registered=regs[p.name][2],
+                            keywords=regs[p.name][3]) if p.name in regs else p for p in pats]
             guards = []
         else:
             guards = _init_guards(info, d.node) + _registered_as(info, d.node, called_names, patterns)
@@ -267,7 +302,7 @@ class _PatternsOf:
             calls, prims = _calls(index, info, fn)
             if calls:
                 pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims),
-                                        norm_over=_norm_over(index, info, fn)))
+                                        norm_over=_norm_over(index, info, fn), arith=_arith(info, fn, calls)))
         if not pats and self.whole_class and not name.endswith("Pass"):
             calls, prims = [], set()
             for c in _bases_in_module(d, self.classes):  # matchers are often built in a shared base class

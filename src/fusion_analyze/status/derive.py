@@ -143,6 +143,9 @@ def _ascend_pass(m: Match, passes: list[GraphPass]):
                 undecided += u
             misfit, u = _width_check(m, pat, p.file)  # registered, but its graph is not the model's
             undecided += u
+            misfit2, u = _arith_fit(m, pat, p.file)
+            misfit += misfit2
+            undecided += u
             found.append((p, pat, failed + misfit, undecided, bool(failed)))
     found.sort(key=lambda f: bool(f[2]))  # stable: the passes' own order among those that register
     return found[0] if found else None
@@ -178,6 +181,82 @@ def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
         if all("hidden_size" in op.attrs.get("values", {}) for op in norms):
             return [], []
     return [], [f"the norms normalise per head: {pat.name} {at[3:]}"]
+
+
+def _arith_fit(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
+    """An arithmetic pattern (`tmp = x * self.scale; out = tmp + y`) fits when the matched ops hold its graph
+    as written: each later node reads the earlier one's output directly (no op in between) on the side the
+    pattern writes it (the pattern matcher does not swap `a + b`), and a constant operand is the model's
+    scalar on the same side. The constant's value is a condition: it is fixed when the pass registers."""
+    nodes = pat.arith
+    if not nodes:
+        return [], []
+    where = f"{pat.name} ({file}:{pat.line})"
+    reasons: list[str] = []
+    for start in [op for op in m.op_list if op.kind == nodes[0][1]]:
+        bound, why = {nodes[0][0]: start}, _node_misfit(nodes[0], start, {})
+        for node in nodes[1:] if why is None else ():
+            candidates = [op for op in m.op_list if op.kind == node[1] and
+                          any(x[0] == "tmp" and bound[x[1]].outputs and bound[x[1]].outputs[0] in op.inputs for x in node[2:])]
+            if not candidates:
+                why = f"no {node[1]} reads the {nodes[0][1]}'s output directly (the pattern has no op in between)"
+                break
+            whys = [_node_misfit(node, op, bound) for op in candidates]
+            if None not in whys:
+                why = whys[0]
+                break
+            bound[node[0]] = candidates[whys.index(None)]
+        if why is None:
+            consts = [(x[1], op) for node in nodes for op in [bound[node[0]]] for x in node[2:] if x[0] == "const"]
+            why, undecided = _constants_fit(consts, pat, file)
+            if why is None:
+                return [], undecided
+        reasons.append(why)
+    return [f"{where} is {_pattern_text(nodes)}; {reasons[0] if reasons else 'the model has no ' + nodes[0][1]}"], []
+
+
+def _constants_fit(consts: list, pat, file: str) -> tuple[str | None, list[str]]:
+    """A constant of the pattern (`self.scale`) is the value the pass registered it with for this model
+    (`scale=routed_scaling_factor`): the model's scalar must be that value, or the traced graph differs."""
+    values = {kw: v for kw, v in pat.keyword_values}
+    codes = {kw: code for kw, code, _m, _c in pat.keywords}
+    undecided = []
+    for code, op in consts:
+        kw = code.removeprefix("self.")
+        mine, theirs = op.attrs.get("scalar_value"), values.get(kw)
+        said = f"{op.attrs.get('scalar_code', 'its scalar')}{' = ' + repr(mine) if mine is not None else ''}"
+        traced = f"{code} = {codes.get(kw, kw)}{' = ' + repr(theirs) if theirs is not None else ''}"
+        if mine is not None and theirs is not None:
+            if mine != theirs:
+                return f"it traces {traced} ({pat.registered or file}); {op.name} at {op.file}:{op.line} scales by {said}", []
+            continue
+        undecided.append(f"{op.name} at {op.file}:{op.line} scales by {said}, the value {pat.name} traces ({traced}, {pat.registered or file})")
+    return None, undecided
+
+
+def _node_misfit(node, op: Op, bound: dict) -> str | None:
+    """Why one model op is not this pattern node (operand order, a scalar where the pattern has a tensor)."""
+    _out, kind, left, right = node
+    at = f"{op.name} at {op.file}:{op.line}"
+    for side, x in (("left", left), ("right", right)):
+        scalar_here = op.attrs.get("scalar_side") == side
+        if x[0] == "const" and not scalar_here:
+            return f"{at} has no scalar on the {side}, where the pattern has {x[1]}"
+        if x[0] != "const" and scalar_here:
+            return f"{at} has the scalar {op.attrs.get('scalar_code')} on the {side}, where the pattern has a tensor"
+        if x[0] == "tmp":
+            first = op.attrs.get("lhs") == bound[x[1]].outputs[0]
+            if first != (side == "left"):
+                return f"{at} takes the {bound[x[1]].kind} result on the {'right' if first is False else 'left'}, the pattern on the {side}"
+    return None
+
+
+def _pattern_text(nodes) -> str:
+    text = {}
+    for out, kind, left, right in nodes:
+        sym = {"add": "+", "mul": "*", "sub": "-", "div": "/"}[kind]
+        text[out] = f"{text.get(left[1], left[1])} {sym} {text.get(right[1], right[1])}"
+    return f"`{text[nodes[-1][0]]}`"
 
 
 def _listed(values: tuple) -> str:

@@ -10,7 +10,7 @@ import libcst as cst
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from .construct import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
-from .values import Bindings, Condition, Truth, join
+from .values import Known, Bindings, Condition, Truth, join
 
 
 class Statements:
@@ -181,7 +181,7 @@ class Statements:
                 right = self._eval(frame, value, cond, steady, stmt)
                 if kind and left:  # x *= scale is an op too (scalar right side)
                     out = self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
-                                   attrs={"scalar": not right})
+                                   attrs=self._operands(frame, small.target, value, left, right))
                     self._bind_targets(frame, targets, out)
                 return
             if isinstance(value, cst.Name) and value.value == "None":
@@ -206,6 +206,21 @@ class Statements:
         elif isinstance(small, cst.Return):
             if small.value is not None:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
+
+    def _operands(self, frame: _Frame, left_expr, right_expr, left: list, right: list) -> dict:
+        """What a graph pass's pattern compares an arithmetic op on: which side is a scalar, its code and
+        value (when the evaluator knows it), and the tensor on the left (operand order of `a + b`)."""
+        attrs: dict = {"scalar": not (left and right)}
+        if left:
+            attrs["lhs"] = left[0]
+        if left and right:
+            return attrs
+        side, expr = ("right", right_expr) if left else ("left", left_expr)
+        attrs["scalar_side"], attrs["scalar_code"] = side, " ".join(frame.module.code(expr).split())
+        value = self.ctor.evaluator.infer(expr, frame.names)
+        if isinstance(value, Known) and type(value.value) in (int, float):
+            attrs["scalar_value"] = value.value
+        return attrs
 
     def _partial_of(self, frame: _Frame, name: str, value) -> bool:
         """Record `name = functools.partial(f, ...)` with f a function of the trees; True when it is one."""
@@ -256,7 +271,8 @@ class Statements:
             right = self._eval(frame, expr.right, cond, steady, stmt)
             kind = operator_kind(type(expr.operator).__name__)
             if kind and (left or right) and not quiet:
-                return self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady, attrs={"scalar": not (left and right)})
+                return self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
+                                attrs=self._operands(frame, expr.left, expr.right, left, right))
             return left + right
         if isinstance(expr, cst.Subscript):
             return self._eval(frame, expr.value, cond, steady, stmt)
