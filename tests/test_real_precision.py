@@ -97,3 +97,25 @@ def test_a_linear_built_with_reduce_results_false_has_no_all_reduce(session, hf)
     assert [o.id for o in a.opportunities if o.scenario == "matmul_allreduce"] == ["matmul_allreduce@Qwen2MoeAttention.forward"]
     printed = [op.condition or "" for op in a.walk.ops] + [c for o in a.opportunities for c in o.conditions]
     assert not any("False and" in c or c.startswith("when False") for c in printed)
+
+
+def test_dense_gemm_then_swiglu_is_open_on_ascend_with_a_stub_that_runs(session, hf, run, tmp_path):
+    """The gate/up GEMM and SwiGLU run as two kernels on Ascend (unquantized_gemm, then npu_swiglu): the
+    MatMul + gated activation scenario is open, and its stub's reference runs on the CPU."""
+    import importlib.util
+
+    torch = __import__("pytest").importorskip("torch")
+    a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
+    o = _opp(a, "matmul_swiglu")
+    assert str(o.status) == "open"
+    assert o.note == "the Ascend path runs it as separate kernels: torch.ops.vllm.unquantized_gemm, torch_npu.npu_swiglu"
+    assert [e["line"] for e in o.evidence] == [112, 113]  # qwen2.py: gate_up_proj, then act_fn
+    stubs = tmp_path / "stubs.py"
+    r = run("qwen3", "--vllm-root", str(session.vllm.root), "--ascend-root", str(session.ascend.root),
+            "--hf-root", hf, "-o", str(tmp_path / "r.md"), "--stubs", str(stubs))
+    assert r.exit_code == 0, r.output
+    spec = importlib.util.spec_from_file_location("stubs", stubs)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.reference_fused_matmul_swiglu(**mod.example_inputs("fused_matmul_swiglu"))
+    assert torch.is_tensor(out) and list(out.shape) == mod.expected_shapes("fused_matmul_swiglu")[0]

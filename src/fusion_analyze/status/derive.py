@@ -84,6 +84,8 @@ def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> lis
     (walk/paths.py), the kernel that path runs, the first path's first; one kernel without paths when none
     were read. A dispatcher (unified_attention_with_output)
     is cited only when none of the implementation's kernels is known."""
+    if len(need) < 2:  # a merge (qkv_merge: three GEMMs as one) is not shown by a kernel doing one GEMM
+        return []
     found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)]
     if any(not is_dispatcher(k.name) for _op, k in found):
         found = [ok for ok in found if not is_dispatcher(ok[1].name)]
@@ -114,6 +116,8 @@ def _path_names(backend: str) -> list[str]:
 
 def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     """Kernel names when the ops' kernels do the scenario only together (no single one covers it)."""
+    if any(kernel_fuses(kernel_covers(k.name), need) for op in ops for k in op.kernels):
+        return []
     union: set[str] = set()
     names: list[str] = []
     for op in ops:
@@ -313,7 +317,9 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
                 ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}"))
                 break
         return Status.FUSED_IN_MODEL, conds, ev + sites, None
-    return Status.OPEN, conds, sites, None
+    separate = _separate_kernels(ops, need) if backend == "ascend" else []
+    note = f"the Ascend path runs it as separate kernels: {', '.join(separate)}" if separate else None
+    return Status.OPEN, conds, sites, note
 
 
 def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
