@@ -119,3 +119,25 @@ def test_dense_gemm_then_swiglu_is_open_on_ascend_with_a_stub_that_runs(session,
     spec.loader.exec_module(mod)
     out = mod.reference_fused_matmul_swiglu(**mod.example_inputs("fused_matmul_swiglu"))
     assert torch.is_tensor(out) and list(out.shape) == mod.expected_shapes("fused_matmul_swiglu")[0]
+
+
+def test_a_bias_the_configuration_sets_is_decided(session, hf):
+    """GLM-4 builds qkv_proj with bias=getattr(config, "attention_bias", False); Glm4Config declares
+    attention_bias = True, so the bias is in the GEMM (vllm-ascend's unquantized_gemm: F.linear(x, w, bias)),
+    not a non-default configuration; o_proj has none, so no bias scenario there."""
+    a = analyze_in(session, "Glm4ForCausalLM", Options(hf_root=hf))
+    by = {op.name: op for op in a.walk.ops if op.kind == "matmul"}
+    assert by["qkv_proj"].attrs["bias"] == "True" and by["o_proj"].attrs["bias"] == "False"
+    (o,) = [o for o in a.opportunities if o.scenario == "matmul_bias"]
+    assert str(o.status) == "fused_in_model" and o.id == "matmul_bias@Glm4Attention.forward"
+
+
+def test_a_cuda_pass_a_function_turns_off_is_off(session, hf):
+    """QkNormRopeKvCacheFusionPass is on at O2 only when enable_qk_norm_rope_kvcache() holds, which returns
+    False unless ROCm's AITER is enabled: on CUDA it is off, so RoPE + KV-cache is no CUDA-only fusion."""
+    a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.scenario == "rope_kvcache"]
+    assert o.cuda["status"] == "pass_off_by_default" and not o.cuda_only
+    _ascend, cuda = session.passes()
+    (p,) = [p for p in cuda if p.name == "QkNormRopeKvCacheFusionPass"]
+    assert p.default.startswith("False (enable_qk_norm_rope_kvcache() on CUDA, vllm/config/vllm.py:")

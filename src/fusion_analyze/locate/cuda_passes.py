@@ -14,7 +14,9 @@ import libcst as cst
 
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all, iter_nodes
-from ..walk.values import as_text
+from ..walk.evaluator import evaluator
+from ..walk.scope import Scope
+from ..walk.values import Known, as_text
 from .passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
 
 CUDA_MANAGERS = ["vllm.compilation.passes.pass_manager", "vllm.compilation.pass_manager"]
@@ -71,6 +73,13 @@ def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | 
         if isinstance(value, cst.Name):
             target = index.resolve_expr(info, value)
             if target is not None and getattr(target, "kind", None) == "function":
+                # run on CUDA by the evaluator when its tests decide it (`if not rocm_aiter_ops.is_enabled():
+                # return False` is off on CUDA); else it is the condition of the default
+                got = evaluator("cuda").infer(cst.Call(func=value, args=[cst.Arg(cst.Name("vllm_config"))]),
+                                              Scope(module=info))
+                if isinstance(got, Known) and isinstance(got.value, bool):
+                    return (f"{got.value} ({value.value}() on CUDA, {target.module.rel}:{target.line})", info.rel,
+                            info.line_of(element), None)
                 doc = _docline(target.node)
                 decided = f"{value.value}() at {target.module.rel}:{target.line}" + (f": {doc}" if doc else "")
             else:

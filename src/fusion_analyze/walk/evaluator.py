@@ -16,7 +16,7 @@ from functools import lru_cache
 import libcst as cst
 
 from .defaults import config_default
-from .known import (_BUILTINS, _builds_objects, _class_constant, _decision_function, _dotted_text,
+from .known import (_BUILTINS, _builds_objects, _never_none, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _is_unbound_chain_self, _rebound)
 from .values import (Bindings, ClassRef, Condition, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
                      _code, _is_none, assumed, literal)
@@ -399,6 +399,9 @@ class Evaluator:
     def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
         left = self.infer(expr.left, scope, depth)
         t = truth_of(left)
+        if t is Truth.UNKNOWN and scope is not None:  # a test the platform decides (rocm_aiter_ops.is_enabled())
+            t = self.truth(expr.left, scope.module, scope=scope)
+            left = Known(t is Truth.TRUE)  # its truth is all that `and` / `or` return when they stop at it
         if t is Truth.UNKNOWN:
             return Unknown("and / or of an unknown value")
         is_and = isinstance(expr.operator, cst.And)
@@ -482,13 +485,6 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
         return Known(op is cst.IsNot)
     return Unknown("a comparison of unknown values")
-
-
-@lru_cache(maxsize=1)
-def _never_none() -> frozenset[str]:
-    from ..catalog import catalog
-
-    return frozenset(catalog().walk.get("never_none", []))
 
 
 @lru_cache(maxsize=4)

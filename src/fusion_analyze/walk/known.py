@@ -4,6 +4,8 @@ builds an object, module-level constants (not ones a function rebinds with `glob
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from dataclasses import dataclass
 
@@ -178,3 +180,10 @@ def _builds_objects(fn_def, index) -> bool:
         module.memo[key] = ok
     return module.memo[key]
 
+
+@lru_cache(maxsize=1)
+def _never_none() -> frozenset[str]:
+    """Dotted callables outside the trees whose result is never None (walk.yaml never_none)."""
+    from ..catalog import catalog
+
+    return frozenset(catalog().walk.get("never_none", []))

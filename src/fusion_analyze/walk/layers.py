@@ -35,6 +35,10 @@ class Layers:
             text = _kwarg_text(sub.call, key, sub.scope)
             if text is not None:
                 attrs[key] = text
+        if "bias" in attrs:  # decided by the configuration (qkv_bias=getattr(config, "attention_bias", False))
+            value = self.ctor.evaluator.infer(_kwarg(sub.call, "bias"), sub.scope)
+            if isinstance(value, Known) and isinstance(value.value, bool):
+                attrs["bias"] = str(value.value)
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
         if info.get("values"):  # kept even when empty: the op is one of the layers a pass's guards count
             attrs["values"] = self._leaf_values(sub, info)
