@@ -141,3 +141,12 @@ def test_a_cuda_pass_a_function_turns_off_is_off(session, hf):
     _ascend, cuda = session.passes()
     (p,) = [p for p in cuda if p.name == "QkNormRopeKvCacheFusionPass"]
     assert p.default.startswith("False (enable_qk_norm_rope_kvcache() on CUDA, vllm/config/vllm.py:")
+
+
+def test_gpt_oss_rope_is_yarn_from_its_own_dict_literal(session, hf):
+    """gpt_oss.py passes get_rope a rope_parameters dict whose "rope_type" is the literal "yarn" (its other
+    items are configuration values): YaRNScalingRotaryEmbedding, AscendYaRNRotaryEmbedding on Ascend."""
+    a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
+    (rope,) = [op for op in a.walk.ops if op.kind == "rope"]
+    assert rope.layer_class == "YaRNScalingRotaryEmbedding" and rope.attrs["ascend_class"] == "AscendYaRNRotaryEmbedding"
+    assert rope.condition is None

@@ -310,3 +310,22 @@ def test_backend_configuration_is_its_declared_defaults(tmp_path, snippet, expec
     ev = Evaluator("ascend", calls={"get_ascend_config": lambda _c, _s: Known(Defaults(cls))})
     got = ev.infer(cst.parse_expression(snippet), Scope(module=module))
     assert isinstance(got, Unknown) if expected is None else got == expected
+
+
+def test_a_dict_literal_with_unknown_values_still_reads_its_known_items():
+    """GPT-OSS hands get_rope rope_parameters={"rope_type": "yarn", "factor": config...[...], ...}: the known
+    item decides the factory's branch, an unknown one stays unknown (never a default)."""
+    import libcst as cst
+
+    from fusion_analyze.walk.evaluator import evaluator
+    from fusion_analyze.walk.scope import Scope
+    from fusion_analyze.walk.values import Known, Unknown
+
+    ev = evaluator(None)
+    scope = Scope(module=None, values={"x": Unknown("x")})
+    d = '{"rope_type": "yarn", "factor": x}'
+    assert ev.infer(cst.parse_expression(f'({d}).get("rope_type", "default")'), scope) == Known("yarn")
+    assert isinstance(ev.infer(cst.parse_expression(f'({d}).get("factor", 1.0)'), scope), Unknown)
+    assert isinstance(ev.infer(cst.parse_expression(f'({d})["factor"]'), scope), Unknown)
+    assert isinstance(ev.infer(cst.parse_expression(f'({d}).values()'), scope), Unknown)
+    assert ev.infer(cst.parse_expression(f'({d}).get("missing", 2)'), scope) == Known(2)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import libcst as cst
 
 from .defaults import config_default
-from .known import (_BUILTINS, _builds_objects, _never_none, _class_constant, _decision_function, _dotted_text,
+from .known import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _is_unbound_chain_self, _rebound)
 from .values import (Bindings, ClassRef, Condition, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
                      _code, _is_none, assumed, literal)
@@ -186,9 +186,9 @@ class Evaluator:
                 return Known(tuple(i.value for i in items))
         if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) for e in expr.elements):
             pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
-            if all(isinstance(k, Known) and isinstance(v, Known) for k, v in pairs):
-                try:
-                    return Known({k.value: v.value for k, v in pairs})
+            if all(isinstance(k, Known) for k, _v in pairs):
+                try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
+                    return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
                 except TypeError:  # an unhashable key
                     pass
         return Unknown(f"`{_code(getattr(scope, 'module', None), expr)}` is not known statically")
@@ -307,7 +307,7 @@ class Evaluator:
         if isinstance(base, ConfigRef):
             return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
         if isinstance(base, Known) and isinstance(base.value, dict):
-            return Known(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+            return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
         if isinstance(base, Known) and isinstance(base.value, Defaults):
             return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, depth + 1))
         if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
@@ -329,7 +329,7 @@ class Evaluator:
                 return self.config.getattr(key.value, default, base.text)
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
-                return Known(base.value[key.value]) if key.value in base.value else default
+                return _held(base.value[key.value]) if key.value in base.value else default
             return Unknown("getattr of an unknown object")
         if isinstance(func, cst.Name) and func.value in self.calls:
             return self.calls[func.value](call, scope)
@@ -342,6 +342,8 @@ class Evaluator:
             name = func.attr.value
             base = self.infer(func.value, scope, depth)
             if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
+                if name != "keys" and any(isinstance(v, Unknown) for v in base.value.values()):
+                    return Unknown("a dict with values that are not known")
                 return Known(tuple(getattr(base.value, name)()))
             if isinstance(base, ConfigRef) and name == "get_text_config":
                 return ConfigRef(True)
@@ -353,7 +355,7 @@ class Evaluator:
                 key = self.infer(args[0], scope, depth)
                 if isinstance(key, Known):
                     if key.value in base.value:
-                        return Known(base.value[key.value])
+                        return _held(base.value[key.value])
                     return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
             if isinstance(base, Known) and isinstance(base.value, str) and name in ("lower", "upper", "strip") and not args:
                 return Known(getattr(base.value, name)())
@@ -465,15 +467,6 @@ def truth_of(value: Value) -> Truth:
         truths = {truth_of(v) for v in value.options}
         return truths.pop() if len(truths) == 1 else Truth.UNKNOWN
     return Truth.UNKNOWN
-
-
-def _item(base: Value, key: Value) -> Value:
-    if isinstance(base, Known) and isinstance(key, Known):
-        try:
-            return Known(base.value[key.value])
-        except (KeyError, IndexError, TypeError):
-            return Unknown("no such item")
-    return Unknown("an item of an unknown value")
 
 
 def _compare(op: type, left: Value, right: Value) -> Value:

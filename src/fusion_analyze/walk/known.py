@@ -187,3 +187,17 @@ def _never_none() -> frozenset[str]:
     from ..catalog import catalog
 
     return frozenset(catalog().walk.get("never_none", []))
+
+
+def _held(value) -> Value:
+    """An item of a known dict: Known, unless the dict holds it as Unknown (a literal with unknown values)."""
+    return value if isinstance(value, Unknown) else Known(value)
+
+
+def _item(base: Value, key: Value) -> Value:
+    if isinstance(base, Known) and isinstance(key, Known):
+        try:
+            return _held(base.value[key.value])
+        except (KeyError, IndexError, TypeError):
+            return Unknown("no such item")
+    return Unknown("an item of an unknown value")
