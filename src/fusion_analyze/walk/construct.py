@@ -46,7 +46,13 @@ class Constructor(AttrSources, OtherChoices):
         self.index = index
         # the one evaluator of this analysis: backend, device (calls), configuration facts, `self.x` read here
         self.evaluator = Evaluator(index.backend, config, attrs=self, calls=calls)
-        self._values: dict = {}  # (instance id, name) -> value of self.<name>
+        # (instance id, name) -> (the instance, value of self.<name>): the instance is kept so that a later
+        # instance given the same id never reads another's value
+        self._values: dict = {}
+        # while kernels.Backends reads one instance's kernels: what it read of that instance and of the model's
+        # configuration, each as (how to read it again for another instance, what it gave): its memo's key
+        self.reads: dict | None = None
+        self.reads_of: Instance | None = None
         # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
         # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
@@ -121,6 +127,12 @@ class Constructor(AttrSources, OtherChoices):
 
     def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         """The instance assigned to `self.<name>` in the __init__ chain (most derived assignment wins)."""
+        result = self._attr(inst, name, depth)
+        if self.reads is not None and inst is self.reads_of:  # what a memo of this instance's kernels depends on
+            self.reads[("attr", name)] = (lambda ctor, i: _built_key(ctor.attr(i, name)), _built_key(result))
+        return result
+
+    def _attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         if inst.cls is None or depth > MAX_DEPTH:
             return None
         key = ("attr", name)
@@ -160,12 +172,19 @@ class Constructor(AttrSources, OtherChoices):
     def self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
         """The value `self.<name>` holds after the __init__ chain (`self.qk_norm = qk_norm`), for the evaluator:
         the last assignment whose condition holds, unknown when an undecided one may replace it."""
+        result = self._self_value(inst, name, evaluator, depth)
+        if self.reads is not None and inst is self.reads_of:
+            self.reads[("value", name)] = (lambda ctor, i: repr(ctor.self_value(i, name, ctor.evaluator)), repr(result))
+        return result
+
+    def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
         from .values import Unknown
 
         key = (id(inst), name)
-        if key in self._values:
-            return self._values[key]
-        self._values[key] = Unknown(f"self.{name} depends on itself")
+        kept = self._values.get(key)
+        if kept is not None and kept[0] is inst:
+            return kept[1]
+        self._values[key] = (inst, Unknown(f"self.{name} depends on itself"))
         result = Unknown(f"self.{name} is not assigned in __init__")
         scopes = inst._attrs.get(("value_scopes",))
         if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
@@ -184,7 +203,7 @@ class Constructor(AttrSources, OtherChoices):
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
             break
-        self._values[key] = result
+        self._values[key] = (inst, result)
         return result
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
@@ -426,6 +445,11 @@ class Constructor(AttrSources, OtherChoices):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _built_key(inst: Instance | None):
+    """What decides a kernel walk about a submodule: its class and the condition it is built under."""
+    return None if inst is None else (inst.cls.qualname if inst.cls is not None else None, str(inst.condition or ""))
+
+
 def _integer_item(expr: cst.Subscript) -> int | None:
     if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer):
         return int(expr.slice[0].slice.value.value)

@@ -94,6 +94,17 @@ class Evaluator:
             return Truth.UNKNOWN, Condition.of(expr, module)
         return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
 
+    def _config_read(self, key: tuple, read) -> Value:
+        """A value of the model's configuration; noted when a memo of an instance's kernels depends on it."""
+        if self.config is None:
+            return Unknown(f"config.{key[1]}: no configuration")
+        value = read(self.config)
+        reads = getattr(self.attrs, "reads", None)
+        if reads is not None:
+            reads[("config",) + key] = (lambda ctor, _i: repr(read(ctor.evaluator.config)) if ctor.evaluator.config
+                                        is not None else None, repr(value))
+        return value
+
     def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False, scope=None) -> Truth:
         if term.expr is None:
             return Truth.UNKNOWN
@@ -305,7 +316,7 @@ class Evaluator:
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
         if isinstance(base, ConfigRef):
-            return self.config.attr(attr, base.text) if self.config is not None else Unknown(f"config.{attr}: no configuration")
+            return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
             return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
         if isinstance(base, Known) and isinstance(base.value, Defaults):
@@ -326,7 +337,8 @@ class Evaluator:
                 if self.config is None:
                     return Unknown(f"config.{key.value}: no configuration")
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
-                return self.config.getattr(key.value, default, base.text)
+                return self._config_read(("getattr", key.value, base.text, repr(default)),
+                                         lambda config: config.getattr(key.value, default, base.text))
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default

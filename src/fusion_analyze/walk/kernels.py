@@ -33,6 +33,9 @@ class Backends:
         self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
+        # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
+        # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
+        self._by_instance: dict = index.memo.setdefault(("kernels_by_instance", device), {})
 
     def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
                             collectives: list | None = None) -> list[Kernel]:
@@ -40,11 +43,28 @@ class Backends:
         `self.x` tests are decided with the values its construction gave it (scoring_func, reduce_results),
         the configuration's too. `collectives` (a list) receives each collective the code calls, as an op of
         its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's."""
-        self._inst, self._inst_impl, self._collectives = inst, impl, collectives
+        facts = facts or Bindings()
+        # memo: per implementation, the walks already done, each with what it read of its instance (self.x
+        # values, submodules' classes); one whose reads give the same for this instance has its kernels
+        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None), [])
+        for reads, kernels, found in entries:
+            if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
+                if collectives is not None:
+                    collectives.extend(found)
+                return list(kernels)
+        got: list = []
+        self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
+        self.ctor.reads, self.ctor.reads_of = {}, inst
         try:
-            return self.kernels_of(impl, facts or Bindings(), method=method)
+            kernels = self.kernels_of(impl, facts, method=method)
+            entries.append((dict(self.ctor.reads), kernels, list(got)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
+            self.ctor.reads = self.ctor.reads_of = None
+        if collectives is not None:
+            collectives.extend(got)
+        return list(kernels)
+
 
     # -- out-of-tree replacements -----------------------------------------------------------------
     @property
