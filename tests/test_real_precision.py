@@ -35,6 +35,10 @@ def test_a_per_head_qk_norm_still_fits_the_pass(session, hf):
     a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
     norms = [op for op in a.walk.ops if op.name in ("q_norm", "k_norm")]
     assert {op.attrs["values"]["hidden_size"] for op in norms} == {128}
+    # projection shapes too, from the constructor arguments and the configuration (Qwen3Config's defaults)
+    by = {op.name: op.attrs["values"] for op in a.walk.ops if op.kind == "matmul"}
+    assert by["o_proj"] == {"input_size": 4096, "output_size": 4096}
+    assert by["down_proj"] == {"input_size": 22016, "output_size": 4096}
     o = _opp(a, "qknorm_rope")
     assert str(o.status) == "fused_by_ascend_graph_pass"
     assert not any("normalise" in c for c in o.conditions)  # both widths known and equal: nothing to say
