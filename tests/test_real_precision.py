@@ -154,3 +154,17 @@ def test_gpt_oss_rope_is_yarn_from_its_own_dict_literal(session, hf):
     (rope,) = [op for op in a.walk.ops if op.kind == "rope"]
     assert rope.layer_class == "YaRNScalingRotaryEmbedding" and rope.attrs["ascend_class"] == "AscendYaRNRotaryEmbedding"
     assert rope.condition is None
+
+
+def test_one_row_per_fusion_across_the_layer_boundary(session, hf):
+    """The all-reduce of each layer's down_proj feeds the next layer's input norm, and the last layer's the
+    final norm: one fusion with one row, two instances per layer (o_proj's and down_proj's), none counted
+    twice (issue 17)."""
+    a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf, config="Qwen3-8B"))
+    rows = [o for o in a.opportunities if o.scenario == "allreduce_norm"]
+    assert [o.id for o in rows] == ["allreduce_norm@Qwen3DecoderLayer.forward"]
+    (o,) = rows
+    assert "model.norm:norm" in o.ops  # the final norm is one of its sites
+    b = a.report["opportunities"][[x["id"] for x in a.report["opportunities"]].index(o.id)]["benefit"]
+    assert b["formula"].endswith("2 instance(s) per layer × num_layers")
+    assert b["numbers"]["decode"]["model"]["launches"] == 2 * 36  # Qwen3-8B: 36 layers

@@ -63,8 +63,12 @@ def estimate(opp, shapes: Shapes, device: dict, tp: int | None) -> Benefit:
     est = opp.pattern.estimate or {}
     saved = list(est.get("saved", []))
     launches = int(est.get("launches", 0))
-    in_layer = sum(1 for m in opp.matches if m.op_list[0].section == "layer")
-    once = len(opp.matches) - in_layer
+    # once per layer when every op is the layer's. The last layer's all-reduce into the final norm shares its
+    # all-reduce with the layer's match into the next layer's norm (L - 1 of them): together one per layer
+    layer_matches = [m for m in opp.matches if all(o.section == "layer" for o in m.op_list)]
+    in_layer = len(layer_matches)
+    layer_ops = {o.id for m in layer_matches for o in m.op_list}
+    once = sum(1 for m in opp.matches if m not in layer_matches and not layer_ops & {o.id for o in m.op_list})
     b = shapes.dtype_bytes
     terms = " + ".join(f"({s})" for s in saved) or "0"
     formula = f"2 × {b} B × [{terms}] and {launches} launch(es) saved, per instance"

@@ -350,12 +350,18 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     opsets = {pid: [frozenset(o.id for o in m.op_list) for m in ms] for pid, ms in matches.items()}
     groups: dict[tuple, list] = {}
     for p in patterns:
-        for m in matches[p.id]:
+        # a match across the layer boundary (the last layer's all-reduce into the final norm) after the others:
+        # it joins the row of the same scenario and status whose matches share one of its ops
+        for m in sorted(matches[p.id], key=_crosses_sections):
             if _subsumed(m, opsets):
                 continue
             anchor = m.ops[m.form.anchor_node]
             status, conds, ev, note = status_of(m, backend, ascend_passes)
             key = (p.id, anchor.scope, status)
+            if _crosses_sections(m):
+                ids = {o.id for o in m.op_list}
+                key = next((k for k, items in groups.items() if k[0] == p.id and k[2] == status
+                            and any(ids & {o.id for o in it[0].op_list} for it in items)), key)
             groups.setdefault(key, []).append((m, conds, ev, note))
     out: list[Opportunity] = []
     used: dict[str, int] = {}
@@ -373,8 +379,12 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
         pat = items[0][0].pattern
         out.append(Opportunity(oid, pid, pat.category, status, conds, cuda_status(items[0][0], cuda_passes),
                                evidence, op_ids, first.file, first.line, scope, pat,
-                               [it[0] for it in items], items[0][3]))
+                               [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None))
     return out
+
+
+def _crosses_sections(m: Match) -> bool:
+    return len({o.section for o in m.op_list}) > 1
 
 
 def _dedupe(evs) -> list[dict]:
