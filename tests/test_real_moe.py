@@ -104,3 +104,25 @@ def test_a_module_called_under_a_test_runs_under_it(session, hf):
     for arm in ("self", "not (self"):  # each arm runs the whole MoE layer: the runner and both of its parts
         kinds = [op.kind for op in moe if op.condition.startswith(arm + ".use_sequence_parallel_moe")]
         assert kinds.count("moe") == 1 and "moe_gating" in kinds and "moe_experts" in kinds, arm
+
+
+def test_deepseek_v3_mla_is_followed_by_its_ascend_parts(session, hf):
+    """AscendMultiHeadLatentAttention hands the layer to the MLA backend (mla_forward -> AscendMLAImpl.forward):
+    its preprocess (q/kv projections, norms, rope, KV-cache write), decode and prefill attention follow the
+    MLA op, nested under it, each at its method in mla_v1.py with the kernels its code runs."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "mla_attention")
+    mla, parts = ops[i], ops[i + 1:i + 4]
+    assert mla.attrs["ascend_class"] == "AscendMultiHeadLatentAttention"
+    assert [p.attrs["part"] for p in parts] == ["preprocess", "decode", "prefill"]
+    assert all(p.path.startswith(mla.path + ".") and p.layer_class == "AscendMLAImpl" for p in parts)
+    assert [("def " + _line(session, p).strip()[4:].split("(")[0]) for p in parts] == [
+        "def _mla_preprocess", "def _forward_decode", "def _forward_prefill"]
+    names = {p.attrs["part"]: [k.name for k in p.kernels] for p in parts}
+    assert "torch_npu.npu_kv_rmsnorm_rope_cache" in names["preprocess"] and "torch_npu.npu_interleave_rope" in names["preprocess"]
+    assert "torch_npu.npu_fused_infer_attention_score_v2" in names["decode"]
+    assert "torch_npu.npu_transpose_batchmatmul" in names["decode"]  # the absorbed value up-projection
+    assert "torch_npu.npu_fused_infer_attention_score" in names["prefill"]
+    assert parts[1].attrs["paths"] == ["decode"] and parts[2].attrs["paths"] == ["prefill"]
+    validate_report(a.report)

@@ -60,6 +60,8 @@ class Composites:
             owner, fn = first
             attrs = {"inside": sub.cls.name, "part": spec["part"], "class_file": cls.module.rel,
                      "class_line": cls.line, "found_by": origin}
+            if spec.get("paths"):  # the runtime paths it runs on (decode, prefill)
+                attrs["paths"] = list(spec["paths"])
             if impl is not cls:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
             op_path = f"{path}.{spec['part']}"
@@ -93,6 +95,12 @@ class Composites:
     def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition | None, str, Instance | None]:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
         layer's instance, or the one class a registry function constructs; (None, why, None) when not known."""
+        if "class" in spec:  # built by the runtime (the attention backend's implementation): the named class
+            mod, _, name = spec["class"].rpartition(".")
+            cls = self.index.lookup(mod, name)
+            if not (isinstance(cls, Definition) and cls.kind == "class"):
+                return None, f"{spec['class']} is not in the trees", None
+            return cls, f"{name}, the backend's implementation", None
         if "attr" in spec:
             inst = self._attr_path(sub, spec["attr"])
             if inst is None:

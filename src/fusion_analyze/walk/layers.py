@@ -3,6 +3,7 @@ it on the backend and its device kernels; a MoE layer brings the router GEMM and
 
 from __future__ import annotations
 
+from ..catalog import catalog
 from ..index.modules import Definition
 from .construct import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
@@ -75,7 +76,7 @@ class Layers:
             out = self._collective_ops(frame, name, stmt, out, collectives, cond, steady, path)
         elif info.get("reduce") and not self._has_code(impl):  # the layer's code is not in the trees: its flag
             self._all_reduce(sub, info["reduce"])
-        if kind == "moe":
+        if kind in catalog().composites:  # MoE, MLA: followed by their parts (composites.yaml)
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
