@@ -126,3 +126,15 @@ def test_deepseek_v3_mla_is_followed_by_its_ascend_parts(session, hf):
     assert "torch_npu.npu_fused_infer_attention_score" in names["prefill"]
     assert parts[1].attrs["paths"] == ["decode"] and parts[2].attrs["paths"] == ["prefill"]
     validate_report(a.report)
+
+
+def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf):
+    """Unquantized experts on Ascend run npu_grouped_matmul, then npu_swiglu: GEMM + gated activation is open
+    at the experts part (issue 16: the experts' grouped GEMM -> activation)."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.id == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
+    assert str(o.status) == "open" and o.evidence[0]["what"] == "experts (AllGatherCommImpl)"
+    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    names = [k.name for k in part.kernels]
+    assert "torch_npu.npu_grouped_matmul" in names and "torch_npu.npu_swiglu" in names
+    assert "torch_npu.npu_grouped_matmul_swiglu_quant" not in names  # the W8A8 method is not this checkpoint's
