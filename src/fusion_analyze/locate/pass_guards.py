@@ -76,15 +76,10 @@ class _Runtime:
     def value(self, module: str, cls: str, code: str):
         """A registration keyword's value for this model (`routed_scaling_factor`, read in the pass's __init__
         with its locals); None when not known or not a number / string / bool."""
-        key = ("pass_init_locals", module, cls)
-        if key not in self.index.memo:
-            info = self.index.get(module)
-            found = info.classes().get(cls) if info is not None else None
-            fn = _init_of(found.node) if found is not None else None
-            self.index.memo[key] = (info, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
-        if self.index.memo[key] is None:
+        found = _pass_init(self.index, module, cls)
+        if found is None:
             return None
-        info, local_values = self.index.memo[key]
+        info, fn, local_values = found
         scope = Scope(module=info, values={"vllm_config": self.vllm_config})
         for name, v, c in local_values:
             scope.locals.setdefault(name, []).append((v, c))
@@ -158,17 +153,25 @@ class _Runtime:
         return Unknown("the platform's supported dtypes are not read")
 
 
+def _pass_init(index: ModuleIndex, module: str, cls: str):
+    """(module, the pass's __init__, its locals) read once per session; None when the class is not found."""
+    key = ("pass_init", module, cls)
+    if key not in index.memo:
+        info = index.get(module)
+        found = info.classes().get(cls) if info is not None else None
+        fn = _init_of(found.node) if found is not None else None
+        index.memo[key] = (info, fn, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
+    return index.memo[key]
+
+
 def _guard_code(index: ModuleIndex, g: PassGuard):
     """(module, the guard's test, the __init__'s locals) read from the pass's file."""
-    info = index.get(g.module)
-    cls = info.classes().get(g.cls) if info is not None else None
-    fn = _init_of(cls.node) if cls is not None else None
-    if fn is None:
+    found = _pass_init(index, g.module, g.cls)
+    if found is None:
         return None
+    info, fn, local_values = found
     tests = [n.test for n in find_all(fn, cst.If) if info.line_of(n.test) == g.line]
-    if not tests:
-        return None
-    return info, tests[0], [(name, value, cond) for name, value, cond, _pos in tables(fn, info).local_assignments]
+    return (info, tests[0], local_values) if tests else None
 
 
 def _shown(evaluator: Evaluator, test, scope) -> str:
