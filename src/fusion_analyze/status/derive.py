@@ -303,7 +303,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
-            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class} has "
+            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class}: "
                     f"{native[0].attrs['native']}")
             return Status.OPEN, conds, [_ev(native[0].attrs["class_file"], native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
         separate = _separate_kernels(ops, need) if backend == "ascend" else []

@@ -82,17 +82,20 @@ class Backends:
             return self.oot.get(cls.name, cls)
         return cls
 
-    def runs_native(self, cls: Definition) -> bool:
-        """On Ascend, a CustomOp with no out-of-tree replacement and no forward_oot of its own runs
-        CustomOp.forward_oot -> forward_native: plain PyTorch ops, one kernel each."""
-        if self.index.backend != "ascend" or self.implementation(cls) is not cls or self.forward_name(cls) != "forward_oot":
-            return False
+    def runs_native(self, cls: Definition) -> str | None:
+        """On Ascend, where the forward_oot a CustomOp runs is only forward_native (plain PyTorch ops, one kernel
+        each): CustomOp's own (no forward_oot anywhere on the way), or one that just returns a forward_native
+        call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None."""
+        if self.index.backend != "ascend" or self.forward_name(cls) != "forward_oot":
+            return None
+        replaced = cls.module.name.startswith("vllm_ascend.")
         for c in self.ctor.mro(cls):
-            if c.name == "CustomOp":
-                return True
-            if class_method(c, "forward_oot") is not None:
-                return False
-        return False
+            fn = class_method(c, "forward_oot")
+            if c.name == "CustomOp":  # an Ascend class inheriting it may override what forward_native calls
+                return None if replaced else f"{c.module.rel}:{c.module.line_of(fn) if fn is not None else c.line}"
+            if fn is not None:
+                return f"{c.module.rel}:{c.module.line_of(fn)}" if _only_forward_native(fn) else None
+        return None
 
     def forward_name(self, cls: Definition) -> str:
         """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""
@@ -296,6 +299,17 @@ class Backends:
             if fn is not None:
                 return c, fn
         return None
+
+
+def _only_forward_native(fn: cst.FunctionDef) -> bool:
+    """The body (past a docstring) is one `return <...>.forward_native(...)`."""
+    body = [st for st in fn.body.body if not (isinstance(st, cst.SimpleStatementLine) and isinstance(st.body[0], cst.Expr)
+                                              and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or not isinstance(body[0].body[0], cst.Return):
+        return False
+    value = body[0].body[0].value
+    return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "forward_native")
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:

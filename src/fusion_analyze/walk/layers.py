@@ -68,8 +68,11 @@ class Layers:
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
-        elif self.backends.runs_native(impl):
-            attrs["native"] = "no Ascend replacement; CustomOp.forward_oot runs forward_native (separate PyTorch ops)"
+        native = self.backends.runs_native(impl)
+        if native:  # a dead fallback: Ascend runs the native PyTorch ops, whatever kernels the class names
+            attrs["native"] = (f"{impl.name + '.forward_oot' if impl is not sub.cls else 'no Ascend replacement: CustomOp.forward_oot'}"
+                               f" runs forward_native ({native}), separate PyTorch ops")
+            kernels = []
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
         if collectives:
