@@ -138,3 +138,13 @@ def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf
     names = [k.name for k in part.kernels]
     assert "torch_npu.npu_grouped_matmul" in names and "torch_npu.npu_swiglu" in names
     assert "torch_npu.npu_grouped_matmul_swiglu_quant" not in names  # the W8A8 method is not this checkpoint's
+
+
+def test_shared_experts_run_by_the_moe_layer_cite_the_moe_layer(session, hf):
+    """DeepSeek-V3 hands its shared experts to the MoE runner (shared_experts=...): the evidence of the
+    fused-in-model claim is the runner class that runs them, not the shared expert's own GEMM class."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.scenario == "shared_routed"]
+    assert str(o.status) == "fused_in_model"
+    assert o.evidence[0]["what"].startswith("class MoERunner: the MoE layer runs the shared experts itself")
+    assert "class MoERunner" in _line(session, o.evidence[0])

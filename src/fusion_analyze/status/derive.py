@@ -312,7 +312,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
                     f"separate kernels: {', '.join(separate)}")
             return Status.OPEN, conds, sites, note
         ev = []
-        for op in ops:
+        for op in [m.ops[n.name] for n in m.form.nodes if n.name in m.ops] + ops:  # the form's own layer first
             if op.attrs.get("class_file"):
                 ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}"))
                 break
