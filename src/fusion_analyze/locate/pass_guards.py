@@ -79,10 +79,8 @@ class _Runtime:
         found = _pass_init(self.index, module, cls)
         if found is None:
             return None
-        info, fn, local_values = found
-        scope = Scope(module=info, values={"vllm_config": self.vllm_config})
-        for name, v, c in local_values:
-            scope.locals.setdefault(name, []).append((v, c))
+        info, _fn, local_values = found
+        scope = self._init_scope(info, local_values)
         try:
             got = self.evaluator.infer(cst.parse_expression(code), scope)
         except cst.ParserSyntaxError:
@@ -103,10 +101,14 @@ class _Runtime:
         if found is None:
             return None
         info, test, local_values = found
+        return test, self._init_scope(info, local_values)
+
+    def _init_scope(self, info, local_values) -> Scope:
+        """The pass's __init__ as vLLM runs it for this model: its locals, and the model's vllm_config."""
         scope = Scope(module=info, values={"vllm_config": self.vllm_config})
         for name, value, cond in local_values:
             scope.locals.setdefault(name, []).append((value, cond))
-        return test, scope
+        return scope
 
     def _layers_of(self, call: cst.Call, scope) -> Value:
         """`get_layers_from_vllm_config(vllm_config, Attention)`: the model's layers of that class, by path."""
