@@ -147,3 +147,31 @@ def test_diff_markdown_is_truncated_for_pr_comments(two_versions):
     diffs = diff_paths(str(two_versions["old"]), str(two_versions["new"]))
     text = to_markdown(diffs, "a", "b", limit=600)
     assert len(text) <= 600 and "truncated" in text
+
+
+def _report(arch, opps, ops):
+    return {"model": {"architecture": arch}, "opportunities": [{"id": i, "status": s} for i, s in opps],
+            "ops": [{"id": i, "kind": "matmul", "file": "m.py", "line": line} for i, line in ops]}
+
+
+def test_diff_pairs_a_scenario_that_changed_to_its_fused_form_and_puts_transitions_first():
+    from fusion_analyze.diff import diff_model
+
+    old = _report("Qwen3VL", [("qknorm_rope@Qwen3Attention.forward", "open"), ("gate_act_mul@MLP.forward", "open")],
+                  [("a", 10), ("b", 20)])
+    new = _report("Qwen3VL", [("qknorm_rope@patch_qwen3vl.forward", "fused_by_ascend_kernel"),
+                              ("gate_act_mul@MLP.forward", "open"), ("add_rmsnorm@Layer.forward", "open")],
+                  [("a", 11), ("b", 21)])
+    d = diff_model("Qwen3VL", old, new)
+    assert d.status_changed == [{"id": "qknorm_rope@patch_qwen3vl.forward", "was": "qknorm_rope@Qwen3Attention.forward",
+                                 "old": "open", "new": "fused_by_ascend_kernel"}]
+    assert d.opps_removed == [] and d.opps_added == [{"id": "add_rmsnorm@Layer.forward", "status": "open"}]
+    worse = diff_model("Other", _report("Other", [("x@A.f", "fused_in_model")], []), _report("Other", [("x@A.f", "open")], []))
+    md = to_markdown([worse, d], "old", "new")
+    table = md.index("### Status transitions")
+    assert md.index("| Qwen3VL | `qknorm_rope@patch_qwen3vl.forward`", table) < md.index("| Other | `x@A.f`", table)  # now fused first
+    assert table < md.index("### Qwen3VL") and md.index("opportunities added (1)") > md.index("### Qwen3VL")
+    assert "<details><summary>ops moved (2): the same ops at other lines</summary>" in md
+    assert "opportunities removed" not in md
+    cut = to_markdown([d], "old", "new", limit=700)
+    assert len(cut) <= 700 and cut.count("<details>") == cut.count("</details>")

@@ -2,7 +2,9 @@
 
 Ops are matched by their stable id (module path + name), not by line: the same id at another file:line is
 "moved". Opportunities are matched by id (scenario @ qualified scope); a status change from a fused state
-to `open` is a regression.
+to `open` is a regression. A scenario that left one scope and appeared at another with the other side of
+fused / open (its unfused form replaced by a fused kernel's call in a patch) is one transition, not a
+removal plus an addition. The Markdown puts the transitions first, across models, and folds line moves.
 """
 
 from __future__ import annotations
@@ -96,7 +98,27 @@ def diff_model(arch: str, old: dict | None, new: dict | None) -> ModelDiff:
         a, b = o_opp[oid]["status"], n_opp[oid]["status"]
         if a != b:
             d.status_changed.append({"id": oid, "old": a, "new": b})
+    _pair_forms(d)
     return d
+
+
+def _fused_side(status: str) -> bool | None:
+    return True if status in FUSED else False if status == "open" else None
+
+
+def _pair_forms(d: ModelDiff) -> None:
+    """A removed and an added opportunity of one scenario, one open and the other fused: one transition."""
+    for gone in list(d.opps_removed):
+        scenario = gone["id"].split("@", 1)[0]
+        side = _fused_side(gone["status"])
+        match = next((o for o in d.opps_added if o["id"].split("@", 1)[0] == scenario and side is not None
+                      and _fused_side(o["status"]) is (not side)), None)
+        if match is None:
+            continue
+        d.opps_removed.remove(gone)
+        d.opps_added.remove(match)
+        d.status_changed.append({"id": match["id"], "was": gone["id"], "old": gone["status"], "new": match["status"]})
+    d.status_changed.sort(key=lambda c: c["id"])
 
 
 def diff_paths(old: str, new: str) -> list[ModelDiff]:
@@ -123,36 +145,56 @@ def exit_code(diffs: list[ModelDiff], fail_on: str) -> int:
     return 1 if any(test(d) for d in diffs) else 0
 
 
+def _transition_order(c: dict) -> tuple:
+    """Now fused first, then regressions, then the other changes."""
+    now_fused = c["new"] in FUSED and c["old"] not in FUSED
+    return (0 if now_fused else 1 if c["old"] in FUSED and c["new"] == "open" else 2, c["id"])
+
+
 def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD) -> str:
     changed = [d for d in diffs if d.changed()]
     lines = ["## fusion-analyze diff", "", f"`{old}` → `{new}`: {len(changed)} of {len(diffs)} model(s) changed.", ""]
+    transitions = sorted(((d.architecture, c) for d in diffs for c in d.status_changed),
+                         key=lambda ac: (_transition_order(ac[1]), ac[0]))
     regress = [(d.architecture, c) for d in diffs for c in d.regressions]
     if regress:
         lines += ["### ⚠ Status regressions", ""]
         lines += [f"- **{a}** `{c['id']}`: {c['old']} → {c['new']}" for a, c in regress]
+        lines.append("")
+    if transitions:
+        lines += ["### Status transitions", "", "| model | opportunity | old | new |", "|---|---|---|---|"]
+        for a, c in transitions:
+            was = f" (was `{c['was']}`)" if c.get("was") else ""
+            lines.append(f"| {a} | `{c['id']}`{was} | {c['old']} | {c['new']} |")
         lines.append("")
     for d in changed:
         lines.append(f"### {d.architecture}")
         if d.only_in:
             lines += [f"only in the {d.only_in} side", ""]
             continue
-        if d.status_changed:
-            lines += ["", "| opportunity | old | new |", "|---|---|---|"]
-            lines += [f"| `{c['id']}` | {c['old']} | {c['new']} |" for c in d.status_changed]
         for title, items, fmt in (
             ("opportunities added", d.opps_added, lambda o: f"`{o['id']}` ({o['status']})"),
             ("opportunities removed", d.opps_removed, lambda o: f"`{o['id']}` (was {o['status']})"),
             ("ops added", d.ops_added, lambda o: f"`{o['id']}` {o['kind']} at {o['at']}"),
             ("ops removed", d.ops_removed, lambda o: f"`{o['id']}` {o['kind']} at {o['at']}"),
-            ("ops moved", d.ops_moved, lambda o: f"`{o['id']}` {o['from']} → {o['to']}"),
         ):
             if items:
                 lines += ["", f"{title} ({len(items)}):"] + [f"- {fmt(o)}" for o in items]
+        if d.ops_moved:  # line shifts only: one count, the list folded
+            lines += ["", "<details><summary>" + f"ops moved ({len(d.ops_moved)}): the same ops at other lines"
+                      + "</summary>", ""]
+            lines += [f"- `{o['id']}` {o['from']} → {o['to']}" for o in d.ops_moved]
+            lines += ["", "</details>"]
+        if d.status_changed and not (d.opps_added or d.opps_removed or d.ops_added or d.ops_removed or d.ops_moved):
+            lines += ["", f"{len(d.status_changed)} status transition(s), listed above."]
         lines.append("")
     text = "\n".join(lines).rstrip() + "\n"
     if len(text) > limit:
         note = f"\n… truncated: the full diff is {len(text)} characters; use --format json for all of it.\n"
-        text = text[: limit - len(note)].rsplit("\n", 1)[0] + "\n" + note
+        text = text[: limit - len(note) - 12].rsplit("\n", 1)[0] + "\n"
+        if text.rfind("<details>") > text.rfind("</details>"):
+            text += "</details>\n"  # a cut list still folds
+        text += note
     return text
 
 

@@ -109,3 +109,42 @@ class AttrSources:
                     self._fill_locals(fn, scope, c.module, before=pos)
                     return Instance(cls, expr, scope, None)
         return None
+
+    def _elements(self, expr, scope: Scope, depth: int) -> list:
+        """What an iterator over `expr` yields: a list's or comprehension's elements, an iterator's own."""
+        if isinstance(expr, cst.ListComp):
+            return self.evaluate(expr.elt, scope, depth + 1)
+        if isinstance(expr, cst.List):
+            return [i for e in expr.elements for i in self.evaluate(e.value, scope, depth + 1)]
+        return self.evaluate(expr, scope, depth + 1)
+
+    def _registered_model(self, target, call: cst.Call, scope: Scope) -> list[Instance] | None:
+        """`init_vllm_registered_model(vllm_config, hf_config=config.text_config)` (walk.yaml `runtime.registered_model`):
+        the registry's class for the architecture it names, [] when the configuration does not say which
+        (`unbuilt` keeps why); None for any other function."""
+        from ..catalog import catalog
+        from ..locate.registry import read_registry
+        from .construct import Instance
+        from .tables import call_arguments
+        from .values import Known
+
+        if target.qualname not in catalog().runtime.get("registered_model", ()):
+            return None
+        _args, keywords = call_arguments(call)
+        arch_expr = keywords.get("architectures")
+        if arch_expr is None and keywords.get("hf_config") is not None:
+            arch_expr = cst.Attribute(value=keywords["hf_config"], attr=cst.Name("architectures"))
+        value = self.evaluator.infer(arch_expr, scope) if arch_expr is not None else None
+        names = value.value if isinstance(value, Known) and isinstance(value.value, (list, tuple)) else []
+        if self._registry is None:
+            self._registry = {e.architecture: e for e in read_registry(self.index)}
+        entry = self._registry.get(names[0]) if names and isinstance(names[0], str) else None
+        cls = self.index.lookup(entry.module, entry.class_name) if entry is not None else None
+        if cls is None or getattr(cls, "kind", None) != "class":
+            said = scope.module.code(arch_expr).strip() if arch_expr is not None else "the model's own architectures"
+            self.unbuilt[id(call)] = (f"built at run time by {target.name} from {said}, which the configuration "
+                                      f"does not give{': ' + str(names[0]) + ' is not in the registry' if names else ''}"
+                                      f" (pass --config with it)")
+            return []
+        return [Instance(cls, call, scope)]
+

@@ -37,7 +37,7 @@ class Calls:
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
-    HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_loop_layer_call", "_indexed_layer_call",
+    HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
                 "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
@@ -88,8 +88,9 @@ class Calls:
                 return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
                                 s.hint, s.cond, s.steady, attrs={"external": external},
                                 path=f"{frame.path}.{name}" if frame.path else name)
+            why = frame.inst._attrs.get(("why", name)) if frame.inst.cls is not None else None
             return self._unknown_op(frame, s.stmt, name, _flat(args, kwargs), s.hint, s.cond, s.steady,
-                                    f"cannot tell which class builds self.{name}")
+                                    f"cannot tell which class builds self.{name}{': ' + why if why else ''}")
         return self._module_call(frame, sub, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
 
     def _submodule_method_call(self, s: CallSite):
@@ -102,6 +103,33 @@ class Calls:
             return None
         args, kwargs = self._site_args(s)
         return self._module_call(s.frame, sub, func.value.attr.value, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+
+    def _nested_call(self, s: CallSite):
+        """self.a.b(...): b a submodule of self.a (run as a module) or a method of it (walked with self.a as self);
+        a multimodal model calls its language model's backbone so (self.language_model.model(...))."""
+        func, frame = s.func, s.frame
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and _self_attr(func.value)
+                and frame.inst.cls is not None):
+            return None
+        owner = self.ctor.attr(frame.inst, func.value.attr.value)
+        if owner is None or owner.cls is None:
+            why = frame.inst._attrs.get(("why", func.value.attr.value))
+            if why is None:
+                return None
+            args, kwargs = self._site_args(s)
+            return self._unknown_op(frame, s.stmt, frame.module.code(func).strip(), _flat(args, kwargs), s.hint,
+                                    s.cond, s.steady, f"self.{func.value.attr.value} is {why}")
+        name, path = func.attr.value, f"{frame.path}.{func.value.attr.value}".lstrip(".")
+        sub = self.ctor.attr(owner, name)
+        if sub is not None and sub.cls is not None:
+            args, kwargs = self._site_args(s)
+            return self._module_call(frame, sub, f"{func.value.attr.value}.{name}", s.call, args, kwargs, s.cond,
+                                     s.steady, s.stmt, s.hint)
+        if name == "forward" or self.ctor.method(owner.cls, name) is None:
+            return None
+        args, kwargs = self._site_args(s)
+        self._role_for_submodule(frame, func.value.attr.value, owner)
+        return self._expand(owner, name, args, kwargs, path, Bindings(dict(), self._attr_facts(owner)), s.cond)
 
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""

@@ -15,7 +15,7 @@ from .choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
 from .others import OtherChoices
 from .scope import Scope, bind_params
-from .values import Bindings, Condition, Truth, join, literal
+from .values import Bindings, Condition, Truth, join
 
 MAX_DEPTH = catalog().limit("construct_depth")
 _NO_BINDINGS = Bindings()
@@ -59,6 +59,8 @@ class Constructor(AttrSources, OtherChoices):
         self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
         self._blind: Evaluator | None = None
         self.patches: dict = {}  # target qualname -> Patch (Ascend): set by the Walker
+        self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
+        self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
 
     # -- classes -----------------------------------------------------------------------------
@@ -158,6 +160,8 @@ class Constructor(AttrSources, OtherChoices):
                 for alt in self.evaluate(expr, scope, depth + 1):
                     alt.condition = join(cond, alt.condition)
                     options.append(alt)
+                if id(expr) in self.unbuilt:  # why nothing is known of what it builds
+                    inst._attrs[("why", name)] = self.unbuilt[id(expr)]
             result = pick(options)
             break
         if result is None:
@@ -212,6 +216,8 @@ class Constructor(AttrSources, OtherChoices):
         for expr_target, value, cond, pos in tables(fn, module).local_assignments:
             if pos < before:
                 scope.locals.setdefault(expr_target, []).append((value, cond))
+        scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
+                       for name, fills in tables(fn, module).local_fills.items()}
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
@@ -297,42 +303,6 @@ class Constructor(AttrSources, OtherChoices):
             return self.evaluate(target.node, Scope(module=target.module), depth + 1)
         return []
 
-    def _dict_values(self, expr, key, scope: Scope, depth: int) -> list[Instance]:
-        """A registry lookup `REGISTRY[key]` (a dict literal, or `LazyDict({...: lambda: Layer()})`): the entry
-        the key selects when the evaluator knows it, else every entry (alternatives, with their key)."""
-        from .values import Known
-
-        node = None
-        if isinstance(expr, cst.Name):
-            target = self.index.lookup(scope.module.name, expr.value)
-            if isinstance(target, Definition) and target.kind == "assign":
-                value = target.node
-                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, cst.Dict):
-                    value = value.args[0].value  # LazyDict({...})
-                if isinstance(value, cst.Dict):
-                    node, where = value, Scope(module=target.module)
-        if node is None:
-            return []
-        known = self.evaluator.infer(key, scope) if key is not None else None
-        entries = [(literal_key(el.key), el.value) for el in node.elements if isinstance(el, cst.DictElement)]
-        chosen = isinstance(known, Known) and any(k == known.value for k, _v in entries)
-        if chosen:
-            entries = [(k, v) for k, v in entries if k == known.value]
-        origin = self.evaluator.origin(key, scope) if key is not None else None
-        key_text = origin[1].module.code(origin[0]).strip() if origin is not None else None
-        out = []
-        for k, value in entries:
-            if isinstance(value, cst.Lambda):
-                value = value.body  # a lazy entry: the lambda builds it when asked
-            for alt in self.evaluate(value, where, depth + 1):
-                if not chosen and key_text and k is not None:  # which value of the key selects this entry
-                    alt.condition = join(Condition.note(f"{key_text} == {k!r}"), alt.condition)
-                out.append(alt)
-        if chosen and key_text:
-            for alt in out:
-                alt.decided = self._registry_others(node, where, known.value, key, key_text, scope, depth)
-        return out
-
     def _call(self, call: cst.Call, scope: Scope, depth: int, item: int | None = None) -> list[Instance]:
         func = call.func
         # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
@@ -359,9 +329,19 @@ class Constructor(AttrSources, OtherChoices):
                 elems = self.evaluate(arg.elt, scope, depth + 1)
                 repeat = _range_arg(arg.for_in, scope.module)
                 return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+            if isinstance(arg, cst.Name) and scope.fills.get(arg.value):  # a local list filled by .append(M(...))
+                elems = []
+                for value, cond in scope.fills[arg.value]:
+                    for alt in self.evaluate(value, scope, depth + 1):
+                        alt.condition = join(cond, alt.condition)
+                        elems.append(alt)
+                chosen = pick(elems)
+                return [_layer_list(chosen, None)] if chosen is not None else []
             if isinstance(arg, cst.List) and arg.elements:
                 elems = self.evaluate(arg.elements[0].value, scope, depth + 1)
                 return [_layer_list(e, str(len(arg.elements))) for e in elems[:1]] if elems else []
+        if isinstance(func, cst.Name) and fname in ("next", "iter", "cycle") and len(call.args) == 1:
+            return self._elements(call.args[0].value, scope, depth)  # next(cycle([Block(...) for ...])): a Block
         if isinstance(func, cst.Attribute) and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
             return self.evaluate(func.value, scope, depth + 1)
         if (isinstance(func, cst.Attribute) and _is_self(func.value) and scope.owner is not None
@@ -371,12 +351,14 @@ class Constructor(AttrSources, OtherChoices):
                 owner_cls, fn = found
                 as_def = Definition("function", fn.name.value, owner_cls.module, fn)
                 return self._factory(as_def, call, scope, depth, owner=scope.owner, skip_self=True)
-        callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute)) else []
+        # a class named, or returned by a selector function (`_select_attn_cls(vllm_config)(...)`)
+        callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
         target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function":
-            return self._factory(self._patched(target, scope), call, scope, depth)
+            built = self._registered_model(target, call, scope)
+            return built if built is not None else self._factory(self._patched(target, scope), call, scope, depth)
         return []
 
     def _patched(self, fn: Definition, scope: Scope) -> Definition:
@@ -471,7 +453,3 @@ def _strip_subscript(expr):
     return expr.value if isinstance(expr, cst.Subscript) else expr
 
 
-def literal_key(expr):
-    """The Python value of a dict key literal ("silu"), else None."""
-    known = literal(expr) if expr is not None else None
-    return known.value if known is not None else None

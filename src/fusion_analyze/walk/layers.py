@@ -3,13 +3,18 @@ it on the backend and its device kernels; a MoE layer brings the router GEMM and
 
 from __future__ import annotations
 
+import re
+
+import libcst as cst
+
 from ..catalog import catalog
 from ..index.modules import Definition
+from ..index.nodes import find_all
 from .construct import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from .ir import Kernel
 from .paths import attention_paths, place_on_paths
-from .taxonomy import leaf_for_class_names
+from .taxonomy import leaf_for_class_names, taxonomy
 from .tables import bind_arguments, none_defaults, tables
 from .values import Bindings, Known, as_text, join, selecting
 
@@ -24,6 +29,10 @@ class Layers:
         cond = self._chosen(path, sub, cond)
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
+            mixer = self._mixer_kind(sub.cls)
+            if mixer is not None:  # the layer's token mixer: an op of its kind, its own ops follow under it
+                self._op(frame, mixer, name, sub.cls.name, stmt, _flat(args, kwargs), [f"{name}_mixer"], cond, steady,
+                         attrs={"class_file": sub.cls.module.rel, "class_line": sub.cls.line, "mixer": True}, path=path)
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
@@ -83,6 +92,18 @@ class Layers:
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _mixer_kind(self, cls: Definition) -> str | None:
+        """attention / ssm / linear_attention for a token mixer (leaf_ops.yaml `mixers`), None otherwise."""
+        spec = taxonomy().get("mixers") or {}
+        if spec.get("base") not in self.ctor.base_names(cls):
+            return None
+        got = self.ctor.method(cls, spec.get("state_method", ""))
+        if got is None:
+            return "attention"
+        returns = [r.value for r in find_all(got[1], cst.Return) if r.value is not None]
+        said = " ".join(got[0].module.code(r) for r in returns)
+        return next((k["kind"] for k in spec.get("state_kinds", []) if re.search(k["match"], said)), "ssm")
 
     def _collective_ops(self, frame, name, stmt, inputs, collectives, cond, steady, path) -> list[str]:
         """The collectives a linear layer runs after its GEMM (RowParallelLinear's all-reduce), each an op at

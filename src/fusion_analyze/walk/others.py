@@ -2,14 +2,26 @@
 factory's branches it ruled out (`get_rope`'s elif chain on `rope_type`) and the other entries of a registry
 keyed by a config string (`_ACTIVATION_AND_MUL_REGISTRY[hidden_act]`), each with the test that selects it and
 where. A choice that the code decides without the configuration (a ROCm branch, a parameter's default) has no
-such alternatives."""
+such alternatives. Also the registry lookup itself (`REGISTRY[key]`, the registry named directly, by a local,
+or as `types or DEFAULT_TYPES`)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
+from ..catalog import catalog
+from ..index.modules import Definition
 from .evaluator import Evaluator
-from .values import Known, Truth, as_text, join, literal, selecting
+from .scope import Scope
+from .values import Condition, Known, Truth, as_text, join, literal, selecting
+
+MAX_DEPTH = catalog().limit("construct_depth")
+
+
+def literal_key(expr):
+    """The Python value of a dict key literal ("silu"), else None."""
+    known = literal(expr) if expr is not None else None
+    return known.value if known is not None else None
 
 
 class OtherChoices:
@@ -61,6 +73,47 @@ class OtherChoices:
         finally:
             self._quiet -= 1
         return _unique(found)
+
+    def _dict_values(self, expr, key, scope: Scope, depth: int) -> list:
+        """A registry lookup `REGISTRY[key]` (a dict literal, or `LazyDict({...: lambda: Layer()})`): the entry
+        the key selects when the evaluator knows it, else every entry (alternatives, with their key)."""
+        node = None
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):  # `types or DEFAULT_TYPES`
+            left = self.evaluator.infer(expr.left, scope)
+            return self._dict_values(expr.right if isinstance(left, Known) and not left.value else expr.left, key,
+                                     scope, depth + 1) if depth < MAX_DEPTH else []
+        if isinstance(expr, cst.Name) and len(scope.locals.get(expr.value, ())) == 1 and depth < MAX_DEPTH:
+            return self._dict_values(scope.locals[expr.value][0][0], key, scope, depth + 1)  # a local naming it
+        if isinstance(expr, cst.Name):
+            target = self.index.lookup(scope.module.name, expr.value)
+            if isinstance(target, Definition) and target.kind == "assign":
+                value = target.node
+                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, cst.Dict):
+                    value = value.args[0].value  # LazyDict({...})
+                if isinstance(value, cst.Dict):
+                    node, where = value, Scope(module=target.module)
+        if node is None:
+            return []
+        known = self.evaluator.infer(key, scope) if key is not None else None
+        entries = [(literal_key(el.key), el.value) for el in node.elements if isinstance(el, cst.DictElement)]
+        chosen = isinstance(known, Known) and any(k == known.value for k, _v in entries)
+        if chosen:
+            entries = [(k, v) for k, v in entries if k == known.value]
+        origin = self.evaluator.origin(key, scope) if key is not None else None
+        key_text = origin[1].module.code(origin[0]).strip() if origin is not None else None
+        out = []
+        for k, value in entries:
+            if isinstance(value, cst.Lambda):
+                value = value.body  # a lazy entry: the lambda builds it when asked
+            for alt in self.evaluate(value, where, depth + 1):
+                if not chosen and key_text and k is not None:  # which value of the key selects this entry
+                    alt.condition = join(Condition.note(f"{key_text} == {k!r}"), alt.condition)
+                out.append(alt)
+        if chosen and key_text:
+            for alt in out:
+                alt.decided = self._registry_others(node, where, known.value, key, key_text, scope, depth)
+        return out
+
 
 
 def _key(el):

@@ -22,6 +22,7 @@ class Scope:
     owner: object = None  # the construct.Instance whose __init__ this is (for self.y)
     values: dict = field(default_factory=dict)  # name -> Value handed in as such (what vLLM's runtime passes)
     star_kwargs: dict = field(default_factory=dict)  # `**kwargs` param -> {keyword: (expr, Scope)} it collected
+    fills: dict[str, list[tuple]] = field(default_factory=dict)  # local list -> [(appended expr, Condition | None)]
     version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
 
 

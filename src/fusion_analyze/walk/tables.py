@@ -110,6 +110,15 @@ class FunctionTables:
     @cached_property
     def container_fills(self) -> dict[str, list[tuple]]:
         """name -> [(position, condition, value)] of `self.<name>.append(value)` and `self.<name>[k] = value`."""
+        return {name: fills for (where, name), fills in self._fills.items() if where == "self"}
+
+    @cached_property
+    def local_fills(self) -> dict[str, list[tuple]]:
+        """The same for a local list or dict (`layers.append(value)`), later wrapped: nn.ModuleList(layers)."""
+        return {name: fills for (where, name), fills in self._fills.items() if where == "local"}
+
+    @cached_property
+    def _fills(self) -> dict:
         out: dict = {}
         for pos, cond, small in self._small():
             target = value = None
@@ -119,7 +128,9 @@ class FunctionTables:
             elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
                 target, value = small.targets[0].target.value, small.value
             if isinstance(target, cst.Attribute) and _is_self(target.value):
-                out.setdefault(target.attr.value, []).append((pos, cond, value))
+                out.setdefault(("self", target.attr.value), []).append((pos, cond, value))
+            elif isinstance(target, cst.Name):
+                out.setdefault(("local", target.value), []).append((pos, cond, value))
         return out
 
     @cached_property
