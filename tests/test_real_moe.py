@@ -37,7 +37,9 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
     router, experts = parts
     assert router.path == f"{moe.path}.router" and router.kind == "moe_gating" and router.attrs["part"] == "router"
     assert router.layer_class == "AscendFusedTopKRouter"  # patch_fused_moe.py -> create_ascend_fused_moe_router
-    assert "def select_experts" in _line(session, router)
+    # the method that computes the routing, where the kernel is called (AscendRoutedExperts._select_experts ->
+    # router._select_experts -> _compute_routing), not vLLM's select_experts, which Ascend does not call
+    assert "def _compute_routing" in _line(session, router) and router.file.startswith("vllm_ascend/")
     gating = [k for k in router.kernels if k.name == "torch.ops._C_ascend.moe_gating_top_k"]
     assert gating and "torch.ops._C_ascend.moe_gating_top_k(" in _line(session, gating[0])
     assert experts.path == f"{moe.path}.experts" and experts.kind == "moe_experts"

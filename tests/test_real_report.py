@@ -11,7 +11,7 @@ import pytest
 from fusion_analyze.pipeline import Options, analyze_in, render
 from fusion_analyze.session import Session
 
-from .conftest import real_tree, validate_report
+from .conftest import FIXTURES, real_tree, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,29 @@ def test_compare_qwen3_between_023_and_030(run, tmp_path):
     text = out.read_text(encoding="utf-8")
     assert "### Qwen3ForCausalLM" in text and "ops moved" in text
     assert "`model.layers.self_attn.qkv_proj:qkv_proj` vllm_ascend/patch/worker/patch_qwen3vl.py:36 → vllm_ascend/patch/worker/patch_qwen3vl.py:31" in text
+
+
+def test_compare_shows_qwen3_vl_qk_norm_rope_turning_fused_by_the_patch_kernel(run, tmp_path):
+    """vllm-ascend 0.23.0 added patch_qwen3vl.py: for M-RoPE models one triton kernel does split + q/k norm +
+    rope. With an M-RoPE configuration the scenario goes open -> fused_by_ascend_kernel at that call, as one
+    transition (its fused form), and the language model of the multimodal architecture is what is walked."""
+    out = tmp_path / "cmp.json"
+    r = run("compare", "Qwen3VLForConditionalGeneration",
+            "--base", str(real_tree("vllm==0.13.0")), "--base-ascend", str(real_tree("vllm-ascend==0.13.0")),
+            "--head", str(real_tree("vllm==0.23.0")), "--head-ascend", str(real_tree("vllm-ascend==0.23.0")),
+            "--config", str(FIXTURES / "configs" / "qwen3-vl-mrope.json"), "--format", "json", "-o", str(out),
+            "--fail-on", "none")
+    assert r.exit_code == 0, r.output
+    (model,) = json.loads(out.read_text(encoding="utf-8"))["models"]
+    changed = {c["id"]: (c["old"], c["new"]) for c in model["opportunities"]["status_changed"]}
+    assert changed["qknorm_rope@Qwen3Attention.forward"] == ("open", "fused_by_ascend_kernel")
+    added = [o["id"] for o in model["ops"]["added"]]
+    assert "language_model.model.layers.self_attn:triton_split_qkv_rmsnorm_mrope" in added
+    head = run("Qwen3VLForConditionalGeneration", "--vllm-root", str(real_tree("vllm==0.23.0")), "--ascend-root",
+               str(real_tree("vllm-ascend==0.23.0")), "--config", str(FIXTURES / "configs" / "qwen3-vl-mrope.json"),
+               "--format", "json", "-o", str(tmp_path / "head.json"))
+    assert head.exit_code == 0, head.output
+    doc = json.loads((tmp_path / "head.json").read_text(encoding="utf-8"))
+    (o,) = [o for o in doc["opportunities"] if o["id"] == "qknorm_rope@Qwen3Attention.forward"]
+    assert o["evidence"][0]["file"] == "vllm_ascend/patch/worker/patch_qwen3vl.py"
+    assert "triton_split_qkv_rmsnorm_mrope" in o["evidence"][0]["what"]

@@ -288,6 +288,7 @@ def compare_cmd(
     output: Optional[str] = typer.Option(None, "-o", "--output"),
     fail_on: str = typer.Option("any", "--fail-on"),
     hf_root: Optional[str] = HfRoot,
+    config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name) for both sides: decides the walk's branches."),
 ) -> None:
     """Analyze MODEL on two trees and diff the reports in one command."""
     import tempfile
@@ -299,7 +300,7 @@ def compare_cmd(
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
             paths = []
             for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
-                a = analyze(model, root, asc, backend.value if backend else None, options=Options(hf_root=hf_root))
+                a = analyze(model, root, asc, backend.value if backend else None, options=Options(config=config, hf_root=hf_root))
                 path = Path(tmp) / side / f"{a.location.architecture}.json"
                 write_text(render(a, "json"), str(path))
                 paths.append(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..catalog import kernel_covers, kernel_fuses
 from ..walk.ir import Op
 from .patterns import Form, Node, Pattern
 
@@ -103,6 +104,8 @@ def _node_ok(op: Op, node: Node) -> bool:
     if node.op_name and not re.search(node.op_name, op.name):
         return False
     if node.kernel and not any(re.search(node.kernel, k.name) for k in op.kernels):
+        return False
+    if node.covers and not any(kernel_fuses(kernel_covers(k.name), node.covers) for k in op.kernels):
         return False
     return True
 

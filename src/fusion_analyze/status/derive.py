@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..catalog import catalog, is_dispatcher, kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
-from ..match.patterns import Pattern
+from ..match.patterns import FUSED_KERNEL_FORM, Pattern
 from ..walk.ir import Op
 from .states import Status
 
@@ -353,7 +353,7 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
         # a match across the layer boundary (the last layer's all-reduce into the final norm) after the others:
         # it joins the row of the same scenario and status whose matches share one of its ops
         for m in sorted(matches[p.id], key=_crosses_sections):
-            if _subsumed(m, opsets):
+            if _subsumed(m, opsets) or _foreign_kernel_call(m, backend):
                 continue
             anchor = m.ops[m.form.anchor_node]
             status, conds, ev, note = status_of(m, backend, ascend_passes)
@@ -381,6 +381,12 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
                                evidence, op_ids, first.file, first.line, scope, pat,
                                [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None))
     return out
+
+
+def _foreign_kernel_call(m: Match, backend: str) -> bool:
+    """A fused kernel that vLLM's own code calls (torch.ops._C.silu_and_mul in fused_experts) is a CUDA kernel:
+    on Ascend it is not what runs there, so it shows no fused form (the Ascend code's own calls do)."""
+    return m.form.id == FUSED_KERNEL_FORM and backend == "ascend" and not m.op_list[0].file.startswith("vllm_ascend/")
 
 
 def _crosses_sections(m: Match) -> bool:
