@@ -150,3 +150,22 @@ def test_shared_experts_run_by_the_moe_layer_cite_the_moe_layer(session, hf):
     assert str(o.status) == "fused_in_model"
     assert o.evidence[0]["what"].startswith("class MoERunner: the MoE layer runs the shared experts itself")
     assert "class MoERunner" in _line(session, o.evidence[0])
+
+
+def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_version(hf):
+    """vllm-ascend 0.23 registers AscendFusedMoE only `if vllm_version_is("0.23.0")`, and imports the class of
+    that version (fused_moe_0_23_0.py): both decided by the --vllm-root tree's version. On the 0.13 pair the
+    layer's `torch.ops.vllm.moe_forward` runs the layer's own forward_impl (walk.yaml layer_dispatch), read with
+    the values the layer is built with (multistream_overlap_gate is False without --additional-config), so the
+    gating kernel of the default path is the evidence."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    moe = next(op for op in a.walk.ops if op.kind == "moe")
+    assert moe.attrs["ascend_class"] == "AscendFusedMoE"
+    assert moe.attrs["ascend_file"] == "vllm_ascend/ops/fused_moe/fused_moe_0_23_0.py"
+    s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
+    a = analyze_in(s13, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert str(o.status) == "fused_by_ascend_kernel"
+    assert o.evidence[0]["file"] == "vllm_ascend/ops/fused_moe/experts_selector.py"
+    assert not any("multistream_overlap_gate" in c for c in o.conditions)

@@ -15,7 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from ..sources.trees import SourceTree
-from ..walk.evaluator import evaluator
+from ..walk.evaluator import Evaluator
 from ..walk.values import Truth
 from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
@@ -190,12 +190,21 @@ class ModuleIndex:
         backend = backend or self.backend
         if len(items) == 1:
             return items[0]
-        decide = evaluator(backend).condition_truth
+        decide = self._chooser(backend).condition_truth
         # a binding whose condition holds on this backend first, then one that may hold; the last of equals,
         # as at runtime (`if TYPE_CHECKING or not current_platform.is_rocm():` holds: TYPE_CHECKING is false)
         rank = {Truth.TRUE: 2, Truth.UNKNOWN: 1, Truth.FALSE: 0}
         best = max(range(len(items)), key=lambda i: (rank[decide(items[i].condition)], i))
         return items[best]
+
+    def _chooser(self, backend: str):
+        """The backend's evaluator, knowing the vLLM version (vllm-ascend imports one class per version)."""
+        key = ("chooser", backend)
+        if key not in self.memo:
+            from ..walk.defaults import version_calls
+
+            self.memo[key] = Evaluator(backend, calls=version_calls(self))
+        return self.memo[key]
 
     def lookup(self, module: str, name: str, _seen: set | None = None):
         """Resolve `name` as seen from `module`: a Definition, a ModuleRef, or None."""

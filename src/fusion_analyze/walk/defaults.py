@@ -1,6 +1,7 @@
 """What vLLM's runtime hands the code with no user input: the device's hardware profile for
 `get_current_hardware_profile()`, and a backend configuration built from no --additional-config
-(`get_ascend_config()`) whose attributes are its classes' declared field defaults (walk.yaml `runtime`)."""
+(`get_ascend_config()`) whose attributes are its classes' declared field defaults, or in older classes what
+`self.x = additional_config.get("x", default)` reads from an empty dict (walk.yaml `runtime`)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,29 @@ def device_calls(profile, index=None, soc: str | None = None) -> dict:
             member = _class_constant(target, soc)
             if isinstance(member, Known):
                 out[name] = lambda _call, _scope, member=member: member
+    out.update(version_calls(index))
     for name, qualname in (catalog().runtime.get("defaults") or {}).items() if index is not None else ():
         mod, _, cls_name = qualname.rpartition(".")
         target = index.lookup(mod, cls_name)
         if getattr(target, "kind", None) == "class":
             out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
     return out
+
+def version_calls(index) -> dict:
+    """`vllm_version_is("0.23.0")` (walk.yaml runtime.vllm_version_test): whether the argument is the --vllm-root
+    tree's version; vllm-ascend picks classes and registrations by it."""
+    from ..catalog import catalog
+
+    version = getattr((getattr(index, "trees", None) or {}).get("vllm"), "version", None)
+    if not version:
+        return {}
+
+    def holds(call, _scope):
+        arg = literal(call.args[0].value) if len(call.args) == 1 else None
+        return Known(arg.value == version) if arg is not None and isinstance(arg.value, str) else Unknown("not a version")
+
+    return {name: holds for name in catalog().runtime.get("vllm_version_test", [])}
+
 
 def _assigned_by_methods(cls) -> dict[str, list]:
     """name -> values of each `self.<name> = value` in the class's methods (a validator deriving the field)."""
@@ -79,9 +97,22 @@ def config_default(defaults, name: str, infer) -> Value:
     cls = defaults.definition
     found = _declared_default(defaults, name, infer)
     derived = _assigned_by_methods(cls).get(name)
+    if isinstance(found, Unknown) and derived:  # older classes: `self.x = additional_config.get("x", False)`
+        gets = [v for v in derived if _dict_get_default(v) is not None]
+        if gets:
+            found = infer(_dict_get_default(gets[0]), Scope(module=cls.module))
+            derived = [v for v in derived if v is not gets[0]]
     if derived and not _keeps(name, found, derived):
         return Unknown(f"{cls.name}.{name} is derived from other settings when the configuration is built")
     return found
+
+
+def _dict_get_default(value) -> cst.BaseExpression | None:
+    """`options.get("key", default)`: what it reads from a configuration dict the user left empty."""
+    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
+            and len(value.args) == 2 and isinstance(value.args[0].value, cst.SimpleString)):
+        return value.args[1].value
+    return None
 
 
 def _declared_default(defaults, name: str, infer) -> Value:

@@ -228,8 +228,9 @@ class Backends:
             out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
-                if target is not None:
-                    self._collect(None, target.module, target.node, facts, out, depth + 1, seen, cond)
+                if target is not None:  # a layer_dispatch op runs the calling layer's own method
+                    back = impl if target.name in catalog().runtime.get("layer_dispatch", ()) else None
+                    self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)
             return
         # self.helper(...) inside the implementation
         if impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
@@ -349,9 +350,12 @@ def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
     if info is None:
         return {}
     found: dict[str, list] = {}
+    from .defaults import version_calls
+
+    version = version_calls(index)
     for fn in _functions(info.statements_with(b"REGISTERED_ASCEND_OPS")):
         local = _local_imports(fn, info, index)
-        for stmt, conditional in _statements(fn.body.body):
+        for stmt, conditional in _statements(fn.body.body, version=version):
             if conditional:
                 continue  # hardware-specific overrides (310P compatibility paths) are not the standard path
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
@@ -428,16 +432,29 @@ def _functions(body: list) -> list[cst.FunctionDef]:
     return [s for s in body if isinstance(s, cst.FunctionDef)]
 
 
-def _statements(body, conditional=False):
+def _statements(body, conditional=False, version: dict | None = None):
     for stmt in body:
         if isinstance(stmt, cst.If):
-            yield from _statements(stmt.body.body, True)
+            holds = _version_test(stmt.test, version or {})
+            if holds is not None:  # decided by the vLLM tree's version: only the branch that runs
+                chosen = stmt.body.body if holds else stmt.orelse.body.body if isinstance(stmt.orelse, cst.Else) else []
+                yield from _statements(chosen, conditional, version)
+                continue
+            yield from _statements(stmt.body.body, True, version)
             if stmt.orelse is not None and not isinstance(stmt.orelse, cst.If):
-                yield from _statements(stmt.orelse.body.body, conditional)  # the else of a hardware check is standard
+                yield from _statements(stmt.orelse.body.body, conditional, version)  # the else of a hardware check is standard
         elif isinstance(stmt, (cst.With, cst.Try)):
-            yield from _statements(stmt.body.body, conditional)
+            yield from _statements(stmt.body.body, conditional, version)
         else:
             yield stmt, conditional
+
+
+def _version_test(test, calls: dict) -> bool | None:
+    """A test the vLLM version decides (defaults.version_calls), else None."""
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in calls):
+        return None
+    value = calls[test.func.value](test, None)
+    return value.value if isinstance(value, Known) else None
 
 
 def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:

@@ -194,7 +194,11 @@ class Layers:
         with the values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
         from .taxonomy import taxonomy
 
-        kernels = self.backends.kernels_of(impl, facts)
+        if sub is not None and sub.call is not None:  # decided with the values the layer is built with
+            kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
+                                                        self.backends.forward_name(impl), facts)
+        else:
+            kernels = self.backends.kernels_of(impl, facts)
         if kind in ("attention", "mla_attention"):
             qual = taxonomy().get("attention_impls", {}).get(self.index.backend, {}).get(kind)
             if qual:
