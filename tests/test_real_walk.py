@@ -177,3 +177,20 @@ def _printed_conditions(report: dict):
         yield from [k["condition"] for k in op["kernels"] if k["condition"]]
     for o in report["opportunities"]:
         yield from o["conditions"]
+
+
+@pytest.fixture(scope="module")
+def v34():
+    return Session.open(str(real_tree("vllm==0.34.0")), None)
+
+
+@pytest.mark.parametrize("arch, layer, mixer", [
+    ("BeamForCausalLM", "BeamDecoderLayer", "attention"),  # for index in range(...): self.layers[index](...)
+    ("ZayaForCausalLM", "ZayaDecoderLayer", "attention"),  # nn.ModuleList(Layer(...) for i in range(n))
+    ("MiniMaxM3SparseForCausalLM", "MiniMaxM3DecoderLayer", "attention"),  # layer.forward_input_norm(...)
+    ("FlintForCausalLM", "FlintDecoderLayer", "attention"),  # unified_attention_with_output(q, k, v, out, name)
+])
+def test_layer_idioms_of_newer_models(v34, arch, layer, mixer):
+    a = analyze_in(v34, arch)
+    assert a.walk.locations["decoder_layer"].cls == layer
+    assert mixer in {op.kind for op in a.walk.ops if op.section == "layer"}

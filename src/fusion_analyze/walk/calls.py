@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..catalog import is_dispatcher, kernel_covers
 from ..index.modules import Definition
 from .construct import Instance
 from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
@@ -134,6 +135,13 @@ class Calls:
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
         func, frame = s.func, s.frame
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in frame.loop_vars
+                and frame.loop_vars[func.value.value].cls is not None
+                and self.ctor.method(frame.loop_vars[func.value.value].cls, func.attr.value) is not None):
+            # layer.forward_input_norm(...): a method of the decoder layer, called by the model's loop
+            args, kwargs = self._site_args(s)
+            return self._expand(frame.loop_vars[func.value.value], func.attr.value, args, kwargs,
+                                path=f"{frame.path}.layers" if frame.path else "layers", facts=frame.facts, cond=s.cond)
         if not (isinstance(func, cst.Name) and func.value in frame.loop_vars):
             return None
         args, kwargs = self._site_args(s)
@@ -206,6 +214,13 @@ class Calls:
         if kind:
             return self._op(frame, kind, dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         target = self.index.resolve_expr(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, Definition) and target.kind == "function" and _attention_dispatch(target.name):
+            # the model runs a layer's attention itself (unified_attention_with_output(q, k, v, out, layer_name)):
+            # its token mixer, whatever class holds it; claims come from the kernels, not from a class
+            kind = "mla_attention" if "mla" in target.name else "attention"
+            out = self._op(frame, kind, target.name, None, stmt, inputs, hint, cond, steady, attrs={"mixer": True})
+            self.ops[-1].kernels = [Kernel(target.qualname, frame.module.rel, frame.module.line_of(s.call), None)]
+            return out
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.startswith(("vllm.", "vllm_ascend.")):
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
         original = self._saved_method(target, s.call)
@@ -265,3 +280,8 @@ class Calls:
         finally:
             self._stack.pop()
         return sub.returns
+
+
+def _attention_dispatch(name: str) -> bool:
+    """A function that runs an attention layer's backend by the layer's name (kernels.yaml `dispatch: true`)."""
+    return is_dispatcher(name) and "softmax" in kernel_covers(name)

@@ -325,7 +325,7 @@ class Constructor(AttrSources, OtherChoices):
             return [_layer_list(chosen, repeat)] if chosen is not None else []
         if fname == "ModuleList" and call.args:
             arg = call.args[0].value
-            if isinstance(arg, cst.ListComp):
+            if isinstance(arg, (cst.ListComp, cst.GeneratorExp)):  # [Layer(...) for ...] or a generator
                 elems = self.evaluate(arg.elt, scope, depth + 1)
                 repeat = _range_arg(arg.for_in, scope.module)
                 return [_layer_list(e, repeat) for e in elems[:1]] if elems else []

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import libcst as cst
 
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from ..index.nodes import find_all
 from .construct import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
 from .values import Known, Bindings, Condition, Truth, join
@@ -87,10 +88,11 @@ class Statements:
         loop_var, body = None, list(stmt.body.body)
         if layer_list is None:
             # for i in range(self.start_layer, self.end_layer): layer = self.layers[i]; ...
-            indexed = self._indexed_layer(frame, body)
+            indexed = self._indexed_layer(frame, body, stmt.target)
             if indexed is not None:
                 layer_list, loop_var, first = indexed
-                body.remove(first)
+                if first is not None:
+                    body.remove(first)
         if layer_list is not None and layer_list.element is not None:
             element = layer_list.element
             key = element.cls.qualname if element.cls else None
@@ -140,8 +142,9 @@ class Statements:
             return None
         return lst.element if self._is_leaf(lst.element) else None
 
-    def _indexed_layer(self, frame: _Frame, body: list):
-        """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`."""
+    def _indexed_layer(self, frame: _Frame, body: list, target=None):
+        """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`; (layer list,
+        None, None) for one that calls `self.layers[i](...)` with the loop's index."""
         for stmt in body:
             if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
                 continue
@@ -152,6 +155,16 @@ class Statements:
             layer_list = self._layer_list(frame, small.value)
             if layer_list is not None and layer_list.element is not None:
                 return layer_list, small.targets[0].target.value, stmt
+        index = target.value if isinstance(target, cst.Name) else None
+        for stmt in body if index else ():
+            for call in find_all(stmt, cst.Call):
+                sub = call.func
+                if (isinstance(sub, cst.Subscript) and _self_attr(sub.value) and len(sub.slice) == 1
+                        and isinstance(sub.slice[0].slice, cst.Index) and isinstance(sub.slice[0].slice.value, cst.Name)
+                        and sub.slice[0].slice.value.value == index):
+                    layer_list = self._layer_list(frame, sub.value)
+                    if layer_list is not None and layer_list.element is not None:
+                        return layer_list, None, None
         return None
 
     def _layer_list(self, frame: _Frame, it) -> Instance | None:
