@@ -169,3 +169,20 @@ def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_v
     assert str(o.status) == "fused_by_ascend_kernel"
     assert o.evidence[0]["file"] == "vllm_ascend/ops/fused_moe/experts_selector.py"
     assert not any("multistream_overlap_gate" in c for c in o.conditions)
+
+
+def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forward_impl(hf):
+    """On the 0.23 pair AscendFusedMoE routes and computes in its own forward_impl (composites.yaml own_method):
+    the layer's kernels are read there, no part of the runner design (vLLM's FusedTopKRouter, which it does not
+    call) is listed, gating is fused by the default branch's kernel (not the sqrtsoftplus hash variant), and the
+    experts' GEMM + SwiGLU stays a scenario (open: separate kernels)."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    moe = next(op for op in a.walk.ops if op.kind == "moe")
+    assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
+    assert not [op for op in a.walk.ops if op.attrs.get("part")]
+    (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert str(o.status) == "fused_by_ascend_kernel"
+    assert o.evidence[0]["what"].startswith("torch.ops._C_ascend.moe_gating_top_k ")
+    (sw,) = [o for o in a.opportunities if o.id == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
+    assert str(sw.status) == "open"

@@ -105,9 +105,16 @@ def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> lis
         return out
     if all(k.paths is not None for _op, k in found):  # each runs on no path of this model (an encoder's kernel)
         return []
-    # no path read: an unconditional kernel first, then the one on the fewest tests (not a variant's branch)
-    found.sort(key=lambda ok: (ok[1].condition is not None, (ok[1].condition or "").count(" and ")))
+    # no path read: an unconditional kernel first, then the default branch: fewest tests that select a value
+    # (`scoring_func == "sqrtsoftplus"` is a variant's branch, its `not (...)` the default), then fewest tests
+    found.sort(key=lambda ok: (ok[1].condition is not None, _selecting_tests(ok[1]), (ok[1].condition or "").count(" and ")))
     return [(found[0][0], found[0][1], [])]
+
+
+def _selecting_tests(k) -> int:
+    """How many of a kernel's tests must equal one value (`x == "v"`, `x in (...)`) for it to run."""
+    terms = getattr(k.cond, "terms", ()) or ()
+    return sum(1 for t in terms if not t.negated and re.search(r"==|\bin\b|\bis\b(?! not\b)(?! None\b)", t.text))
 
 
 def _path_names(backend: str) -> list[str]:

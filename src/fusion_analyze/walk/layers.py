@@ -15,7 +15,7 @@ from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from .ir import Kernel
 from .paths import attention_paths, place_on_paths
 from .taxonomy import leaf_for_class_names, taxonomy
-from .tables import bind_arguments, none_defaults, tables
+from .tables import bind_arguments, class_method, none_defaults, tables
 from .values import Bindings, Known, as_text, join, selecting
 
 
@@ -88,7 +88,14 @@ class Layers:
             out = self._collective_ops(frame, name, stmt, out, collectives, cond, steady, path)
         elif info.get("reduce") and not self._has_code(impl):  # the layer's code is not in the trees: its flag
             self._all_reduce(sub, info["reduce"])
-        if kind in catalog().composites:  # MoE, MLA: followed by their parts (composites.yaml)
+        own = catalog().composites.get(kind, {}).get(self.index.backend, {}).get("own_method")
+        if own and impl is not sub.cls and class_method(impl, own) is not None:
+            # the backend's own layer class does the work in its method (vllm-ascend's AscendFusedMoE before the
+            # runner design): its kernels are the layer's, and the parts of the runner design are not its
+            more = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl, own, facts)
+            self.ops[-1].kernels += [k for k in more if k not in self.ops[-1].kernels]
+            self.ops[-1].attrs["runs"] = f"{impl.name}.{own}"
+        elif kind in catalog().composites:  # MoE, MLA: followed by their parts (composites.yaml)
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
