@@ -63,3 +63,26 @@ def test_gated_norm_fused_by_vllm_ascend_between_013_and_023(vllm, ascend, statu
         assert "forward_native" in gated[0].note
     else:
         assert gated[0].evidence[0]["file"] == "vllm_ascend/ops/triton/layernorm_gated.py"
+
+
+def test_a_cuda_kernel_called_by_vllms_own_code_claims_nothing_on_ascend():
+    """MiniCPM's MoE calls vLLM's fused_experts, whose CUDA quant and activation kernels (torch.ops._C.*) are
+    not what runs on Ascend: no row of the report rests on them (fused or open); on CUDA they are fused_in_model."""
+    asc = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
+    a = analyze_in(asc, "MiniCPMForCausalLM")
+    foreign = {op.id for op in a.walk.ops if op.kind == "kernel" and not op.file.startswith("vllm_ascend/")}
+    assert foreign, "the walk reaches fused_experts' kernel calls"
+    assert not [o.id for o in a.opportunities if foreign & set(o.ops)]
+    cuda = analyze_in(Session.open(str(real_tree("vllm==0.30.0")), None), "MiniCPMForCausalLM")
+    assert any(o.scenario == "silu_mul" and str(o.status) == "fused_in_model" and o.id.endswith("fused_moe.fused_experts")
+               for o in cuda.opportunities)
+
+
+def test_vllm_ascend_environment_variables_are_read_at_their_defaults():
+    """`envs_ascend.VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE` (vllm_ascend/envs.py env_variables) is unset by default:
+    on the 0.13 pair the row-parallel linear's npu_mm_all_reduce_base path is not taken, so QWen's MLP
+    matmul + all-reduce is open, not fused."""
+    s = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
+    a = analyze_in(s, "QWenLMHeadModel")
+    (o,) = [o for o in a.opportunities if o.id == "matmul_allreduce@QWenMLP.forward"]
+    assert str(o.status) == "open"

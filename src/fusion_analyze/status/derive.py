@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..catalog import catalog, is_dispatcher, kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
-from ..match.patterns import FUSED_KERNEL_FORM, Pattern
+from ..match.patterns import Pattern
 from ..walk.ir import Op
 from .states import Status
 
@@ -391,9 +391,11 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
 
 
 def _foreign_kernel_call(m: Match, backend: str) -> bool:
-    """A fused kernel that vLLM's own code calls (torch.ops._C.silu_and_mul in fused_experts) is a CUDA kernel:
-    on Ascend it is not what runs there, so it shows no fused form (the Ascend code's own calls do)."""
-    return m.form.id == FUSED_KERNEL_FORM and backend == "ascend" and not m.op_list[0].file.startswith("vllm_ascend/")
+    """A kernel that vLLM's own code calls directly (torch.ops._C.silu_and_mul in fused_experts, a quant kernel
+    in MiniCPM's MoE) is a CUDA kernel: on Ascend that code is not what runs, so a match on it claims nothing
+    there, fused or open (the Ascend code's own kernel calls do)."""
+    return backend == "ascend" and any(op.kind == "kernel" and not op.file.startswith("vllm_ascend/")
+                                       for op in m.op_list)
 
 
 def _crosses_sections(m: Match) -> bool:

@@ -262,9 +262,9 @@ class Evaluator:
         dotted = index.dotted(module, expr)
         if dotted in catalog().symbols:
             return Known(Symbol(dotted))
-        env = catalog().runtime.get("environment")
-        if env and dotted and dotted.startswith(env["module"] + ".") and dotted.count(".") == env["module"].count(".") + 1:
-            return self._environment_default(index, env, dotted.rsplit(".", 1)[1], depth)
+        for env in catalog().runtime.get("environment") or ():
+            if dotted and dotted.startswith(env["module"] + ".") and dotted.count(".") == env["module"].count(".") + 1:
+                return self._environment_default(index, env, dotted.rsplit(".", 1)[1], depth)
         if isinstance(expr, cst.Attribute):
             owner = index.resolve_expr(module, expr.value)
             if getattr(owner, "kind", None) == "class":
