@@ -211,6 +211,11 @@ class Statements:
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
+            if _may_be_none(value) and self.ctor.evaluator.truth(value.test, frame.module, frame.facts,
+                                                                frame.names).as_bool() is None:
+                for t in targets:  # `x = f(h) if test else None` with the test undecided: x may be None
+                    for n in _target_names(t):
+                        frame.facts.none.pop(n, None)
             if len(targets) == 1 and isinstance(targets[0], cst.Name):  # for the evaluator: `cfg = getattr(...)`
                 frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
                 frame.names.version += 1
@@ -289,8 +294,14 @@ class Statements:
             return left + right
         if isinstance(expr, cst.Subscript):
             return self._eval(frame, expr.value, cond, steady, stmt)
-        if isinstance(expr, cst.IfExp):
-            return self._eval(frame, expr.body, cond, steady, stmt) or self._eval(frame, expr.orelse, cond, steady, stmt)
+        if isinstance(expr, cst.IfExp):  # `a(x) if test else None`: each branch's ops run under its side of the test
+            value = self.ctor.evaluator.truth(expr.test, frame.module, frame.facts, frame.names).as_bool()
+            if value is not None:
+                return self._eval(frame, expr.body if value else expr.orelse, cond, steady, stmt, hint, quiet)
+            test = Condition.of(expr.test, frame.module)
+            body = self._eval(frame, expr.body, join(cond, test), steady, stmt, hint, quiet)
+            orelse = self._eval(frame, expr.orelse, join(cond, test.negate()), steady, stmt, hint, quiet)
+            return body or orelse
         if isinstance(expr, cst.Attribute):
             if _self_attr(expr):
                 return []
@@ -326,3 +337,9 @@ class Statements:
             else:
                 kwargs[a.keyword.value] = v
         return args, kwargs
+
+
+def _may_be_none(value) -> bool:
+    """An `a if test else b` one of whose branches is None."""
+    return isinstance(value, cst.IfExp) and any(isinstance(b, cst.Name) and b.value == "None"
+                                                for b in (value.body, value.orelse))
