@@ -198,8 +198,7 @@ def test_layer_idioms_of_newer_models(v34, arch, layer, mixer):
 
 def test_a_conditional_expression_keeps_its_test(ascend):
     """`shared = self.shared_expert(h) if self.replicate_shared_expert and ... else None` with the test undecided:
-    `shared` may be None, so the add under `if shared is not None:` keeps that test (Qwen3-Next, qwen3_next.py:261);
-    a test the evaluator decides picks its branch (`LayerName(x) if _USE_LAYERNAME else x`)."""
+    `shared` may be None, so the add under `if shared is not None:` keeps that test (Qwen3-Next, qwen3_next.py:261)."""
     a = analyze_in(ascend, "Qwen3NextForCausalLM")
     adds = [op for op in a.walk.ops if op.kind == "add" and op.file.endswith("qwen3_next.py") and op.line == 261]
     assert adds and all(op.condition.endswith("replicated_shared_output is not None") for op in adds)
