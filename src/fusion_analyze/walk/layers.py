@@ -1,5 +1,7 @@
 """A call of a submodule: a leaf layer (linear, norm, attention, ...) becomes one op with the class that runs
-it on the backend and its device kernels; a MoE layer brings the router GEMM and shared experts it runs inside."""
+it on the backend and its device kernels; a MoE layer brings the router GEMM and shared experts it runs inside;
+a token mixer the model implements itself (an AttentionLayerBase, a Mamba mixer) is an op of its kind followed
+by its own code."""
 
 from __future__ import annotations
 
