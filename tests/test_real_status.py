@@ -86,3 +86,20 @@ def test_vllm_ascend_environment_variables_are_read_at_their_defaults():
     a = analyze_in(s, "QWenLMHeadModel")
     (o,) = [o for o in a.opportunities if o.id == "matmul_allreduce@QWenMLP.forward"]
     assert str(o.status) == "open"
+
+
+def test_a_larger_pass_rewrite_fuses_the_scenarios_it_takes_in():
+    """vllm-ascend 0.23's MatmulAllReduceAddRMSNormPass rewrites row-parallel GEMM + all-reduce + add + RMSNorm
+    (on by default): the all-reduce + norm and the GEMM + all-reduce scenarios inside that chain are fused by it,
+    as part of it; an explicit residual add it does not rewrite is not; 0.30.0rc2 has no such pass."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    opps = {o.id: o for o in analyze_in(s23, "Qwen3ForCausalLM").opportunities}
+    for oid in ("allreduce_norm@Qwen3DecoderLayer.forward", "matmul_allreduce@Qwen3Attention.forward"):
+        o = opps[oid]
+        assert str(o.status) == "fused_by_ascend_graph_pass", oid
+        assert o.evidence[0]["file"] == "vllm_ascend/compilation/passes/allreduce_rmsnorm_fusion_pass.py"
+        assert any(c.startswith("as part of MiddleLayerMatmulAllReduceAddRMSNormPattern") for c in o.conditions)
+        assert any("tp_size > 1" in c for c in o.conditions)
+    s30 = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
+    opps = {o.id: o for o in analyze_in(s30, "Qwen3ForCausalLM").opportunities}
+    assert str(opps["allreduce_norm@Qwen3DecoderLayer.forward"].status) == "open"

@@ -116,3 +116,14 @@ _NEUTRAL = {"split", "view", "cast", "scale"}
 def kernel_fuses(covers: frozenset[str], need: tuple[str, ...]) -> bool:
     """One kernel fuses a scenario when it does at least all of the scenario's primitives."""
     return bool(need) and set(need) <= covers
+
+
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
+
+
+def collective_functions(kind: str) -> list[str]:
+    """The functions of the trees that run a collective of this kind (leaf_ops.yaml `functions`: allreduce is
+    tensor_model_parallel_all_reduce), as a traced pass pattern names them."""
+    if kind not in COLLECTIVES:
+        return []
+    return sorted(name for name, info in catalog().leaf_ops["functions"].items() if info.get("kind") == kind)

@@ -86,6 +86,22 @@ class GraphPass:
                 out.append(p)
         return out
 
+    def enclosing(self, covers, names: list[str], matched: list[list[str]]) -> list[PassPattern]:
+        """Patterns that do more than the scenario (its primitives and others) and whose kernels all occur in
+        `names`, the matched ops' and their neighbours' kernels, with each matched op's own kernel among the
+        pattern's: the scenario is fused as part of that rewrite (0.23's gemm + all-reduce + add + RMSNorm
+        rewrite takes in the all-reduce + norm scenario, not a separate residual add)."""
+        have = Counter(_tail(n) for n in names)
+        out = []
+        for p in self.patterns:
+            need = Counter(_tail(k) for k in p.kernels())
+            if not (len(covers) >= 2 and set(covers) < p.prims and p not in self.fitting(covers, ())
+                    and need and all(have[k] >= n for k, n in need.items())):
+                continue
+            if all(not own or {_tail(n) for n in own} & set(need) for own in matched):
+                out.append(p)
+        return out
+
     def default_on(self) -> bool | None:
         """True / False when the default is a literal; None when a function or expression decides it."""
         if self.default is None:

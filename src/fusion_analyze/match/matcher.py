@@ -75,6 +75,16 @@ class Graph:
         """Ids of the first non-skipped ops producing `op`'s inputs (views looked through)."""
         return self._walk(op, skip, want_roots=False)
 
+    def neighbours(self, ops: list[Op], skip: tuple[str, ...] = ("view", "cast")) -> list[Op]:
+        """The ops one dataflow step around `ops` (views looked through): what produces their inputs and what
+        reads their outputs, in sequence order."""
+        ids = {op.id for op in ops}
+        near = {i for op in ops if op.id in self.pos for i in self.sources(op, skip)}
+        for other in self.ops:
+            if other.id not in ids and ids & self.sources(other, skip):
+                near.add(other.id)
+        return [op for op in self.ops if op.id in near - ids]
+
     def roots(self, op: Op, skip: tuple[str, ...]) -> set[str]:
         """The values `op` reads, named by their first non-skipped producer (or themselves)."""
         return self._walk(op, skip, want_roots=True)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..catalog import catalog, is_dispatcher, kernel_covers, kernel_fuses
+from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import Pattern
 from ..walk.ir import Op
@@ -136,14 +136,22 @@ def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     return sorted(set(names)) if set(need) <= union else []
 
 
+def _operators(ops: list[Op]) -> list[str]:
+    """Arithmetic ops as a traced pattern names them (`operator.add`)."""
+    return [f"operator.{op.kind}" for op in ops if op.kind in ("add", "mul", "sub", "div")]
+
+
 def _kernel_names(ops: list[Op]) -> list[str]:
-    return [k.name for op in ops for k in op.kernels]
+    """The matched ops' kernels; a collective op is also the function that runs it (a pass pattern calls
+    `tensor_model_parallel_all_reduce`)."""
+    names = [k.name for op in ops for k in op.kernels]
+    return names + [f for op in ops for f in collective_functions(op.kind)]
 
 
-def _ascend_pass(m: Match, passes: list[GraphPass]):
+def _ascend_pass(m: Match, passes: list[GraphPass], around: list[Op] | None = None):
     """(pass, pattern, why it fails for this model, its undecided guards) of a pass whose pattern fits the
     scenario and whose kernels all occur in the matched ops' kernels: one that registers for this model first."""
-    names = _kernel_names(m.op_list) + [f"operator.{op.kind}" for op in m.op_list if op.kind in ("add", "mul", "sub", "div")]
+    names = _kernel_names(m.op_list) + _operators(m.op_list)
     found = []
     for p in passes:
         for pat in p.applying(m.pattern.covers, m.pattern.optional, names):
@@ -158,6 +166,14 @@ def _ascend_pass(m: Match, passes: list[GraphPass]):
             misfit += misfit2
             undecided += u
             found.append((p, pat, failed + misfit, undecided, bool(failed)))
+    if not found and around is not None:  # a larger rewrite that takes the scenario in, around the match
+        wider = _kernel_names(m.op_list + around) + _operators(m.op_list)
+        matched = [_kernel_names([op]) + _operators([op]) for op in m.op_list]
+        for p in passes:
+            for pat in p.enclosing(m.pattern.covers, wider, matched):
+                found.append((p, pat, list(pat.failed), list(pat.undecided)
+                              + [f"as part of {pat.name}, which also fuses {', '.join(sorted(pat.prims - set(m.pattern.covers)))} around it"],
+                              bool(pat.failed)))
     found.sort(key=lambda f: bool(f[2]))  # stable: the passes' own order among those that register
     return found[0] if found else None
 
@@ -274,7 +290,8 @@ def _listed(values: tuple) -> str:
     return "(" + ", ".join(repr(v) for v in values) + ")"
 
 
-def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[Status, list[str], list[dict], str | None]:
+def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
+              around: list[Op] | None = None) -> tuple[Status, list[str], list[dict], str | None]:
     ops = m.op_list
     need = m.pattern.covers
     conds = _op_conditions(ops)
@@ -294,7 +311,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass]) -> tuple[S
                 on = f"; {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}" if paths else ""
                 ev.append(_ev(k.file, k.line, f"{k.name} (in {where}{on})"))
             return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None
-        hit_pass = _ascend_pass(m, ascend_passes)
+        hit_pass = _ascend_pass(m, ascend_passes, around)
         if hit_pass is not None:
             p, pat, failed, undecided, unregistered = hit_pass
             if failed:
@@ -363,7 +380,7 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
             if _subsumed(m, opsets) or _foreign_kernel_call(m, backend):
                 continue
             anchor = m.ops[m.form.anchor_node]
-            status, conds, ev, note = status_of(m, backend, ascend_passes)
+            status, conds, ev, note = status_of(m, backend, ascend_passes, graph.neighbours(m.op_list))
             key = (p.id, anchor.scope, status)
             if _crosses_sections(m):
                 ids = {o.id for o in m.op_list}

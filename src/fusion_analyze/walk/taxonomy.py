@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import catalog
+from ..catalog import COLLECTIVES, catalog
 
 
 def taxonomy() -> dict:
@@ -38,7 +38,6 @@ def is_kernel(dotted: str | None) -> bool:
     return bool(dotted) and any(dotted.startswith(p) for p in taxonomy()["kernel_prefixes"])
 
 
-COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
 
 
 def collective_kind(function_name: str) -> str | None:
