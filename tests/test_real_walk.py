@@ -202,3 +202,14 @@ def test_a_conditional_expression_keeps_its_test(ascend):
     a = analyze_in(ascend, "Qwen3NextForCausalLM")
     adds = [op for op in a.walk.ops if op.kind == "add" and op.file.endswith("qwen3_next.py") and op.line == 261]
     assert adds and all(op.condition.endswith("replicated_shared_output is not None") for op in adds)
+
+
+def test_an_early_return_conditions_what_follows_and_picks_the_module_built_for_that_path(v34):
+    """Dory: `if self.is_attention: out = self.mixer(h); return ...` then `out = self.mixer(h)`. What follows the
+    early return runs under `not (self.is_attention)`, where `self.mixer` is the DoryMLP built for that case,
+    not the default pick (DoryAttention) walked again."""
+    a = analyze_in(v34, "DoryForCausalLM")
+    assert a.walk.locations["mlp"].cls == "DoryMLP"
+    mlp_ops = [op for op in a.walk.ops if op.section == "layer" and op.path.startswith("backbone.layers.mixer.")
+               and op.kind == "matmul" and op.condition and "not (self.is_attention)" in op.condition]
+    assert {op.name for op in mlp_ops} >= {"gate_up_proj", "down_proj"}

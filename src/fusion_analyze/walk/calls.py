@@ -80,7 +80,7 @@ class Calls:
             args, kwargs = self._site_args(s)
             owner, fn = method
             return self._inline(frame, owner, fn, owner.module, args, kwargs, s.cond, s.steady)
-        sub = self.ctor.attr(frame.inst, name)
+        sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
             external = self.ctor.external_class(frame.inst, name)
@@ -285,3 +285,22 @@ class Calls:
 def _attention_dispatch(name: str) -> bool:
     """A function that runs an attention layer's backend by the layer's name (kernels.yaml `dispatch: true`)."""
     return is_dispatcher(name) and "softmax" in kernel_covers(name)
+
+
+def _key(t):
+    return (t.text, t.negated)
+
+
+def _under_path(sub, cond):
+    """The built alternative the path condition allows: `if self.is_attention: ... return` then
+    `self.mixer(h)` runs the module built under `not (self.is_attention)`, not the default pick."""
+    if sub is None or not cond or not sub.alternatives:
+        return sub
+    held = {_key(t) for t in cond.terms}
+
+    def ruled_out(inst):
+        return inst.condition is not None and any((t.text, not t.negated) in held for t in inst.condition.terms)
+
+    if not ruled_out(sub):
+        return sub
+    return next((a for a in sub.alternatives if a.cls is not None and not ruled_out(a)), sub)

@@ -11,6 +11,7 @@ from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned
 from ..index.nodes import find_all
 from .construct import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
+from .tables import exits_at_end
 from .values import Known, Bindings, Condition, Truth, join
 
 
@@ -26,6 +27,12 @@ class Statements:
                     self._small(frame, small, stmt, cond, steady)
             elif isinstance(stmt, cst.If):
                 self._if(frame, stmt, cond, steady)
+                if stmt.orelse is None and exits_at_end(stmt.body.body):
+                    value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
+                    if value is True and not self._by_none_facts(frame, stmt.test):
+                        return  # early return: what follows does not run
+                    if value is None:
+                        cond = join(cond, Condition.of(stmt.test, frame.module).negate())
             elif isinstance(stmt, cst.For):
                 self._for(frame, stmt, cond, steady)
             elif isinstance(stmt, (cst.With, cst.While)):
