@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from fusion_analyze.batch import BatchJob, run_batch
-from fusion_analyze.locate.registry import TEXT_TABLE
+from fusion_analyze.locate.registry import TEXT_TABLE, served_text_model
 from fusion_analyze.session import Session
 
 from .completeness import figures
@@ -28,8 +28,10 @@ def test_all_on_a_release_has_no_internal_error(tmp_path, vllm, ascend, floor):
     vroot = str(real_tree(vllm))
     aroot = str(real_tree(ascend)) if ascend else None
     s = Session.open(vroot, aroot, cache=False)
-    archs = sorted({e.architecture for e in s.resolver.entries if e.table == TEXT_TABLE})
-    results = run_batch(BatchJob(vroot, aroot, None, str(tmp_path / "out")), archs, workers=2, timeout=600)
+    # the text-generation table and the architectures the Transformers backend serves (read with transformers')
+    archs = sorted({e.architecture for e in s.resolver.entries if e.table == TEXT_TABLE or served_text_model(e)})
+    hf = str(real_tree("transformers==5.23.0"))
+    results = run_batch(BatchJob(vroot, aroot, None, str(tmp_path / "out"), hf_root=hf), archs, workers=2, timeout=600)
     bad = [r for r in results if not r["ok"] and r["error"].startswith(INTERNAL)]
     refused = [r for r in results if not r["ok"] and not r["error"].startswith(INTERNAL)]
     print(f"\ncorpus {vllm}{' + ' + ascend if ascend else ''}: {len(results) - len(bad) - len(refused)}/{len(results)} "

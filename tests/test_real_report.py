@@ -88,3 +88,29 @@ def test_compare_shows_qwen3_vl_qk_norm_rope_turning_fused_by_the_patch_kernel(r
     (o,) = [o for o in doc["opportunities"] if o["id"] == "qknorm_rope@Qwen3Attention.forward"]
     assert o["evidence"][0]["file"] == "vllm_ascend/patch/worker/patch_qwen3vl.py"
     assert "triton_split_qkv_rmsnorm_mrope" in o["evidence"][0]["what"]
+
+
+@pytest.mark.parametrize("model,expected", [
+    # vllm-ascend 0.23 traces npu_rotary_embedding in its QKNormRopeFusionPass (0.13 traced a rope 0.13 did not run)
+    # and added MatmulAllReduceAddRMSNormPass, which takes in GEMM + all-reduce and all-reduce + norm
+    ("Qwen3ForCausalLM", {"qknorm_rope@Qwen3Attention.forward": ("open", "fused_by_ascend_graph_pass", None),
+                          "matmul_allreduce@Qwen3Attention.forward": ("open", "fused_by_ascend_graph_pass", None),
+                          "allreduce_norm@Qwen3DecoderLayer.forward": ("open", "fused_by_ascend_graph_pass", None)}),
+    # 0.23 added muls_add_pass.py: Granite's scaled residual `residual + x * residual_multiplier`
+    ("GraniteForCausalLM", {"vector_elementwise_chain@GraniteDecoderLayer.forward": ("open", "fused_by_ascend_graph_pass", None)}),
+    # 0.23 registers RMSNormGated; vLLM moved the gated norm into QwenGatedDeltaNetAttention: one transition
+    ("Qwen3NextForCausalLM", {"layernorm_gated@QwenGatedDeltaNetAttention._output_projection": (
+        "open", "fused_by_ascend_kernel", "layernorm_gated@Qwen3NextGatedDeltaNet.forward")}),
+])
+def test_compare_013_to_023_shows_what_vllm_ascend_fused(run, tmp_path, hf, model, expected):
+    out = tmp_path / "cmp.json"
+    r = run("compare", model,
+            "--base", str(real_tree("vllm==0.13.0")), "--base-ascend", str(real_tree("vllm-ascend==0.13.0")),
+            "--head", str(real_tree("vllm==0.23.0")), "--head-ascend", str(real_tree("vllm-ascend==0.23.0")),
+            "--hf-root", hf, "--format", "json", "-o", str(out), "--fail-on", "none")
+    assert r.exit_code == 0, r.output
+    (doc,) = json.loads(out.read_text(encoding="utf-8"))["models"]
+    changed = {c["id"]: (c["old"], c["new"], c.get("was")) for c in doc["opportunities"]["status_changed"]}
+    for scenario, transition in expected.items():
+        assert changed.get(scenario) == transition, (scenario, changed)
+    assert not doc["regressions"], doc["regressions"]

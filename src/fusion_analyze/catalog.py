@@ -39,6 +39,11 @@ class Catalog:
         return self._read("walk")
 
     @cached_property
+    def hf_fusers(self) -> dict:
+        """What the Transformers backend's load-time fusers do to the Hugging Face modules it builds."""
+        return self._read("hf_fusers")
+
+    @cached_property
     def composites(self) -> dict:
         """leaf kind -> backend -> [part spec]: the parts a composite layer's op is walked to."""
         return self._read("composites")

@@ -207,14 +207,15 @@ def all_cmd(
 ) -> None:
     """Analyze every architecture of the registry: one report per architecture plus index.md."""
     from .batch import BatchJob, run_batch, select
-    from .locate.registry import TEXT_TABLE
+    from .locate.registry import TEXT_TABLE, served_text_model
     from .session import Session
 
     try:
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=False)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
-        archs = [e.architecture for e in session.resolver.entries if tables == "all" or e.table == TEXT_TABLE]
+        archs = [e.architecture for e in session.resolver.entries
+                 if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
         archs = select(sorted(set(archs)), only)
         out = Path(output)
         if out.exists() and not out.is_dir():

@@ -63,6 +63,9 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     session.start_passes()  # in a child, while this process reads the rest and walks the model
     try:
         session.resolver.overrides, session.resolver.patches
+        hf = session.hf_tree(options.hf_root)
+        if hf is not None:  # the Transformers backend's models live there (walk/hf_model.py)
+            index.trees.setdefault("transformers", hf)
         if session.shared_errors is None:
             session.shared_errors = set(index.touched)
         index.touched = set(session.shared_errors)
@@ -87,6 +90,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
         except UserError:
             pass
     facts = _facts(session, loc, options, model)
+    _served_by_transformers(session, loc, facts)
     hardware = read_profiles(index).get(device.get("soc")) if session.backend == "ascend" else None
     walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware,
                     soc=device.get("soc") if session.backend == "ascend" else None)
@@ -100,6 +104,32 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _served_by_transformers(session: Session, loc: Location, facts) -> None:
+    """An architecture vLLM serves through its Transformers modeling backend: its layers are in the transformers
+    tree's modeling file. Without that tree it cannot be analyzed (an empty report would be a wrong answer);
+    with it, the registry line and the modeling file's class are the evidence."""
+    from .catalog import catalog
+    from .locate.resolve import Evidence
+    from .walk.hf_model import find_class
+
+    if loc.entry.module != catalog().hf_fusers.get("backend_module"):
+        return
+    reg = session.index.get("vllm.model_executor.models.registry")
+    registry = [Evidence(reg.rel, loc.entry.line, reg.text().splitlines()[loc.entry.line - 1].strip())] if reg else []
+    tree = session.index.trees.get(catalog().hf_fusers["package"])
+    if tree is None:
+        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend ({loc.entry.table} in "
+                        f"registry.py L{loc.entry.line}): its layers are in transformers' modeling file; pass "
+                        f"--hf-root PATH or --hf-root transformers==X")
+    cls = find_class(session.index, tree, facts.model_type, loc.architecture) if facts.model_type else None
+    if cls is None:
+        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend, but transformers "
+                        f"{tree.version or ''} has no class {loc.architecture} (model type {facts.model_type}); pass "
+                        f"--hf-root with a transformers release that has it")
+    loc.verification = registry + [Evidence(cls.module.rel, cls.line, f"class {cls.name}")] + [
+        e for e in loc.verification if e.file != cls.module.rel]
 
 
 def _facts(session: Session, loc: Location, options: Options, model: str):

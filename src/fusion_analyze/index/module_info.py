@@ -126,8 +126,15 @@ class ModuleInfo:
         found = needle.search if isinstance(needle, re.Pattern) else (lambda text: needle in text)
         return [s for c in self.chunks if found(c.text) for s in self.chunk_tree(c).body]
 
+    def alias_lines(self, origin: dict) -> None:
+        """Nodes built from this module's code (a rewritten forward) report the lines of the nodes they replace."""
+        self.memo.setdefault(("aliases",), {}).update(origin)
+
     def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
         """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
+        aliases = self.memo.get(("aliases",))
+        while aliases and node in aliases:
+            node = aliases[node]
         for c in self._parsed:
             found = c.lines.lines.get(node)
             if found is not None:

@@ -76,3 +76,13 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
             "understands (dicts of \"Arch\": (\"module\", \"Class\")); report the vLLM version to the maintainers"
         )
     return unique
+
+
+def served_text_model(entry: RegistryEntry) -> bool:
+    """A text-generation architecture vLLM serves through its Transformers modeling backend (hf_fusers.yaml
+    `backend_module`, `text_classes`), not one of the backend's own generic class names."""
+    from ..catalog import catalog
+
+    spec = catalog().hf_fusers
+    return (entry.module == spec["backend_module"] and entry.class_name in spec["text_classes"]
+            and entry.architecture != entry.class_name)

@@ -171,4 +171,5 @@ def _render(tmpl, data: dict, lang: str) -> str:
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),
+        load_time_fusers=data.get("load_time_fusers"),
     )

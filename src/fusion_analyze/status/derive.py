@@ -338,7 +338,9 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
         ev = []
         for op in [m.ops[n.name] for n in m.form.nodes if n.name in m.ops] + ops:  # the form's own layer first
             if op.attrs.get("class_file"):
-                ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}"))
+                by = op.attrs.get("fused_by")
+                by = f" (built at load time by the Transformers backend's {by})" if by and "Fuser" in by else ""
+                ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}{by}"))
                 break
         return Status.FUSED_IN_MODEL, conds, ev + sites, None
     separate = _separate_kernels(ops, need) if backend == "ascend" else []

@@ -77,9 +77,17 @@ class AttrSources:
             for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
                 if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
                     dotted = self.index.dotted(c.module, expr.func)
-                    if dotted and not dotted.startswith(("vllm.", "vllm_ascend.")):
+                    if dotted and dotted.split(".")[0] not in self.index.trees:
                         return dotted
             return None
+        return None
+
+    def partial_function(self, inst: Instance, name: str) -> str | None:
+        """`self.<name> = functools.partial(f, ...)`: the dotted name of f."""
+        for c, fn, _scope in self.init_scopes(inst):
+            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if isinstance(expr, cst.Call) and expr.args and isinstance(expr.args[0].value, (cst.Name, cst.Attribute)):
+                    return self.index.dotted(c.module, expr.args[0].value)
         return None
 
     def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:

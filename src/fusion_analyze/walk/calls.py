@@ -14,7 +14,7 @@ from .construct import Instance
 from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
 from .ir import Kernel
 from .tables import class_method, tables
-from .taxonomy import function_kind, is_kernel, leaf_for_class_names, tensor_method_kind
+from .taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from .values import Bindings, Truth
 
 
@@ -84,6 +84,10 @@ class Calls:
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
             external = self.ctor.external_class(frame.inst, name)
+            bound = self.ctor.partial_function(frame.inst, name) if external == "functools.partial" else None
+            if bound and function_kind(bound):  # self.act = functools.partial(nn.functional.gelu, approximate=...)
+                return self._op(frame, function_kind(bound), bound.rsplit(".", 1)[-1], None, s.stmt, _flat(args, kwargs),
+                                s.hint, s.cond, s.steady)
             leaf = leaf_for_class_names([external.rsplit(".", 1)[-1]]) if external else None
             if leaf is not None:
                 return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
@@ -214,6 +218,8 @@ class Calls:
         if kind:
             return self._op(frame, kind, dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         target = self.index.resolve_expr(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, Definition) and _not_walked(target.module.name):
+            return []  # a transformers helper the backend's runs do not compute with (hf_fusers.yaml not_walked)
         if isinstance(target, Definition) and target.kind == "function" and _attention_dispatch(target.name):
             # the model runs a layer's attention itself (unified_attention_with_output(q, k, v, out, layer_name)):
             # its token mixer, whatever class holds it; claims come from the kernels, not from a class
@@ -221,7 +227,11 @@ class Calls:
             out = self._op(frame, kind, target.name, None, stmt, inputs, hint, cond, steady, attrs={"mixer": True})
             self.ops[-1].kernels = [Kernel(target.qualname, frame.module.rel, frame.module.line_of(s.call), None)]
             return out
-        if isinstance(target, Definition) and target.kind == "function" and target.module.name.startswith(("vllm.", "vllm_ascend.")):
+        hub = hub_layer_kind(target.node) if isinstance(target, Definition) and target.kind == "function" else None
+        if hub:  # transformers' apply_rotary_pos_emb: one rope, run as its PyTorch ops
+            return self._op(frame, hub, target.name, None, stmt, inputs, hint, cond, steady, attrs={
+                "native": f"{target.name} ({target.module.rel}:{target.line}) runs as separate PyTorch ops"})
+        if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
         original = self._saved_method(target, s.call)
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
@@ -304,3 +314,9 @@ def _under_path(sub, cond):
     if not ruled_out(sub):
         return sub
     return next((a for a in sub.alternatives if a.cls is not None and not ruled_out(a)), sub)
+
+
+def _not_walked(module: str) -> bool:
+    from ..catalog import catalog
+
+    return any(module == m or module.startswith(m + ".") for m in catalog().hf_fusers.get("not_walked", ()))

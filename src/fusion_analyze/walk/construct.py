@@ -11,6 +11,7 @@ from ..index.modules import Definition, ModuleIndex
 from .mro import c3_linearization
 from .tables import _is_self, class_method, function_imports, tables
 from .evaluator import Evaluator
+from .hf_model import auto_model_class
 from .choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
 from .others import OtherChoices
@@ -31,6 +32,7 @@ class Instance:
     element: "Instance | None" = None  # for layer lists
     repeat: str | None = None  # config name that sets the list length
     factory: str | None = None  # qualified name of the factory that returned it
+    fused_by: str | None = None  # the Transformers backend's load-time rewrite that built it (hf_fusers.py)
     # what another configuration value builds here (the choice was decided):
     # [(class, condition, file, line, [(key, value that selects it)])]
     decided: list = field(default_factory=list)
@@ -61,7 +63,17 @@ class Constructor(AttrSources, OtherChoices):
         self.patches: dict = {}  # target qualname -> Patch (Ascend): set by the Walker
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
+        self._hf = False
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
+
+    @property
+    def hf(self):
+        """The Transformers backend's load-time rewrites, when the walk can meet transformers classes."""
+        if self._hf is False:
+            from .hf_fusers import LoadTime
+
+            self._hf = LoadTime(self) if catalog().hf_fusers["package"] in self.index.trees else None
+        return self._hf
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -75,9 +87,21 @@ class Constructor(AttrSources, OtherChoices):
         out = []
         for base in cls.bases:
             target = self.index.resolve_expr(cls.module, _strip_subscript(base.value))
+            if isinstance(target, Definition) and target.kind == "assign":
+                target = self._provided(target)
             if isinstance(target, Definition) and target.kind == "class":
                 out.append(target)
         return out
+
+    def _provided(self, target: Definition):
+        """`RMSNorm = _resolve("layernorm", "RMSNorm")`: the vLLM layer a provider names (hf_fusers.yaml)."""
+        spec = catalog().hf_fusers.get("layer_providers") or {}
+        call = target.node
+        if not (isinstance(call, cst.Call) and target.module.code(call.func).strip() in spec.get("calls", ())
+                and len(call.args) == 2 and all(isinstance(a.value, cst.SimpleString) for a in call.args)):
+            return target
+        module, name = (a.value.evaluated_value for a in call.args)
+        return self.index.lookup(f"{spec['package']}.{module}", name)
 
     def base_names(self, cls: Definition) -> list[str]:
         names = [c.name for c in self.mro(cls)]
@@ -170,6 +194,8 @@ class Constructor(AttrSources, OtherChoices):
             result = self._filled_container(inst, name, depth)
         if result is None:
             result = self._class_attr(inst, name, depth)
+        if self.hf is not None and self.hf.applies(inst.cls):  # what the Transformers backend put there
+            result = self.hf.swap(inst, name, result)
         inst._attrs[key] = result
         return result
 
@@ -355,6 +381,11 @@ class Constructor(AttrSources, OtherChoices):
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
+        auto, cls, why = auto_model_class(self.index, call, scope.module, _model_type(self.evaluator))
+        if auto:  # the Transformers backend's AutoModel.from_config(...)
+            if cls is None:
+                self.unbuilt[id(call)] = why
+            return [Instance(cls, call, scope)] if cls is not None else []
         target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
@@ -430,6 +461,10 @@ class Constructor(AttrSources, OtherChoices):
 def _built_key(inst: Instance | None):
     """What decides a kernel walk about a submodule: its class and the condition it is built under."""
     return None if inst is None else (inst.cls.qualname if inst.cls is not None else None, str(inst.condition or ""))
+
+
+def _model_type(evaluator) -> str | None:
+    return getattr(evaluator.config, "model_type", None)
 
 
 def _integer_item(expr: cst.Subscript) -> int | None:

@@ -183,19 +183,15 @@ def model_type_of(architecture: str, trees: list, stem: str | None = None) -> st
 
 @lru_cache(maxsize=8)
 def _auto_mapping(path: str) -> dict:
+    """class name -> the model types every `*_MAPPING_NAMES` table maps to it."""
+    from .hf_model import mapping_pairs
+
     out: dict = {}
-    try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return out
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith("_MAPPING_NAMES") for t in node.targets):
-            for pair in ast.walk(node.value):
-                if (isinstance(pair, ast.Tuple) and len(pair.elts) == 2
-                        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in pair.elts)):
-                    types = out.setdefault(pair.elts[1].value, [])
-                    if pair.elts[0].value not in types:
-                        types.append(pair.elts[0].value)
+    for table, model_type, name in mapping_pairs(path):
+        if table.endswith("_MAPPING_NAMES"):
+            types = out.setdefault(name, [])
+            if model_type not in types:
+                types.append(model_type)
     return out
 
 
@@ -256,6 +252,17 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
             _read_init(stmt, cls)
 
 
+def _other_than_default(test, cls: ConfigClass) -> bool:
+    """`self.x == literal` where x's declared default is another literal."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"):
+        return False
+    ok, value = _literal(right)
+    return ok and left.attr in cls.defaults and cls.defaults[left.attr] != value
+
+
 def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
     params = fn.args.args[1:] + fn.args.kwonlyargs
     defaults = [None] * (len(fn.args.args) - 1 - len(fn.args.defaults)) + list(fn.args.defaults) + list(fn.args.kw_defaults)
@@ -264,8 +271,11 @@ def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
         if fn.name == "__init__" and d is not None:
             ok, value = _literal(d)
             param_defaults[p.arg] = (ok, value)
+    # `if self.hidden_act == "gelu": self.hidden_act = ...` does not run at a default that is another value
+    idle = {id(n) for test in ast.walk(fn) if isinstance(test, ast.If) and _other_than_default(test.test, cls)
+            for s in test.body for n in ast.walk(s)}
     for node in ast.walk(fn):
-        if not isinstance(node, ast.Assign):
+        if not isinstance(node, ast.Assign) or id(node) in idle:
             continue
         for t in node.targets:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":

@@ -78,3 +78,4 @@ class WalkResult:
     repeat: str | None
     unknowns: list[dict]
     alternatives: list[dict]
+    load_time: dict | None = None  # the Transformers backend's load-time rewrites the walk applied (hf_fusers.py)

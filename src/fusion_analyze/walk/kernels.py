@@ -78,15 +78,15 @@ class Backends:
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:
-        if self.index.backend == "ascend":
-            return self.oot.get(cls.name, cls)
+        if self.index.backend == "ascend" and cls.module.name.split(".")[0] == "vllm":
+            return self.oot.get(cls.name, cls)  # the registry replaces vLLM's classes (not a transformers namesake)
         return cls
 
     def runs_native(self, cls: Definition) -> str | None:
         """On Ascend, where the forward_oot a CustomOp runs is only forward_native (plain PyTorch ops, one kernel
         each): CustomOp's own (no forward_oot anywhere on the way), or one that just returns a forward_native
         call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None."""
-        if self.index.backend != "ascend" or self.forward_name(cls) != "forward_oot":
+        if self.index.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls)):
             return None
         replaced = cls.module.name.startswith("vllm_ascend.")
         for c in self.ctor.mro(cls):
@@ -96,6 +96,17 @@ class Backends:
             if fn is not None:
                 return f"{c.module.rel}:{c.module.line_of(fn)}" if _only_forward_native(fn) else None
         return None
+
+    def _to_dispatch(self, cls: Definition) -> bool:
+        """A CustomOp subclass whose own forward hands on to `super().forward(...)`, CustomOp's dispatch
+        (the Transformers backend's TPAwareRMSNorm: its registered name is not the one Ascend replaces)."""
+        if "CustomOp" not in self.ctor.base_names(cls):
+            return False
+        for c in self.ctor.mro(cls):
+            fn = class_method(c, "forward")
+            if fn is not None:
+                return c.name != "CustomOp" and "super().forward(" in c.module.code(fn)
+        return False
 
     def forward_name(self, cls: Definition) -> str:
         """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""

@@ -34,7 +34,8 @@ class Layers:
             mixer = self._mixer_kind(sub.cls)
             if mixer is not None:  # the layer's token mixer: an op of its kind, its own ops follow under it
                 self._op(frame, mixer, name, sub.cls.name, stmt, _flat(args, kwargs), [f"{name}_mixer"], cond, steady,
-                         attrs={"class_file": sub.cls.module.rel, "class_line": sub.cls.line, "mixer": True}, path=path)
+                         attrs={"class_file": sub.cls.module.rel, "class_line": sub.cls.line, "mixer": True,
+                                **({"fused_by": sub.fused_by} if sub.fused_by else {})}, path=path)
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
@@ -83,7 +84,10 @@ class Layers:
         if native:  # a dead fallback: Ascend runs the native PyTorch ops, whatever kernels the class names
             attrs["native"] = (f"{impl.name + '.forward_oot' if impl is not sub.cls else 'no Ascend replacement: CustomOp.forward_oot'}"
                                f" runs forward_native ({native}), separate PyTorch ops")
-            kernels = []
+            if self.backends.forward_name(impl) == "forward_oot":
+                kernels = []  # (an own forward handing on to the dispatch keeps what it runs itself: a collective)
+        if sub.fused_by:  # built by the Transformers backend's load-time rewrite
+            attrs["fused_by"] = sub.fused_by
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
         if collectives:

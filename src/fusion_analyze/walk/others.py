@@ -88,8 +88,11 @@ class OtherChoices:
             target = self.index.lookup(scope.module.name, expr.value)
             if isinstance(target, Definition) and target.kind == "assign":
                 value = target.node
-                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, cst.Dict):
-                    value = value.args[0].value  # LazyDict({...})
+                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, (cst.Dict, cst.Name)):
+                    value = value.args[0].value  # LazyDict({...}), ClassInstantier(ACT2CLS)
+                    if isinstance(value, cst.Name):
+                        inner = self.index.lookup(target.module.name, value.value)
+                        value = inner.node if isinstance(inner, Definition) and inner.kind == "assign" else None
                 if isinstance(value, cst.Dict):
                     node, where = value, Scope(module=target.module)
         if node is None:
@@ -105,6 +108,8 @@ class OtherChoices:
         for k, value in entries:
             if isinstance(value, cst.Lambda):
                 value = value.body  # a lazy entry: the lambda builds it when asked
+            if isinstance(value, cst.Tuple) and value.elements:
+                value = value.elements[0].value  # (class, its keyword arguments)
             for alt in self.evaluate(value, where, depth + 1):
                 if not chosen and key_text and k is not None:  # which value of the key selects this entry
                     alt.condition = join(Condition.note(f"{key_text} == {k!r}"), alt.condition)

@@ -31,7 +31,8 @@ class Statements:
                     value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
                     if value is True and not self._by_none_facts(frame, stmt.test):
                         return  # early return: what follows does not run
-                    if value is None:
+                    # an undecided guard that raises conditions nothing: a model that runs at all runs what follows
+                    if value is None and exits_at_end(stmt.body.body, raises=False):
                         cond = join(cond, Condition.of(stmt.test, frame.module).negate())
             elif isinstance(stmt, cst.For):
                 self._for(frame, stmt, cond, steady)

@@ -18,6 +18,20 @@ def leaf_for_class_names(names: list[str]) -> tuple[str, dict] | None:
     return None
 
 
+def hub_layer_kind(fn) -> str | None:
+    """The op kind of a function decorated as a kernel-hub layer (leaf_ops.yaml `hub_layers`), else None."""
+    import libcst as cst
+
+    spec = taxonomy().get("hub_layers") or {}
+    for d in getattr(fn, "decorators", ()):
+        call = d.decorator
+        name = call.func if isinstance(call, cst.Call) else None
+        name = name.attr.value if isinstance(name, cst.Attribute) else name.value if isinstance(name, cst.Name) else None
+        if name == spec.get("decorator") and call.args and isinstance(call.args[0].value, cst.SimpleString):
+            return spec.get("kinds", {}).get(call.args[0].value.evaluated_value)
+    return None
+
+
 def function_kind(dotted: str | None) -> str | None:
     if not dotted:
         return None

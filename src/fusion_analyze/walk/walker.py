@@ -47,15 +47,26 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
 
     def walk_model(self, model_cls: Definition) -> WalkResult:
         root = Instance(model_cls)
+        if self.ctor.hf is not None:
+            self.ctor.hf.root = model_cls.name
         self._role("model", root)
         self._expand(root, "forward", [], {}, path="", facts=Bindings())
         if self.ctor.method(model_cls, "compute_logits") is not None:
             self.section = "epilogue"
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
-        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives)
+        hf = self.ctor.hf
+        load_time = hf.summary() if hf is not None and hf.used else None
+        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time)
 
-    def _forward_of(self, cls: Definition, method: str):
-        """The method that runs for `cls.method` on this backend: a patch first, then the MRO."""
+    def _forward_of(self, cls: Definition, method: str, inst: Instance | None = None):
+        """The method that runs for `cls.method` on this backend: a patch first, then the MRO; for a Hugging
+        Face class, the forward the Transformers backend's fusers leave (hf_fusers.py)."""
+        hf = self.ctor.hf
+        if hf is not None and method == "forward" and inst is not None and hf.applies(cls):
+            fn = hf.forward(inst, cls)
+            if fn is not None:
+                owner = self.ctor.method(cls, method)[0]
+                return owner, fn, owner.module, None
         for c in self.ctor.mro(cls):
             patch = self.patches.get(f"{c.qualname}.{method}")
             if patch is not None:
@@ -81,7 +92,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         if self._stack.count(key) >= 2:
             self._unknown(None, inst.cls.module, inst.cls.node, f"recursion into {key} stopped")
             return []
-        found = self._forward_of(inst.cls, method)
+        found = self._forward_of(inst.cls, method, inst)
         if found is None:
             self._unknown(path, inst.cls.module, inst.cls.node, f"{inst.cls.name} has no {method}()")
             return []

@@ -1,0 +1,85 @@
+"""The model vLLM's Transformers modeling backend builds: `AutoModel.from_config(...)` is the base model class
+transformers' auto mapping gives the configuration's model type, in the transformers tree (--hf-root)."""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+import libcst as cst
+
+from ..catalog import catalog
+
+
+def auto_model_class(index, call: cst.Call, module, model_type: str | None):
+    """(is it such a call, the class Definition or None, why not known)."""
+    spec = catalog().runtime.get("auto_model") or {}
+    dotted = index.dotted(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    if dotted not in spec.get("calls", ()):
+        return False, None, None
+    tree = index.trees.get("transformers")
+    if tree is None:
+        return True, None, ("built at run time by transformers' AutoModel from the configuration's model type; "
+                            "pass --hf-root (a transformers tree or transformers==X) to read its modeling file")
+    if not model_type:
+        return True, None, "built at run time by transformers' AutoModel; the configuration's model type is not known"
+    names = mapping(str(tree.package_dir / "models" / "auto" / "modeling_auto.py"), spec.get("mapping", ""))
+    name = names.get(model_type)
+    if name is None:
+        return True, None, f"transformers' {spec.get('mapping')} has no model type {model_type!r}"
+    cls = find_class(index, tree, model_type, name)
+    if cls is None:
+        return True, None, f"class {name} (model type {model_type}) not found under transformers/models/"
+    return True, cls, None
+
+
+def find_class(index, tree, model_type: str, name: str):
+    """`name` in models/<type>/modeling_<type>.py, else in any modeling file that defines it."""
+    models = tree.package_dir / "models"
+    paths = [models / model_type / f"modeling_{model_type}.py"]
+    paths += sorted(p for p in models.glob("*/modeling_*.py") if p not in paths and _defines(str(p), name))
+    for path in paths:
+        if not path.is_file():
+            continue
+        module = index.module_name_for(path)
+        found = index.lookup(module, name) if module else None
+        if getattr(found, "kind", None) == "class":
+            return found
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _defines(path: str, name: str) -> bool:
+    try:
+        return f"class {name}(" in Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+@lru_cache(maxsize=8)
+def mapping(path: str, table: str) -> dict:
+    """model type -> class name of one `*_MAPPING_NAMES` table of modeling_auto.py."""
+    out: dict = {}
+    for name, model_type, cls in mapping_pairs(path):
+        if name == table:
+            out.setdefault(model_type, cls)
+    return out
+
+
+@lru_cache(maxsize=8)
+def mapping_pairs(path: str) -> tuple:
+    """(table, model type, class name) of every ("type", "Class") pair of modeling_auto.py's module-level tables,
+    read with `ast` (never imported)."""
+    out = []
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    for node in tree.body:
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else []
+        for pair in ast.walk(node.value) if names else ():
+            if (isinstance(pair, ast.Tuple) and len(pair.elts) == 2
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in pair.elts)):
+                out.append((names[0], pair.elts[0].value, pair.elts[1].value))
+    return tuple(out)
