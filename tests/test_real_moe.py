@@ -186,3 +186,28 @@ def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forw
     assert o.evidence[0]["what"].startswith("torch.ops._C_ascend.moe_gating_top_k ")
     (sw,) = [o for o in a.opportunities if o.id == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
     assert str(sw.status) == "open"
+
+
+def test_a_custom_routing_function_keeps_vllm_ascends_native_gating(hf):
+    """vllm-ascend 0.23's check_npu_moe_gating_top_k returns False when a custom routing function is given:
+    Llama4 (`Llama4MoE.custom_routing_function`) and PhiMoE (`phimoe_routing_function`) run
+    _native_select_experts, so their gate_topk is open; Qwen3-MoE passes none and stays fused (the walk reads
+    the layer's `self.custom_routing_function` through the calls to the check, whose every remaining return
+    gives False)."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    for arch, status in (("Llama4ForCausalLM", "open"), ("PhiMoEForCausalLM", "open"),
+                         ("Qwen3MoeForCausalLM", "fused_by_ascend_kernel")):
+        a = analyze_in(s23, arch, Options(hf_root=hf))
+        (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+        assert str(o.status) == status, (arch, o.status, o.conditions)
+
+
+def test_qwen3_next_shared_experts_run_inside_the_moe_runner(session, hf):
+    """Qwen3-Next passes `shared_experts=(None if self.replicate_shared_expert else self.shared_expert)`: the
+    module, under the condition that passes it, runs inside the MoE runner (fused in the model); the `+=` of a
+    replicated shared expert is no longer taken for the default path."""
+    a = analyze_in(session, "Qwen3NextForCausalLM", Options(hf_root=hf))
+    found = [o for o in a.opportunities if o.scenario == "shared_routed"]
+    assert [str(o.status) for o in found] == ["fused_in_model"]
+    assert "the MoE layer runs the shared experts itself" in found[0].evidence[0]["what"]
+    assert any("replicate_shared_expert" in c for c in found[0].conditions)

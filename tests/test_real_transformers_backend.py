@@ -109,15 +109,31 @@ def test_gpt_bigcode_packed_qkv_becomes_one_qkv_parallel_linear(session, hf):
     validate_report(a.report)
 
 
-def test_a_moe_block_of_the_moe_backend_is_unknown_and_said_so(session, hf):
-    """TransformersMoEForCausalLM swaps a MoE block for vLLM's FusedMoE + MoERunner (MoEMixin): not modelled, so
-    the block is one unknown op with the reason, never transformers' own expert loop presented as what runs."""
+def test_the_moe_backend_replaces_the_experts_and_routes_as_moe_mixin_decides(session, hf):
+    """TransformersMoEForCausalLM (MoEMixin) replaces each MoE block's `experts` with what its
+    FusedMoEFactory(...) builds. FlexOlmo's router holds only a `weight` and computes topk(softmax(linear(x))):
+    the block's forward becomes `_moe_block_forward` and the runner routes (internal routing), on Ascend through
+    AscendMoERunner's router kernel. HunYuan-MoE's gate holds an nn.Linear: its own forward routes (external
+    routing) and the experts are a TransformersMoERunner, which the Ascend registry does not replace."""
+    a = analyze_in(session, "FlexOlmoForCausalLM", Options(hf_root=hf))
+    experts = _op(a, "mlp.experts", "moe")
+    assert (experts.layer_class, experts.attrs["ascend_class"]) == ("MoERunner", "AscendMoERunner")
+    assert experts.file == "vllm/model_executor/models/transformers/fusers/moe.py"  # _moe_block_forward
+    assert "MoEMixin" in experts.attrs["fused_by"]
+    router = _op(a, "mlp.experts.router")
+    assert router.layer_class == "AscendFusedTopKRouter"
+    assert not [op for op in a.walk.ops if ".mlp.gate" in op.path]  # the HF router is not walked: the runner routes
+    assert _status(a, "gate_topk").status == "fused_by_ascend_kernel"
+    applied = {(f["class"], f["what"]) for f in a.report["load_time_fusers"]["applied"] if f["fuser"].startswith("MoEMixin")}
+    assert applied == {("FlexOlmoSparseMoeBlock", "experts -> MoERunner, forward -> _moe_block_forward (internal routing)")}
+
     a = analyze_in(session, "HunYuanMoEV1ForCausalLM", Options(hf_root=hf))
-    mlp = _op(a, "layers:mlp")
-    assert mlp.kind == "unknown" and "MoEMixin" in mlp.attrs["reason"]
-    assert not [op for op in a.walk.ops if ".mlp.experts" in op.path or ".mlp.gate" in op.path]
-    assert "MoEMixin (MoE blocks: HunYuanMoEV1Moe)" in a.report["load_time_fusers"]["not_modelled"]
-    assert not [o for o in a.opportunities if o.category == "moe"]
+    experts = _op(a, "mlp.experts", "moe")
+    assert experts.layer_class == "TransformersMoERunner" and "ascend_class" not in experts.attrs
+    assert not [op for op in a.walk.ops if op.path.startswith("model.layers.mlp.experts.")]  # no runner parts
+    topk = _op(a, "mlp.gate:topk")  # the block's own gate routes
+    assert topk.file.endswith("modeling_hunyuan_v1_moe.py")
+    assert {str(o.status) for o in a.opportunities if o.scenario == "gate_topk"} == {"open"}
 
 
 def test_smollm3_rope_stays_under_its_per_layer_condition(session, hf):

@@ -28,7 +28,10 @@ class Composites:
         self._composite_locations(sub, spec_of.get("locations", {}))
         layer_op = self.ops[-1]
         emitted = []
+        skipped = sub._attrs.get(("skip_parts",), ())  # parts the layer's builder takes out (hf_fusers.py)
         for spec in parts:
+            if spec["part"] in skipped:
+                continue
             cls, origin, inst = self._part_class(sub, spec)
             if cls is None:
                 self._unknown(f"{path}.{spec['part']}", frame.module, frame.fn,

@@ -17,9 +17,9 @@ import libcst as cst
 
 from .defaults import config_default
 from .known import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
-                    _is_unbound_chain, _is_unbound_chain_self, _rebound)
+                    _is_unbound_chain, _is_unbound_chain_self, _rebound, isinstance_test, none_test)
 from .values import (Bindings, ClassRef, Condition, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Term, Truth, Unknown, Value,
-                     _code, _is_none, assumed, literal)
+                     _code, assumed, literal)
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -58,10 +58,10 @@ class Evaluator:
         if isinstance(expr, cst.BooleanOperation):
             left, right = self.truth(expr.left, module, env, scope), self.truth(expr.right, module, env, scope)
             return left.and_(right) if isinstance(expr.operator, cst.And) else left.or_(right)
-        decided = self._none_test(expr, env)
+        decided = none_test(expr, env)
         if decided is not Truth.UNKNOWN:
             return decided
-        decided = self._isinstance_test(expr, module, env)
+        decided = isinstance_test(expr, module, env)
         if decided is not Truth.UNKNOWN:
             return decided
         if scope is not None:
@@ -109,7 +109,7 @@ class Evaluator:
         if term.expr is None:
             return Truth.UNKNOWN
         if none_only:
-            value = self._none_test(term.expr, env or _EMPTY)
+            value = none_test(term.expr, env or _EMPTY)
         else:
             # one factory's elif chain repeats the same tests in every branch's condition: decided once
             key = (id(term.expr), id(scope), getattr(scope, "version", 0), id(env))
@@ -272,6 +272,8 @@ class Evaluator:
         target = index.resolve_expr(module, expr)
         if getattr(target, "kind", None) == "class":
             return Known(ClassRef(target))
+        if getattr(target, "kind", None) == "function" and getattr(target, "condition", None) is None:
+            return NotNone(f"function {target.name}")  # a function object (custom_routing_function=fn)
         if getattr(target, "kind", None) != "assign" or target.condition is not None:
             return _NOT_GLOBAL
         if len(target.module.defs.get(target.name, ())) != 1:
@@ -406,6 +408,13 @@ class Evaluator:
             returns = table.returns_decided(_EMPTY, self, inner)
             if returns and returns[0][1] is None:  # the first return that can run does
                 return self.infer(returns[0][0], inner, depth)
+            # a function that ends in a return always returns one of the returns left: when they all give one
+            # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
+            last = fn.body.body[-1] if fn.body.body else None
+            if returns and isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+                got = [self.infer(v, inner, depth) for v, _c in returns]
+                if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
+                    return got[0]
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
@@ -438,33 +447,6 @@ class Evaluator:
             else:
                 break
         return (expr, scope) if scope is not None else None
-
-    # -- tests the bindings decide ------------------------------------------------------------------
-    def _none_test(self, expr, env: Bindings) -> Truth:
-        """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.left, cst.Name):
-            comp = expr.comparisons[0]
-            if _is_none(comp.comparator) and expr.left.value in env.none:
-                state = env.none[expr.left.value]
-                if isinstance(comp.operator, cst.Is):
-                    return Truth.of(state)
-                if isinstance(comp.operator, cst.IsNot):
-                    return Truth.of(not state)
-        return Truth.UNKNOWN
-
-    def _isinstance_test(self, expr, module, env: Bindings) -> Truth:
-        """`isinstance(self.x, C)` when the walk knows which class built self.x."""
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance"
-                and len(expr.args) == 2):
-            return Truth.UNKNOWN
-        classes = env.attr_classes.get(_code(module, expr.args[0].value))
-        if classes is None:
-            return Truth.UNKNOWN
-        wanted = expr.args[1].value
-        names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
-        tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
-        return Truth.of(bool(tails & set(classes)))
-
 
 def truth_of(value: Value) -> Truth:
     """Python's truth of a value, when it is known."""

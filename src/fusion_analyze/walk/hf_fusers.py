@@ -41,7 +41,8 @@ class LoadTime(Rewrites):
         self._tp_plan: dict | None = None
         self.used = False  # a Hugging Face class was met
         self.root: str | None = None  # the backend class the walk starts from (TransformersForCausalLM, ...)
-        self.moe_blocks: list = []  # MoE blocks left unmodelled (MoEMixin)
+        self.moe_blocks: list = []  # MoE blocks whose experts MoEMixin replaced
+        self._memo: dict = {}
 
     # -- what the tree has -------------------------------------------------------------------------
     def applies(self, cls) -> bool:
@@ -228,13 +229,21 @@ class LoadTime(Rewrites):
             qual, style = self.linear_class(name)
             cls = self._class(qual) if qual else None
             return Instance(cls, None, None, fused_by=f"tp_plan {style}") if cls is not None else built
-        if built is not None and built.cls is not None and self.applies(built.cls) and self._moe_block(built):
-            mixin = self.spec["moe_mixin"]
-            inst._attrs[("why", name)] = (f"{built.cls.name} holds `{mixin['experts_attr']}`: the MoE backend "
-                                          f"({mixin['by'].rsplit('.', 1)[-1]}) replaces it at load time with vLLM's "
-                                          f"FusedMoE and a MoERunner, which this tool does not model")
-            if built.cls.name not in self.moe_blocks:
-                self.moe_blocks.append(built.cls.name)
+        mixin = self.spec["moe_mixin"]
+        if name == mixin["experts_attr"] and self._moe_block(inst):  # MoEMixin: what FusedMoEFactory(...) builds
+            experts = self._factory_experts()
+            if experts is not None:
+                external = self.block_forward(inst) is None  # the block routes itself (external routing)
+                runner = self._class(mixin["external_runner"]) if external else None
+                what = (f"experts -> {(runner or experts.cls).name} (external routing: the block's own router)"
+                        if external else f"experts -> {experts.cls.name}, forward -> _moe_block_forward (internal routing)")
+                if (inst.cls.name, what) not in self.moe_blocks:
+                    self.moe_blocks.append((inst.cls.name, what))
+                out = Instance(runner or experts.cls, experts.call, experts.scope, fused_by=self.where_mixin())
+                if external:
+                    out._attrs[("skip_parts",)] = tuple(mixin["external_routing_skips"])
+                return out
+            inst._attrs[("why", name)] = f"the MoE backend ({mixin['by']}) replaces it at load time; its factory is not found"
             return None
         if built is not None and built.cls is not None and self.applies(built.cls):
             norm = self.norm_class(built)
@@ -246,10 +255,77 @@ class LoadTime(Rewrites):
     def _moe_block(self, built) -> bool:
         """Under the MoE backend class: a module whose __init__ builds an `experts` child."""
         mixin = self.spec["moe_mixin"]
-        if self.root not in mixin["classes"]:
+        if self.root not in mixin["classes"] or built.cls is None:
             return False
         return any(mixin["experts_attr"] in tables(fn, c.module).self_assignments
                    for c, fn, _scope in self.ctor.init_scopes(built))
+
+    def where_mixin(self) -> str:
+        mixin = self.spec["moe_mixin"]
+        module, _, name = mixin["by"].rpartition(".")
+        found = self.index.lookup(module, name)
+        return f"{name} ({found.module.rel}:{found.line})" if isinstance(found, Definition) else name
+
+    def _factory_experts(self):
+        """The module MoEMixin's `FusedMoEFactory(**kwargs)` call builds (its kwargs are the run's: defaults)."""
+        if "moe_experts" not in self._memo:
+            from .choice import pick
+            from .scope import Scope
+
+            mixin = self.spec["moe_mixin"]
+            module, _, cls_name = mixin["by"].rpartition(".")
+            cls = self.index.lookup(module, cls_name)
+            found = self.ctor.method(cls, mixin["method"]) if isinstance(cls, Definition) else None
+            calls = [c for c in _walk(found[1], cst.Call) if _callee(c) == mixin["factory"]] if found else []
+            built = self.ctor.evaluate(calls[0], Scope(module=found[0].module)) if calls else []
+            self._memo["moe_experts"] = pick(built) if built else None
+        return self._memo["moe_experts"]
+
+    def block_forward(self, inst):
+        """(forward, module) MoEBlockFuser gives a MoE block it matches: `_moe_block_forward`; else None."""
+        mixin = self.spec["moe_mixin"]
+        if not self._moe_block(inst):
+            return None
+        found = self.ctor.method(inst.cls, "forward")
+        if found is None or any(isinstance(r.value, cst.Tuple) for r in _walk(found[1], cst.Return) if r.value):
+            return None  # a block returning a tuple is not rewritten
+        children = self._children(inst)
+        routers = [n for n in children if n != mixin["experts_attr"] and self._is_router(inst, n)]
+        others = [n for n in children if n not in routers and n != mixin["experts_attr"]
+                  and not n.startswith(mixin["shared"])]
+        if len(routers) != 1 or others:
+            return None
+        target = self._class(mixin["block_forward"])
+        return (target.node, target.module) if target is not None and target.kind == "function" else None
+
+    def _children(self, inst) -> list[str]:
+        """`self.<name>` modules the __init__ chain builds (not parameters, buffers or tensors)."""
+        out = []
+        for c, fn, _scope in self.ctor.init_scopes(inst):
+            for name, assigned in tables(fn, c.module).self_assignments.items():
+                for expr, _cond, _pos in assigned:
+                    if isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Call) and _is_module_call(self.index, c.module, expr)):
+                        if name not in out:
+                            out.append(name)
+        return out
+
+    def _is_router(self, inst, name: str) -> bool:
+        """A child holding only `weight` (and a correction bias) whose forward is topk(score(linear(x)))."""
+        child = self.ctor.attr(inst, name)
+        if child is None or child.cls is None or not self.applies(child.cls):
+            return False
+        state = set(self.spec["moe_mixin"]["router_state"])
+        for c, fn, _scope in self.ctor.init_scopes(child):
+            for attr, assigned in tables(fn, c.module).self_assignments.items():
+                for expr, _cond, _pos in assigned:
+                    is_state = isinstance(expr, cst.Call) and (
+                        _is_module_call(self.index, c.module, expr)
+                        or (self.index.dotted(c.module, expr.func) or "").endswith(("Parameter", "Buffer")))
+                    if is_state and attr not in state:
+                        return False
+        found = self.ctor.method(child.cls, "forward")
+        calls = [_callee(c) for c in _walk(found[1], cst.Call)] if found else []
+        return "topk" in calls and "linear" in calls and (("softmax" in calls) != ("sigmoid" in calls))
 
     def summary(self) -> dict:
         """What the report says of the backend's rewrites: each applied (fuser, class, what it did) and the
@@ -263,14 +339,26 @@ class LoadTime(Rewrites):
             if norm:
                 by = self.where("RMSNormFuser") if self.tree_fusers() else f"*{old['rms_norm_by_name']['suffix']} by name"
                 applied.append({"fuser": by, "class": qualname.rsplit(".", 1)[-1], "what": f"-> {norm.rsplit('.', 1)[-1]}"})
+        for cls_name, what in self.moe_blocks:
+            applied.append({"fuser": self.where_mixin(), "class": cls_name, "what": what})
         reg = self.spec["registry"]
         return {"fusers_from": f"{reg['module']}.{reg['table']}" if self.tree_fusers() else old["describe"],
                 "applied": sorted(applied, key=lambda a: (a["class"], a["fuser"])),
-                "not_modelled": self.not_modelled() + [
-                    f"{self.spec['moe_mixin']['by'].rsplit('.', 1)[-1]} (MoE blocks: {', '.join(sorted(self.moe_blocks))})"
-                ] * bool(self.moe_blocks)}
+                "not_modelled": self.not_modelled()}
 
-    def forward(self, inst, cls) -> cst.FunctionDef | None:
+    def forward(self, inst, cls):
+        """(forward, module) of a Hugging Face instance once the backend rewrote it, else None."""
         if inst is None or inst.cls is None:
             return None
-        return self.plan(inst).fn
+        block = self.block_forward(inst)
+        if block is not None:
+            return block
+        fn = self.plan(inst).fn
+        return (fn, self.ctor.method(cls, "forward")[0].module) if fn is not None else None
+
+
+def _is_module_call(index, module, call: cst.Call) -> bool:
+    """A constructor call of a module: a class (capitalised) other than a tensor or parameter factory."""
+    dotted = index.dotted(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    last = (dotted or "").rsplit(".", 1)[-1]
+    return bool(last[:1].isupper()) and last not in ("Parameter", "Buffer")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import libcst as cst
 
@@ -11,13 +10,13 @@ from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
 from .construct import Constructor, Scope
 from .evaluator import Evaluator
-from .tables import class_method, exits_at_end
+from .tables import class_method, exits_at_end, tables
 from .values import Bindings, ClassRef, Condition, Known, Truth, as_text, join
 from .ir import Kernel
 from .taxonomy import collective_kind, is_kernel
+from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
 
 MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
-ASCEND_UTILS = "vllm_ascend.utils"
 
 
 class Backends:
@@ -159,13 +158,26 @@ class Backends:
         seen.add(id(fn))
         backends = self
 
+        table = tables(fn, module)
+        position = {id(s): pos for pos, (s, _c) in enumerate(table.statements)}
+        handed = facts.as_values()
+
+        def scope_at(stmt, owner) -> Scope:
+            """The test's scope: the parameters' None-ness and the locals assigned before it."""
+            scope = Scope(module=module, owner=owner, values=dict(handed))
+            here = position.get(id(stmt), -1)
+            for name, value, c, pos in table.local_assignments:
+                if pos < here:
+                    scope.locals.setdefault(name, []).append((value, c))
+            return scope
+
         def visit_block(stmts, cond):
             for stmt in stmts:
                 if isinstance(stmt, cst.If):
-                    if self._inst is not None and impl is not None and impl is self._inst_impl:
-                        value, test = self.ctor.evaluator.residual(stmt.test, module, facts, Scope(module=module, owner=self._inst))
+                    if self._of_instance(impl):
+                        value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._inst))
                     else:
-                        value, test = self._evaluator.residual(stmt.test, module, facts, Scope(module=module))
+                        value, test = self._evaluator.residual(stmt.test, module, facts, scope_at(stmt, None))
                     if value is not Truth.FALSE:
                         visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
                     neg = test.negate() if test is not None else None
@@ -209,13 +221,16 @@ class Backends:
     def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set,
               caller: cst.FunctionDef | None = None) -> None:
         func = call.func
+        vo = None
+        if self._of_instance(impl):  # `self.x` arguments: the instance's values
+            vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
         # super().m(...): the next class of the implementation's MRO after the one that defines the caller
         if (impl is not None and caller is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
                 and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
             found = self._super_method(impl, caller, func.attr.value)
             if found is not None:
                 owner, fn = found
-                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # kernel[grid](...): a Triton launch; the kernel is the function subscripted
         if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
@@ -248,7 +263,7 @@ class Backends:
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
                 owner, fn = found
-                self._collect(impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
         if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
@@ -265,7 +280,7 @@ class Backends:
                 found = self.ctor.method(sub_impl, name)
                 if found is not None:
                     owner, fn = found
-                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and isinstance(func.value.func, (cst.Name, cst.Attribute)):
@@ -276,7 +291,7 @@ class Backends:
                 found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
                 if found is not None:
                     owner_cls, fn = found
-                    self._collect(None, owner_cls.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                    self._collect(None, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
@@ -286,7 +301,7 @@ class Backends:
                     found = self.ctor.method(owner.value.definition, func.attr.value)
                     if found is not None:
                         owner_cls, fn = found
-                        self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call), out, depth + 1, seen, cond)
+                        self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
                     return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
@@ -294,12 +309,18 @@ class Backends:
             kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
                 found: list[Kernel] = []
-                self._collect(None, target.module, target.node, facts.for_call(target.node, call), found, depth + 1, set())
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, set())
                 self._collectives.append((kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
                 return
             if isinstance(target, Definition) and target.kind == "function":
-                self._collect(None, target.module, target.node, facts.for_call(target.node, call), out, depth + 1, seen, cond)
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
+
+    def _of_instance(self, impl) -> bool:
+        """`self` in impl's code is the instance kernels_of_instance reads: its class or a base of it
+        (`AscendFusedMoE.forward_impl(self, ...)` from AscendSharedFusedMoE)."""
+        return self._inst is not None and impl is not None and (
+            impl is self._inst_impl or any(c is impl for c in self.ctor.mro(self._inst_impl)))
 
     def _super_method(self, impl: Definition, caller: cst.FunctionDef, name: str):
         mro = self.ctor.mro(impl)
@@ -332,153 +353,3 @@ def _dedupe(items: list[Kernel]) -> list[Kernel]:
             seen.add(key)
             out.append(k)
     return out
-
-
-class RegisteredOps:
-    """vLLM class name -> its Ascend class, resolved (and its module parsed) only when a model uses it."""
-
-    def __init__(self, index: ModuleIndex, candidates: dict[str, list]):
-        self.index = index
-        self.candidates = candidates  # name -> [(module, name) or (info, expr)], later entries win
-        self._resolved: dict[str, Definition | None] = {}
-
-    def get(self, key: str, default=None):
-        if key not in self._resolved:
-            found = None
-            for where, what in reversed(self.candidates.get(key, [])):
-                target = self.index.lookup(where, what) if isinstance(where, str) else self.index.resolve_expr(where, what)
-                if isinstance(target, Definition) and target.kind == "class":
-                    found = target
-                    break
-            self._resolved[key] = found
-        found = self._resolved[key]
-        return found if found is not None else default
-
-
-def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
-    """Read REGISTERED_ASCEND_OPS = {...} (and later item assignments) in vllm_ascend/utils.py."""
-    info = index.get(ASCEND_UTILS)
-    if info is None:
-        return {}
-    found: dict[str, list] = {}
-    from .defaults import version_calls
-
-    version = version_calls(index)
-    for fn in _functions(info.statements_with(b"REGISTERED_ASCEND_OPS")):
-        local = _local_imports(fn, info, index)
-        for stmt, conditional in _statements(fn.body.body, version=version):
-            if conditional:
-                continue  # hardware-specific overrides (310P compatibility paths) are not the standard path
-            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-                pairs = []
-                if isinstance(small, cst.Assign):
-                    for t in small.targets:
-                        if _is_name(t.target, "REGISTERED_ASCEND_OPS") and isinstance(small.value, cst.Dict):
-                            pairs += _dict_pairs(small.value)
-                        elif isinstance(t.target, cst.Subscript) and _is_name(t.target.value, "REGISTERED_ASCEND_OPS"):
-                            key = t.target.slice[0].slice
-                            if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
-                                pairs.append((key.value.evaluated_value, small.value))
-                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                    f = small.value.func
-                    if isinstance(f, cst.Attribute) and f.attr.value == "update" and _is_name(f.value, "REGISTERED_ASCEND_OPS"):
-                        if small.value.args and isinstance(small.value.args[0].value, cst.Dict):
-                            pairs += _dict_pairs(small.value.args[0].value)
-                for key, value in pairs:
-                    if isinstance(value, cst.Name) and value.value in local:
-                        found.setdefault(key, []).append(local[value.value])
-                    else:
-                        found.setdefault(key, []).append((info, value))
-    return RegisteredOps(index, found)
-
-
-_REGISTER_RE = re.compile(
-    r"direct_register_custom_op\(\s*(?:op_name\s*=\s*)?[\"'](\w+)[\"']\s*,\s*(?:op_func\s*=\s*)?([A-Za-z_][\w.]*)"
-)
-
-
-class CustomOps:
-    """torch.ops.vllm.<name> -> the Python function registered for it (text scan, parse on demand)."""
-
-    def __init__(self, index: ModuleIndex):
-        self.index = index
-        self._where: dict[str, tuple[str, str]] | None = None
-        self._resolved: dict[str, Definition | None] = {}
-
-    def _scan(self) -> dict[str, tuple[str, str]]:
-        where: dict[str, tuple[str, str]] = {}
-        for tree in sorted(self.index.trees.values(), key=lambda t: t.package):
-            for path in sorted(tree.package_dir.rglob("*.py")):
-                try:
-                    data = path.read_bytes()
-                except OSError:
-                    continue
-                if b"direct_register_custom_op(" not in data:  # decoding every file costs more than the test
-                    continue
-                text = data.decode("utf-8", "replace")
-                module = self.index.module_name_for(path)
-                for m in _REGISTER_RE.finditer(text):
-                    where.setdefault(m.group(1), (module, m.group(2)))
-        return where
-
-    def get(self, name: str) -> Definition | None:
-        if self._where is None:
-            self._where = self._scan()
-        if name not in self._resolved:
-            target = None
-            if name in self._where:
-                module, func = self._where[name]
-                info = self.index.get(module)
-                if info is not None:
-                    import libcst as _cst
-
-                    expr = _cst.parse_expression(func)
-                    found = self.index.resolve_expr(info, expr)
-                    target = found if isinstance(found, Definition) and found.kind == "function" else None
-            self._resolved[name] = target
-        return self._resolved[name]
-
-
-def _functions(body: list) -> list[cst.FunctionDef]:
-    return [s for s in body if isinstance(s, cst.FunctionDef)]
-
-
-def _statements(body, conditional=False, version: dict | None = None):
-    for stmt in body:
-        if isinstance(stmt, cst.If):
-            holds = _version_test(stmt.test, version or {})
-            if holds is not None:  # decided by the vLLM tree's version: only the branch that runs
-                chosen = stmt.body.body if holds else stmt.orelse.body.body if isinstance(stmt.orelse, cst.Else) else []
-                yield from _statements(chosen, conditional, version)
-                continue
-            yield from _statements(stmt.body.body, True, version)
-            if stmt.orelse is not None and not isinstance(stmt.orelse, cst.If):
-                yield from _statements(stmt.orelse.body.body, conditional, version)  # the else of a hardware check is standard
-        elif isinstance(stmt, (cst.With, cst.Try)):
-            yield from _statements(stmt.body.body, conditional, version)
-        else:
-            yield stmt, conditional
-
-
-def _version_test(test, calls: dict) -> bool | None:
-    """A test the vLLM version decides (defaults.version_calls), else None."""
-    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in calls):
-        return None
-    value = calls[test.func.value](test, None)
-    return value.value if isinstance(value, Known) else None
-
-
-def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:
-    from ..index.bindings import import_from_bindings
-
-    return dict(import_from_bindings(info, fn))  # a later import of a name wins, as at run time
-
-
-def _dict_pairs(node: cst.Dict):
-    for el in node.elements:
-        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
-            yield el.key.evaluated_value, el.value
-
-
-def _is_name(node, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name

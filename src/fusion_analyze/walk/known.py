@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .values import Known, Symbol, Unknown, Value, literal
+from .values import Known, Symbol, Truth, Unknown, Value, _code, _is_none, literal
 
 
 def _dotted_text(expr) -> str | None:
@@ -54,6 +54,10 @@ def _class_constant(cls, name: str) -> Value:
     value = literal(found[0]) if len(found) == 1 else None
     if value is None and len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases):
         return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
+    if not found and any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in cls.node.body.body):
+        from .values import NotNone
+
+        return NotNone(f"{cls.name}.{name}")  # a method read off the class (custom_routing_function=Cls.fn)
     return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
 
 
@@ -201,3 +205,31 @@ def _item(base: Value, key: Value) -> Value:
         except (KeyError, IndexError, TypeError):
             return Unknown("no such item")
     return Unknown("an item of an unknown value")
+
+
+# -- tests the bindings decide ------------------------------------------------------------------
+def none_test(expr, env) -> Truth:
+    """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.left, cst.Name):
+        comp = expr.comparisons[0]
+        if _is_none(comp.comparator) and expr.left.value in env.none:
+            state = env.none[expr.left.value]
+            if isinstance(comp.operator, cst.Is):
+                return Truth.of(state)
+            if isinstance(comp.operator, cst.IsNot):
+                return Truth.of(not state)
+    return Truth.UNKNOWN
+
+
+def isinstance_test(expr, module, env) -> Truth:
+    """`isinstance(self.x, C)` when the walk knows which class built self.x."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance"
+            and len(expr.args) == 2):
+        return Truth.UNKNOWN
+    classes = env.attr_classes.get(_code(module, expr.args[0].value))
+    if classes is None:
+        return Truth.UNKNOWN
+    wanted = expr.args[1].value
+    names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
+    tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
+    return Truth.of(bool(tails & set(classes)))

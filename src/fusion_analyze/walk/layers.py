@@ -185,8 +185,10 @@ class Layers:
             if expr is None or sub.scope is None:
                 continue
             built = self.ctor.evaluate(expr, sub.scope)
-            inst = built[0] if built else None
-            if inst is None or inst.cls is None:
+            # `shared_experts=(None if self.replicate_shared_expert else self.shared_expert)`: the module, under
+            # the condition that passes it
+            inst = next((b for b in built if b.cls is not None), None)
+            if inst is None:
                 continue
             icond = join(cond, inst.condition.with_prefix("built when ")) if inst.condition else cond
             if role == "router":

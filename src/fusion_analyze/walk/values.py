@@ -256,34 +256,56 @@ class Bindings:
 
     none: dict[str, bool] = field(default_factory=dict)  # param -> is None?
     attr_classes: dict[str, list[str]] = field(default_factory=dict)  # "self.rotary_emb" -> class + bases
+    sure: set = field(default_factory=set)  # params whose None-ness is known, not only "some expression"
 
     def key(self) -> tuple:
-        return (tuple(sorted(self.none.items())), tuple(sorted((k, tuple(v)) for k, v in self.attr_classes.items())))
+        return (tuple(sorted(self.none.items())), tuple(sorted((k, tuple(v)) for k, v in self.attr_classes.items())),
+                tuple(sorted(self.sure)))
 
     def for_callee(self) -> "Bindings":
         """What a called method starts from: the attribute classes carry over (same instance); None-ness is
         per parameter name, so the callee's comes from its own arguments (Walker._bind), not the caller's."""
         return Bindings(dict(), dict(self.attr_classes))
 
-    def for_call(self, fn: cst.FunctionDef, call: cst.Call) -> "Bindings":
-        """Bindings of a helper called with `call`: None-ness of its parameters from the arguments."""
+    def for_call(self, fn: cst.FunctionDef, call: cst.Call, value_of=None) -> "Bindings":
+        """Bindings of a helper called with `call`: None-ness of its parameters from the arguments; `value_of`
+        (expression -> Value) reads a `self.x` argument of a known instance. An argument that is only some
+        expression counts as not None for `p is None` tests of the walk, but is not `sure`: the evaluator is
+        handed only what is known (as_values)."""
         from .tables import bind_arguments, call_arguments, none_defaults
 
         new = Bindings(dict(), dict(self.attr_classes))
         for name in none_defaults(fn):
             new.none[name] = True
+            new.sure.add(name)
         for name, expr in bind_arguments(fn, *call_arguments(call)):
-            state = self._arg_none(expr)
+            state, sure = self._arg_none(expr, value_of)
+            new.sure.discard(name)
             if state is not None:
                 new.none[name] = state
+                if sure:
+                    new.sure.add(name)
             else:
                 new.none.pop(name, None)
         return new
 
-    def _arg_none(self, expr) -> bool | None:
+    def _arg_none(self, expr, value_of=None) -> tuple[bool | None, bool]:
         if isinstance(expr, cst.Name):
-            return True if expr.value == "None" else self.none.get(expr.value)
-        return False
+            if expr.value == "None":
+                return True, True
+            return self.none.get(expr.value), expr.value in self.sure
+        if value_of is not None and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) \
+                and expr.value.value == "self":
+            value = value_of(expr)  # self.custom_routing_function of the instance, when the walk knows it
+            if isinstance(value, Known):
+                return value.value is None, True
+            if isinstance(value, NotNone):
+                return False, True
+        return False, False
+
+    def as_values(self) -> dict:
+        """The None-ness known for sure, as values the evaluator reads (`custom_routing_function is not None`)."""
+        return {p: Known(None) if self.none[p] else NotNone(p) for p in sorted(self.sure) if p in self.none}
 
 
 # -- the platform and the assume table -----------------------------------------------------------

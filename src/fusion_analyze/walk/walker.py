@@ -63,10 +63,10 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         Face class, the forward the Transformers backend's fusers leave (hf_fusers.py)."""
         hf = self.ctor.hf
         if hf is not None and method == "forward" and inst is not None and hf.applies(cls):
-            fn = hf.forward(inst, cls)
-            if fn is not None:
-                owner = self.ctor.method(cls, method)[0]
-                return owner, fn, owner.module, None
+            found = hf.forward(inst, cls)
+            if found is not None:
+                fn, module = found
+                return self.ctor.method(cls, method)[0], fn, module, None
         for c in self.ctor.mro(cls):
             patch = self.patches.get(f"{c.qualname}.{method}")
             if patch is not None:
