@@ -377,15 +377,15 @@ class Constructor(AttrSources, OtherChoices):
                 owner_cls, fn = found
                 as_def = Definition("function", fn.name.value, owner_cls.module, fn)
                 return self._factory(as_def, call, scope, depth, owner=scope.owner, skip_self=True)
+        auto, cls, why = auto_model_class(self.index, call, scope.module, _model_type(self.evaluator))
+        if auto:  # the Transformers backend's AutoModel.from_config(...), read without resolving AutoModel
+            if cls is None:
+                self.unbuilt[id(call)] = why
+            return [Instance(cls, call, scope)] if cls is not None else []
         # a class named, or returned by a selector function (`_select_attn_cls(vllm_config)(...)`)
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
-        auto, cls, why = auto_model_class(self.index, call, scope.module, _model_type(self.evaluator))
-        if auto:  # the Transformers backend's AutoModel.from_config(...)
-            if cls is None:
-                self.unbuilt[id(call)] = why
-            return [Instance(cls, call, scope)] if cls is not None else []
         target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
