@@ -114,3 +114,18 @@ def test_compare_013_to_023_shows_what_vllm_ascend_fused(run, tmp_path, hf, mode
     for scenario, transition in expected.items():
         assert changed.get(scenario) == transition, (scenario, changed)
     assert not doc["regressions"], doc["regressions"]
+
+
+def test_compare_023_to_030_shows_the_moe_runner_design_fusing_dbrx_gating(run, tmp_path, hf):
+    """vLLM 0.23's DbrxExperts subclasses FusedMoE, which vllm-ascend replaces by name only (so vLLM's own
+    FusedTopKRouter routes: open); vLLM 0.30 builds it with FusedMoEFactory (a MoERunner), which vllm-ascend
+    0.30.0rc2 registers (AscendMoERunner, whose AscendFusedTopKRouter calls moe_gating_top_k)."""
+    out = tmp_path / "cmp.json"
+    r = run("compare", "DbrxForCausalLM",
+            "--base", str(real_tree("vllm==0.23.0")), "--base-ascend", str(real_tree("vllm-ascend==0.23.0")),
+            "--head", str(real_tree("vllm==0.30.0")), "--head-ascend", str(real_tree("vllm-ascend==0.30.0rc2")),
+            "--hf-root", hf, "--format", "json", "-o", str(out), "--fail-on", "none")
+    assert r.exit_code == 0, r.output
+    (doc,) = json.loads(out.read_text(encoding="utf-8"))["models"]
+    changed = {c["id"]: (c["old"], c["new"]) for c in doc["opportunities"]["status_changed"]}
+    assert changed["gate_topk@DbrxMoE.forward"] == ("open", "fused_by_ascend_kernel")
