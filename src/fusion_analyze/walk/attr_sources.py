@@ -82,6 +82,32 @@ class AttrSources:
             return None
         return None
 
+    def nested_attr(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
+        """`self.layer.quant_method`: the attribute of a module the walk built (None: not such an expression)."""
+        root = expr.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not (isinstance(root, cst.Name) and root.value == "self" and isinstance(expr.value, cst.Attribute)):
+            return None
+        bases = [b for b in self.evaluate(expr.value, scope, depth + 1) if b.cls is not None]
+        found = [self.attr(b, expr.attr.value, depth + 1) for b in bases[:1]]
+        return [f for f in found if f is not None]
+
+    def _late_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = None` in __init__, set by another method of the class its owner calls
+        (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
+        for c in self.mro(inst.cls):
+            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
+            for fn in body:
+                if not isinstance(fn, cst.FunctionDef) or fn.name.value == "__init__":
+                    continue
+                for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                    found = pick([i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
+                                  if i.cls is not None])
+                    if found is not None:
+                        return found
+        return None
+
     def partial_function(self, inst: Instance, name: str) -> str | None:
         """`self.<name> = functools.partial(f, ...)`: the dotted name of f."""
         for c, fn, _scope in self.init_scopes(inst):

@@ -194,6 +194,8 @@ class Constructor(AttrSources, OtherChoices):
             result = self._filled_container(inst, name, depth)
         if result is None:
             result = self._class_attr(inst, name, depth)
+        if result is not None and result.cls is None and result.condition is None:
+            result = self._late_attr(inst, name, depth) or result
         if self.hf is not None and self.hf.applies(inst.cls):  # what the Transformers backend put there
             result = self.hf.swap(inst, name, result)
         inst._attrs[key] = result
@@ -291,6 +293,10 @@ class Constructor(AttrSources, OtherChoices):
                 found = self.attr(scope.owner, expr.attr.value, depth + 1)
                 return [found] if found is not None else []
             return []
+        if isinstance(expr, cst.Name) and expr.value == "self" and "self" not in scope.params and scope.owner is not None:
+            return [scope.owner]  # `get_replicated_op(disable_tp, prefix, self)`: the instance being built
+        if isinstance(expr, cst.Attribute) and self.nested_attr(expr, scope, depth) is not None:
+            return self.nested_attr(expr, scope, depth)
         if isinstance(expr, cst.Name):
             name = expr.value
             if name in scope.locals:

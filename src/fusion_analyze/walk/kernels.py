@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 import libcst as cst
 
 from ..catalog import catalog
@@ -30,6 +32,7 @@ class Backends:
         # stay), so one model's values never leak into another's kernels
         self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
         self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
+        self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
         # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
@@ -53,12 +56,14 @@ class Backends:
                 return list(kernels)
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
+        self._subs = {}
         self.ctor.reads, self.ctor.reads_of = {}, inst
         try:
             kernels = self.kernels_of(impl, facts, method=method)
             entries.append((dict(self.ctor.reads), kernels, list(got)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
+            self._subs = {}
             self.ctor.reads = self.ctor.reads_of = None
         if collectives is not None:
             collectives.extend(got)
@@ -152,10 +157,13 @@ class Backends:
 
     def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: set,
                  base: Condition | None = None) -> None:
-        """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests."""
-        if depth > MAX_KERNEL_DEPTH or id(fn) in seen:
+        """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests. A
+        function reached again under another path condition is walked again (once per condition), so that a
+        kernel both sides of a test reach runs whichever way it goes (_dedupe)."""
+        key = (id(fn), str(base or ""))
+        if depth > MAX_KERNEL_DEPTH or key in seen:
             return
-        seen.add(id(fn))
+        seen.add(key)
         backends = self
 
         table = tables(fn, module)
@@ -270,10 +278,13 @@ class Backends:
                 and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"):
             from .construct import Instance
 
-            owner_inst = self._inst if self._inst is not None and impl is self._inst_impl else Instance(impl)
+            owner_inst = (self._inst if self._of_instance(impl)
+                          else self._subs.get(impl.qualname) or Instance(impl))
             sub = self.ctor.attr(owner_inst, func.value.attr.value)
             if sub is not None and sub.cls is not None:
                 sub_impl = self.implementation(sub.cls)
+                if self._inst is not None:  # its own `self.x` are read on it (CustomReplicatedOp's quant_method)
+                    self._subs.setdefault(sub_impl.qualname, Instance(sub_impl, sub.call, sub.scope, sub.condition))
                 name = func.attr.value
                 if name == "forward" or name == "__call__":
                     name = self.forward_name(sub_impl)
@@ -346,10 +357,32 @@ def _only_forward_native(fn: cst.FunctionDef) -> bool:
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:
-    seen, out = set(), []
+    """One kernel per call site; reached on both sides of one test (`if self.custom_op is not None:` and its
+    else both end in the GEMM), it runs whichever way the test goes: the test is dropped from its condition."""
+    seen: dict = {}
+    out: list[Kernel] = []
     for k in items:
         key = (k.name, k.file, k.line)
         if key not in seen:
-            seen.add(key)
+            seen[key] = len(out)
             out.append(k)
+            continue
+        kept = out[seen[key]]
+        either = _either(kept.cond, k.cond)
+        if either is not False:
+            out[seen[key]] = replace(kept, condition=as_text(either), cond=either, paths=None)
     return out
+
+
+def _either(a, b):
+    """The condition of `a or b` when they differ in one test taken both ways (else False)."""
+    if a is None or b is None or len(a.terms) != len(b.terms):
+        return False
+    differ = [i for i, (x, y) in enumerate(zip(a.terms, b.terms)) if x.render() != y.render()]
+    if len(differ) != 1:
+        return False
+    x, y = a.terms[differ[0]], b.terms[differ[0]]
+    if x.text != y.text or x.negated == y.negated or x.prefix or y.prefix or x.suffix or y.suffix:
+        return False
+    rest = a.terms[:differ[0]] + a.terms[differ[0] + 1:]
+    return Condition(rest) if rest else None
