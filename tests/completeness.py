@@ -8,7 +8,7 @@ as "mixer only": every op it runs is listed. Read from the JSON report, so a bat
 from __future__ import annotations
 
 MIXERS = {"attention", "mla_attention", "ssm", "linear_attention"}
-FFN = {"moe", "silu_mul", "gelu_mul", "act_mul", "activation"}
+FFN = {"moe", "silu_mul", "gelu_mul", "act_mul", "activation", "relu", "gelu", "silu"}  # an activation by its kind
 
 
 def layer_state(report: dict) -> str:

@@ -153,3 +153,13 @@ def test_a_registry_choice_lists_the_other_entries_with_their_key(session, hf):
     assert silu[0]["selected_by"][0] == {"key": "config.hidden_activation", "value": "silu"}
     md = render(a, "md", lang="en")
     assert "config.hidden_activation == 'silu' → `SiluAndMul` → `AscendSiluAndMul`" in md
+
+
+def test_a_registry_entry_outside_the_trees_is_its_leaf_op(session, hf):
+    """OPTConfig's activation_function "relu" selects `lambda: nn.ReLU()` in vLLM's activation registry
+    (get_act_fn): a class outside the trees, built through a factory and a registry, is still the leaf op its
+    taxonomy entry names, not an unknown op."""
+    a = analyze_in(session, "OPTForCausalLM", Options(hf_root=hf))
+    (act,) = _ops(a, lambda op: op.path.endswith("activation_fn"))
+    assert (act.kind, act.layer_class, act.line) == ("relu", "ReLU", 189)
+    assert not [u for u in a.report["unknown_callees"] if u["name"] == "activation_fn"]

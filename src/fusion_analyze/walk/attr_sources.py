@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..catalog import catalog
+from ..index.modules import Definition
 from .choice import pick
 from .scope import Scope, bind_params
 from .tables import tables
@@ -19,6 +21,26 @@ if TYPE_CHECKING:
 
 class AttrSources:
     """Mixin of Constructor: the other sources of `self.<name>`."""
+
+    @property
+    def hf(self):
+        """The Transformers backend's load-time rewrites, when the walk can meet transformers classes."""
+        if self._hf is False:
+            from .hf_fusers import LoadTime
+
+            self._hf = LoadTime(self) if catalog().hf_fusers["package"] in self.index.trees else None
+        return self._hf
+
+    def _provided(self, target: Definition):
+        """`RMSNorm = _resolve("layernorm", "RMSNorm")`: the vLLM layer a provider names (hf_fusers.yaml)."""
+        spec = catalog().hf_fusers.get("layer_providers") or {}
+        call = target.node
+        if not (isinstance(call, cst.Call) and target.module.code(call.func).strip() in spec.get("calls", ())
+                and len(call.args) == 2 and all(isinstance(a.value, cst.SimpleString) for a in call.args)):
+            return target
+        module, name = (a.value.evaluated_value for a in call.args)
+        return self.index.lookup(f"{spec['package']}.{module}", name)
+
 
     def _built_value(self, inst: Instance, name: str, unknown):
         """What the constructor reads for self.<name>: None, or an object (never None), when it is certain."""

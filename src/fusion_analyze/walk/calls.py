@@ -83,7 +83,7 @@ class Calls:
         sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
-            external = self.ctor.external_class(frame.inst, name)
+            external = self.ctor.external_class(frame.inst, name) or frame.inst._attrs.get(("outside", name))
             bound = self.ctor.partial_function(frame.inst, name) if external == "functools.partial" else None
             if bound and function_kind(bound):  # self.act = functools.partial(nn.functional.gelu, approximate=...)
                 return self._op(frame, function_kind(bound), bound.rsplit(".", 1)[-1], None, s.stmt, _flat(args, kwargs),

@@ -64,16 +64,8 @@ class Constructor(AttrSources, OtherChoices):
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._hf = False
+        self._outside: list = []  # per attribute being read: calls of classes outside the trees met on the way
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
-
-    @property
-    def hf(self):
-        """The Transformers backend's load-time rewrites, when the walk can meet transformers classes."""
-        if self._hf is False:
-            from .hf_fusers import LoadTime
-
-            self._hf = LoadTime(self) if catalog().hf_fusers["package"] in self.index.trees else None
-        return self._hf
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -92,16 +84,6 @@ class Constructor(AttrSources, OtherChoices):
             if isinstance(target, Definition) and target.kind == "class":
                 out.append(target)
         return out
-
-    def _provided(self, target: Definition):
-        """`RMSNorm = _resolve("layernorm", "RMSNorm")`: the vLLM layer a provider names (hf_fusers.yaml)."""
-        spec = catalog().hf_fusers.get("layer_providers") or {}
-        call = target.node
-        if not (isinstance(call, cst.Call) and target.module.code(call.func).strip() in spec.get("calls", ())
-                and len(call.args) == 2 and all(isinstance(a.value, cst.SimpleString) for a in call.args)):
-            return target
-        module, name = (a.value.evaluated_value for a in call.args)
-        return self.index.lookup(f"{spec['package']}.{module}", name)
 
     def base_names(self, cls: Definition) -> list[str]:
         names = [c.name for c in self.mro(cls)]
@@ -165,6 +147,17 @@ class Constructor(AttrSources, OtherChoices):
         if key in inst._attrs:
             return inst._attrs[key]
         inst._attrs[key] = None  # cycle guard
+        self._outside.append([])
+        try:
+            result = self._attr_built(inst, name, depth)
+        finally:
+            outside = self._outside.pop()
+        if (result is None or result.cls is None) and outside:
+            inst._attrs[("outside", name)] = outside[0]  # what builds it is a class outside the trees
+        inst._attrs[key] = result
+        return result
+
+    def _attr_built(self, inst: Instance, name: str, depth: int) -> Instance | None:
         result = None
         for c, fn, scope in self.init_scopes(inst):
             found = tables(fn, c.module).self_assignments.get(name, ())
@@ -198,7 +191,6 @@ class Constructor(AttrSources, OtherChoices):
             result = self._late_attr(inst, name, depth) or result
         if self.hf is not None and self.hf.applies(inst.cls):  # what the Transformers backend put there
             result = self.hf.swap(inst, name, result)
-        inst._attrs[key] = result
         return result
 
     def self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
@@ -396,6 +388,9 @@ class Constructor(AttrSources, OtherChoices):
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
             return built if built is not None else self._factory(self._patched(target, scope), call, scope, depth)
+        dotted = self.index.dotted(scope.module, func) if target is None and isinstance(func, (cst.Name, cst.Attribute)) else None
+        if dotted and self._outside and dotted.split(".")[0] not in self.index.trees:
+            self._outside[-1].append(dotted)  # `lambda: nn.ReLU()` of a registry: a class outside the trees
         return []
 
     def _patched(self, fn: Definition, scope: Scope) -> Definition:
