@@ -139,44 +139,64 @@ class Backends:
             found = self.ctor.method(impl, method)
             out: list[Kernel] = []
             if found is not None:
-                self._collect(impl, found[0].module, found[1], facts, out, 0, set())
+                self._collect(impl, found[0].module, found[1], facts, out, 0, {})
             return _dedupe(out)
         if key not in self._cache:
             found = self.ctor.method(impl, method)
             out: list[Kernel] = []
             if found is not None:
                 owner, fn = found
-                self._collect(impl, owner.module, fn, facts, out, 0, set())
+                self._collect(impl, owner.module, fn, facts, out, 0, {})
             self._cache[key] = _dedupe(out)
         return list(self._cache[key])
 
     def kernels_of_function(self, fn_def: Definition, facts: Bindings) -> list[Kernel]:
         out: list[Kernel] = []
-        self._collect(None, fn_def.module, fn_def.node, facts, out, 0, set())
+        self._collect(None, fn_def.module, fn_def.node, facts, out, 0, {})
         return _dedupe(out)
 
-    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: set,
+    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: dict,
                  base: Condition | None = None) -> None:
         """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests. A
-        function reached again under another path condition is walked again (once per condition), so that a
-        kernel both sides of a test reach runs whichever way it goes (_dedupe)."""
-        key = (id(fn), str(base or ""))
-        if depth > MAX_KERNEL_DEPTH or key in seen:
+        function reached again under another path condition is not walked again: its kernels are given again
+        under that condition, so that a kernel both sides of a test reach runs whichever way it goes (_dedupe)."""
+        key = id(fn)
+        if depth > MAX_KERNEL_DEPTH:
             return
-        seen.add(key)
+        if key in seen:
+            if seen[key] is not None and str(seen[key][0] or "") != str(base or ""):
+                _again(seen[key], base, out)
+            return
+        seen[key] = None  # being walked (a recursive call gives nothing)
+        start = len(out)
+        self._walk_body(impl, module, fn, facts, out, depth, seen, base)
+        seen[key] = (base, out, start, len(out))
+
+    def _walk_body(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: dict,
+                   base: Condition | None) -> None:
         backends = self
 
         table = tables(fn, module)
         position = {id(s): pos for pos, (s, _c) in enumerate(table.statements)}
-        handed = facts.as_values()
+        handed = facts.as_values()  # read only (a Scope's `values`)
 
         def scope_at(stmt, owner) -> Scope:
-            """The test's scope: the parameters' None-ness and the locals assigned before it."""
-            scope = Scope(module=module, owner=owner, values=dict(handed))
+            """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
+            (and those their values read): a test reading none of them is decided as before, at no cost."""
+            scope = Scope(module=module, owner=owner, values=handed)
             here = position.get(id(stmt), -1)
-            for name, value, c, pos in table.local_assignments:
-                if pos < here:
-                    scope.locals.setdefault(name, []).append((value, c))
+            before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
+            if not before:
+                return scope
+            wanted = _names(stmt.test)
+            assigned = {name for name, _v, _c in before}
+            todo = wanted & assigned
+            while todo:
+                name = todo.pop()
+                for n, value, c in before:
+                    if n == name:
+                        scope.locals.setdefault(n, []).append((value, c))
+                        todo |= (_names(value) & assigned) - set(scope.locals)
             return scope
 
         def visit_block(stmts, cond):
@@ -226,7 +246,7 @@ class Backends:
 
         visit_block(fn.body.body, base)
 
-    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: set,
+    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: dict,
               caller: cst.FunctionDef | None = None) -> None:
         func = call.func
         vo = None
@@ -320,7 +340,7 @@ class Backends:
             kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
                 found: list[Kernel] = []
-                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, set())
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, {})
                 self._collectives.append((kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
                 return
             if isinstance(target, Definition) and target.kind == "function":
@@ -354,6 +374,20 @@ def _only_forward_native(fn: cst.FunctionDef) -> bool:
     value = body[0].body[0].value
     return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
             and value.func.attr.value == "forward_native")
+
+
+def _again(walked, base, out: list) -> None:
+    """The kernels a function gave under one path condition, given again under `base`."""
+    old_base, found, start, end = walked
+    n = len(old_base.terms) if old_base else 0
+    for k in found[start:end]:
+        own = Condition(k.cond.terms[n:]) if k.cond is not None and len(k.cond.terms) > n else None
+        cond = join(base, own)
+        out.append(replace(k, condition=as_text(cond), cond=cond, paths=None))
+
+
+def _names(node) -> set[str]:
+    return {n.value for n in find_all(node, cst.Name)}
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:
