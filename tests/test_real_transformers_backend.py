@@ -189,3 +189,22 @@ def test_gemma_on_034_is_a_backend_model_with_the_gemma_norm(session34, hf):
     assert act.layer_class == "GeluAndMul"  # GemmaConfig.hidden_act defaults to gelu_pytorch_tanh
     assert _op(a, "self_attn.attn", "attention").line == 268
     validate_report(a.report)
+
+
+def test_tp_plan_styles_that_differ_by_path_are_said(session, hf, tmp_path):
+    """Llama4's text tp_plan gives `down_proj` colwise under one path and rowwise under another. A rewrite
+    that knows only the attribute name takes the first and says the other, rather than choosing silently."""
+    import json
+    from fusion_analyze.sources.trees import open_tree
+    from fusion_analyze.walk.construct import Constructor
+    from fusion_analyze.walk.facts import load_facts
+    from fusion_analyze.walk.hf_fusers import LoadTime
+
+    tree = open_tree(hf, "transformers", required=True)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama4_text"}), encoding="utf-8")
+    facts = load_facts("Llama4ForCausalLM", "llama4", [session.vllm, tree], str(config))
+    assert facts.cls.name == "Llama4TextConfig"
+    lt = LoadTime(Constructor(session.index, facts))
+    assert set(lt.plan_styles("down_proj")) == {"colwise", "rowwise"}
+    assert lt.plan_styles("o_proj") == ["rowwise"]

@@ -118,17 +118,16 @@ class AttrSources:
     def _late_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.x = None` in __init__, set by another method of the class its owner calls
         (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
+        options = []
         for c in self.mro(inst.cls):
             body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
             for fn in body:
                 if not isinstance(fn, cst.FunctionDef) or fn.name.value == "__init__":
                     continue
                 for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
-                    found = pick([i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
-                                  if i.cls is not None])
-                    if found is not None:
-                        return found
-        return None
+                    options += [i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
+                                if i.cls is not None]
+        return pick(options)  # several: the default, the others listed as alternatives
 
     def partial_function(self, inst: Instance, name: str) -> str | None:
         """`self.<name> = functools.partial(f, ...)`: the dotted name of f."""

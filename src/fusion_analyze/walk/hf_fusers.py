@@ -17,8 +17,10 @@ import libcst as cst
 
 from ..catalog import catalog
 from ..index.modules import Definition
-from .hf_rewrites import Rewrites, _Replace, _callee, _self_call, _walk
+from ..index.nodes import find_all
+from .hf_rewrites import Rewrites, _Replace, _callee, _self_call
 from .tables import tables
+from .values import Condition
 
 
 @dataclass
@@ -97,7 +99,7 @@ class LoadTime(Rewrites):
             self._styles = {}
             fn = self._class(self.spec["linear"]["styles_in"])
             if fn is not None and fn.kind == "function":
-                for d in _walk(fn.node, cst.Dict):
+                for d in find_all(fn.node, cst.Dict):
                     for el in d.elements:
                         if (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
                                 and isinstance(el.value, cst.Tuple) and el.value.elements):
@@ -128,12 +130,17 @@ class LoadTime(Rewrites):
 
     def linear_class(self, name: str, style: str | None = None) -> tuple[str | None, str]:
         """(class qualname, style) of the nn.Linear child `name`: the style given, else the tp_plan's entry
-        whose last part is the name, else the default."""
+        whose last part is the name (the first, when entries for other paths disagree: see plan_styles),
+        else the default."""
         if style is None:
-            style = next((s for p, s in self.tp_plan().items() if p.rsplit(".", 1)[-1] == name),
-                         self.spec["linear"]["default_style"])
+            style = next(iter(self.plan_styles(name)), self.spec["linear"]["default_style"])
         styles = self._styles_table()
         return styles.get(style, styles.get(self.spec["linear"]["default_style"])), style
+
+    def plan_styles(self, name: str) -> list[str]:
+        """The distinct styles the tp_plan gives modules named `name` (several: they differ by path, which the
+        rewrite does not know here)."""
+        return list(dict.fromkeys(s for p, s in self.tp_plan().items() if p.rsplit(".", 1)[-1] == name))
 
     # -- RMSNorm -----------------------------------------------------------------------------------
     def norm_class(self, inst) -> str | None:
@@ -162,16 +169,15 @@ class LoadTime(Rewrites):
         for c, init, _scope in self.ctor.init_scopes(inst):  # a leaf: no submodule of its own
             for assigned in tables(init, c.module).self_assignments.values():
                 for expr, _cond, _pos in assigned:
-                    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
-                        dotted = self.index.dotted(c.module, expr.func) or ""
-                        if not dotted.startswith("torch.") or dotted.rsplit(".", 1)[-1][:1].isupper() and \
-                                dotted.rsplit(".", 1)[-1] not in ("Parameter", "Buffer"):
-                            return None
-        fns = [fn] + [m for c in _walk(fn, cst.Call) if (sc := _self_call(c))  # its own methods, as a trace inlines them
+                    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)) and (
+                            not (self.index.dotted(c.module, expr.func) or "").startswith("torch.")
+                            or _is_module_call(self.index, c.module, expr)):
+                        return None
+        fns = [fn] + [m for c in find_all(fn, cst.Call) if (sc := _self_call(c))  # its own methods, as a trace inlines them
                       and (m := (self.ctor.method(inst.cls, sc[0]) or (None, None))[1]) is not None]
-        calls = {_callee(c) for f in fns for c in _walk(f, cst.Call)}
+        calls = {_callee(c) for f in fns for c in find_all(f, cst.Call)}
         squared = ("pow" in calls or "square" in calls
-                   or any(isinstance(b.operator, cst.Power) for f in fns for b in _walk(f, cst.BinaryOperation)))
+                   or any(isinstance(b.operator, cst.Power) for f in fns for b in find_all(f, cst.BinaryOperation)))
         if not ("rsqrt" in calls and "mean" in calls and squared):
             return None
         code = "".join(owner.module.code(f) for f in fns)
@@ -228,7 +234,10 @@ class LoadTime(Rewrites):
         if name in linears:
             qual, style = self.linear_class(name)
             cls = self._class(qual) if qual else None
-            return Instance(cls, None, None, fused_by=f"tp_plan {style}") if cls is not None else built
+            styles = self.plan_styles(name)
+            said = (Condition.note(f"tp_plan styles `{name}` {' or '.join(styles)} by path; taken: {style}")
+                    if len(styles) > 1 else None)
+            return Instance(cls, None, None, said, fused_by=f"tp_plan {style}") if cls is not None else built
         mixin = self.spec["moe_mixin"]
         if name == mixin["experts_attr"] and self._moe_block(inst):  # MoEMixin: what FusedMoEFactory(...) builds
             experts = self._factory_experts()
@@ -239,7 +248,8 @@ class LoadTime(Rewrites):
                         if external else f"experts -> {experts.cls.name}, forward -> _moe_block_forward (internal routing)")
                 if (inst.cls.name, what) not in self.moe_blocks:
                     self.moe_blocks.append((inst.cls.name, what))
-                out = Instance(runner or experts.cls, experts.call, experts.scope, fused_by=self.where_mixin())
+                out = Instance(runner or experts.cls, experts.call, experts.scope, experts.condition,
+                               alternatives=list(experts.alternatives), fused_by=self.where_mixin())
                 if external:
                     out._attrs[("skip_parts",)] = tuple(mixin["external_routing_skips"])
                 return out
@@ -276,7 +286,7 @@ class LoadTime(Rewrites):
             module, _, cls_name = mixin["by"].rpartition(".")
             cls = self.index.lookup(module, cls_name)
             found = self.ctor.method(cls, mixin["method"]) if isinstance(cls, Definition) else None
-            calls = [c for c in _walk(found[1], cst.Call) if _callee(c) == mixin["factory"]] if found else []
+            calls = [c for c in find_all(found[1], cst.Call) if _callee(c) == mixin["factory"]] if found else []
             built = self.ctor.evaluate(calls[0], Scope(module=found[0].module)) if calls else []
             self._memo["moe_experts"] = pick(built) if built else None
         return self._memo["moe_experts"]
@@ -287,7 +297,7 @@ class LoadTime(Rewrites):
         if not self._moe_block(inst):
             return None
         found = self.ctor.method(inst.cls, "forward")
-        if found is None or any(isinstance(r.value, cst.Tuple) for r in _walk(found[1], cst.Return) if r.value):
+        if found is None or any(isinstance(r.value, cst.Tuple) for r in find_all(found[1], cst.Return) if r.value):
             return None  # a block returning a tuple is not rewritten
         children = self._children(inst)
         routers = [n for n in children if n != mixin["experts_attr"] and self._is_router(inst, n)]
@@ -324,7 +334,7 @@ class LoadTime(Rewrites):
                     if is_state and attr not in state:
                         return False
         found = self.ctor.method(child.cls, "forward")
-        calls = [_callee(c) for c in _walk(found[1], cst.Call)] if found else []
+        calls = [_callee(c) for c in find_all(found[1], cst.Call)] if found else []
         return "topk" in calls and "linear" in calls and (("softmax" in calls) != ("sigmoid" in calls))
 
     def summary(self) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..index.modules import Definition
+from ..index.nodes import find_all
 from .tables import tables
 
 
@@ -52,7 +53,7 @@ class Rewrites:
     (`plan.attrs`) and the nodes it replaces."""
 
     def _glu(self, inst, fn, module, linears, spec, plan, replacements) -> bool:
-        for mul in _walk(fn, cst.BinaryOperation):
+        for mul in find_all(fn, cst.BinaryOperation):
             if not isinstance(mul.operator, cst.Multiply):
                 continue
             sides = [_peel(mul.left), _peel(mul.right)]
@@ -76,7 +77,7 @@ class Rewrites:
                 plan.aliases[new_gate] = gate_call
                 plan.attrs[merged] = (spec["merged"]["class"], "GLUFuser")
                 plan.attrs[outer[0]] = (act, "GLUFuser")
-                for call in _walk(fn, cst.Call):  # the linear reading the product: rowwise
+                for call in find_all(fn, cst.Call):  # the linear reading the product: rowwise
                     down = _self_call(call)
                     if down and down[0] in linears and len(down[1]) == 1 and _peel(down[1][0]) is mul:
                         cls, _ = self.linear_class(down[0], spec["down_style"])
@@ -129,7 +130,7 @@ class Rewrites:
     def _qkv(self, fn, module, linears, spec, plan, replacements, inserts) -> bool:
         params = {p.name.value for p in fn.params.params}
         by_input: dict = {}
-        for call in _walk(fn, cst.Call):
+        for call in find_all(fn, cst.Call):
             found = _self_call(call)
             if found and found[0] in linears and len(found[1]) == 1 and not [a for a in call.args if a.keyword] \
                     and isinstance(found[1][0], cst.Name) and found[1][0].value in params:
@@ -139,7 +140,7 @@ class Rewrites:
             return False
         names = [n for n, _ in triples[0]]
         others = [n for n in linears if n not in names]
-        uses = {n for c in _walk(fn, cst.Call) if (sc := _self_call(c)) and (n := sc[0]) in others
+        uses = {n for c in find_all(fn, cst.Call) if (sc := _self_call(c)) and (n := sc[0]) in others
                 for a in sc[1] if isinstance(a, cst.Name) and a.value == triples[0][0][1].args[0].value.value}
         if uses:
             return False  # another linear reads the same input: the three need not be q, k and v
@@ -177,7 +178,7 @@ class Rewrites:
 
     def _packed_qkv(self, fn, module, linears, spec, plan) -> bool:
         """`self.c_attn(x).split((q, kv, kv), ...)`: the packed projection becomes a QKVParallelLinear."""
-        for call in _walk(fn, cst.Call):
+        for call in find_all(fn, cst.Call):
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "split" and call.args
                     and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and len(call.args[0].value.elements) == 3):
@@ -185,7 +186,7 @@ class Rewrites:
             sizes = [module.code(e.value).strip() for e in call.args[0].value.elements]
             if sizes[1] != sizes[2]:
                 continue
-            packed = [sc[0] for c in _walk(func.value, cst.Call) if (sc := _self_call(c)) and sc[0] in linears]
+            packed = [sc[0] for c in find_all(func.value, cst.Call) if (sc := _self_call(c)) and sc[0] in linears]
             if len(packed) != 1:
                 continue
             plan.attrs[packed[0]] = (spec["class"], "PackedQKVFuser")
@@ -200,7 +201,7 @@ class Rewrites:
         iface = spec["interface"]
         names: set = set()
         lookups = []
-        for small in _walk(fn, (cst.Assign, cst.AnnAssign)):
+        for small in find_all(fn, (cst.Assign, cst.AnnAssign)):
             value = _peel(small.value) if small.value is not None else None
             head = value.func if isinstance(value, cst.Call) else value
             if isinstance(head, (cst.Attribute, cst.Subscript)) and isinstance(head.value, cst.Name) \
@@ -208,7 +209,7 @@ class Rewrites:
                 targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                 names.update(t.value for t in targets if isinstance(t, cst.Name))
                 lookups.append(small)
-        calls = [c for c in _walk(fn, cst.Call) if isinstance(c.func, cst.Name) and c.func.value in names]
+        calls = [c for c in find_all(fn, cst.Call) if isinstance(c.func, cst.Name) and c.func.value in names]
         if len(calls) != 1 or len([a for a in calls[0].args if a.keyword is None]) < 4:
             return
         call = calls[0]
@@ -247,11 +248,5 @@ def _out_text(call, module):
 
 
 def _contains(stmt, node) -> bool:
-    return any(n is node for n in _walk(stmt, type(node)))
+    return any(n is node for n in find_all(stmt, type(node)))
 
-
-def _walk(node, kinds):
-    """Every node of `kinds` under `node`, in source order."""
-    from ..index.nodes import iter_nodes
-
-    return [n for n in iter_nodes(node) if isinstance(n, kinds)]
