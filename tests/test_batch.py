@@ -60,6 +60,24 @@ def test_a_crashing_or_dying_or_hanging_model_does_not_stop_the_batch(tmp_path, 
     assert "walker bug" in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
 
 
+def test_the_first_model_the_parent_analyzes_before_forking_is_left_to_a_worker_when_it_hangs(tmp_path, monkeypatch):
+    real = Walker.walk_model
+    where = []
+
+    def slow(self, model_cls):
+        where.append(os.getpid())
+        if model_cls.name == "Qwen3ForCausalLM":
+            time.sleep(60)
+        return real(self, model_cls)
+
+    monkeypatch.setattr(Walker, "walk_model", slow)
+    results = run_batch(_job(tmp_path, "out", cache=False), ["Qwen3ForCausalLM", "Qwen2ForCausalLM"], workers=2, timeout=3)
+    by = {r["architecture"]: r for r in results}
+    assert "timed out after 3 s" in by["Qwen3ForCausalLM"]["error"]  # the worker's limit, recorded as such
+    assert by["Qwen2ForCausalLM"]["ok"]
+    assert where[0] == os.getpid()  # the parent tried it first; the workers' walks are not seen here
+
+
 def test_reports_are_byte_identical_across_worker_counts_and_runs(tmp_path):
     run_batch(_job(tmp_path, "one"), QWENS, workers=1)
     run_batch(_job(tmp_path, "two"), QWENS, workers=2)

@@ -5,7 +5,9 @@ reports itself; the parent only schedules, enforces the per-model time limit and
 that raises, times out or kills its worker is recorded in index.md and the run goes on.
 
 Where processes fork, the parent first reads what every model needs (registry, Ascend overrides and
-patches, graph passes) and the workers inherit it, so that part is parsed once, not once per worker. With
+patches, graph passes) and analyzes the first architecture (the layers nearly every model uses), and the
+workers inherit it, so that part is parsed and walked once, not once per worker. That first analysis is
+best effort: one that raises or runs over the time limit is left to a worker, which records it. With
 the cache on, finished reports are cached per architecture (render/report_cache.py): a warm run over
 unchanged trees only copies them.
 """
@@ -56,14 +58,47 @@ def select(architectures: list[str], only: list[str] | None) -> list[str]:
 _INHERITED: dict = {}  # set in the parent just before forking: the warmed session and the report cache
 
 
-def _open_session(job: BatchJob):
+def _open_session(job: BatchJob, first: str | None = None, reports=None, limit: float = 60.0):
+    """The session every model shares: registry, Ascend overrides and patches, graph passes (read in a child
+    meanwhile). With `first`, that architecture is analyzed here too (see _first); the session, and its row
+    or None."""
     from .session import Session
 
-    # read once, shared by every model; the passes in a child meanwhile
     session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache, read_passes=True)
-    session.resolver.overrides, session.resolver.patches, session.passes()
+    session.resolver.overrides, session.resolver.patches
+    row = _first(session, job, first, reports, limit) if first is not None else None
+    session.passes()
     session.index.save_lines()  # stored here once, not by every worker that inherits them
-    return session
+    return session, row
+
+
+def _first(session, job: BatchJob, arch: str, reports, limit: float) -> dict | None:
+    """Analyze one architecture in the parent, before the workers fork: what nearly every model reads (linear,
+    norm, activation, rope and attention layers, their Ascend replacements and kernels) is then parsed and
+    walked once, not once per worker, and while the passes' child runs. Best effort: if it raises or runs
+    over `limit`, None, and a worker analyzes it again, with the worker's isolation and time limit."""
+    import signal
+    import threading
+
+    from .pipeline import Options
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        return None
+
+    def stop(_sig, _frame):
+        raise TimeoutError
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return _analyze_one(session, job, arch, reports, Options(config=job.config, tp=job.tp, hf_root=job.hf_root))
+    except BaseException as exc:  # noqa: BLE001 - the worker records it
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def _report_cache(job: BatchJob):
@@ -106,7 +141,7 @@ def _hf_fingerprint(root: str | None) -> str | None:
 
 
 def _worker(job: BatchJob, conn) -> None:
-    from .pipeline import Options, analyze_in, render, write_text
+    from .pipeline import Options
 
     # libcst trees are acyclic and long-lived: keep the cyclic collector off them (it would rescan millions of
     # nodes again and again) and collect only what one model leaves behind, after each model.
@@ -123,35 +158,41 @@ def _worker(job: BatchJob, conn) -> None:
         if arch is None:
             return
         try:
-            md_path, json_path = os.path.join(job.out_dir, f"{arch}.md"), os.path.join(job.out_dir, f"{arch}.json")
-            cached = reports.load(arch) if reports is not None else None
-            if cached is not None:
-                write_text(cached["md"], md_path)
-                write_text(cached["json"], json_path)
-                conn.send(cached["row"])
-                continue
-            if session is None:
-                session = _open_session(job)
-            a = analyze_in(session, arch, options)
-            md, js = render(a, "md", lang=job.lang), render(a, "json")
-            write_text(md, md_path)
-            write_text(js, json_path)
-            counts = {s: 0 for s in STATUS_COLUMNS}
-            for o in a.opportunities:
-                counts[str(o.status)] += 1
-            opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
-            opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
-            row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
-                   "top_open": opens[0].id if opens else None}
-            if reports is not None:
-                reports.store(arch, md, js, row)
-            conn.send(row)
+            if session is None and (reports is None or reports.load(arch) is None):
+                session = _open_session(job)[0]
+            conn.send(_analyze_one(session, job, arch, reports, options))
         except UserError as exc:
             conn.send({"architecture": arch, "ok": False, "error": exc.message})
         except Exception as exc:  # an internal error of this model only: recorded, the batch goes on
             last = traceback.extract_tb(exc.__traceback__)[-1]
             conn.send({"architecture": arch, "ok": False,
                        "error": f"internal error: {exc.__class__.__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"})
+
+
+def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
+    """Analyze one architecture and write its reports; its row of index.md."""
+    from .pipeline import analyze_in, render, write_text
+
+    md_path, json_path = os.path.join(job.out_dir, f"{arch}.md"), os.path.join(job.out_dir, f"{arch}.json")
+    cached = reports.load(arch) if reports is not None else None
+    if cached is not None:
+        write_text(cached["md"], md_path)
+        write_text(cached["json"], json_path)
+        return cached["row"]
+    a = analyze_in(session, arch, options)
+    md, js = render(a, "md", lang=job.lang), render(a, "json")
+    write_text(md, md_path)
+    write_text(js, json_path)
+    counts = {s: 0 for s in STATUS_COLUMNS}
+    for o in a.opportunities:
+        counts[str(o.status)] += 1
+    opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
+    opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
+    row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
+           "top_open": opens[0].id if opens else None}
+    if reports is not None:
+        reports.store(arch, md, js, row)
+    return row
 
 
 class _Slot:
@@ -226,13 +267,20 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     if pending and fork:  # read the shared part once here; the workers inherit it
         was_enabled = gc.isenabled()
         gc.disable()
+        row = None
         try:
-            _INHERITED.update(session=_open_session(job), reports=reports)
+            session, row = _open_session(job, pending[0], reports, limit=timeout)
+            _INHERITED.update(session=session, reports=reports)
         except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
             _INHERITED.clear()
         finally:
             if was_enabled:
                 gc.enable()
+        if row is not None:  # the architecture the parent analyzed while warming the session
+            arch = pending.pop(0)
+            results[arch] = row
+            if progress is not None:
+                progress(arch, row)
     group = _groups(pending)
     slots = [_Slot(ctx, job) for _ in range(min(max(1, workers), len(pending)))]
     try:

@@ -15,7 +15,7 @@ from .hf_model import auto_model_class
 from .choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
 from .others import OtherChoices
-from .scope import Scope, bind_params
+from .scope import Scope, bind_params, copy_chain
 from .values import Bindings, Condition, Truth, join
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -104,7 +104,14 @@ class Constructor(AttrSources, OtherChoices):
 
     # -- __init__ chains -----------------------------------------------------------------------
     def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
-        """(class, __init__, scope) from the most derived class down through super().__init__ calls."""
+        """(class, __init__, scope) from the most derived class down through super().__init__ calls. The
+        binding is done once per instance; each caller gets scopes of its own (it fills their locals)."""
+        chain = inst._attrs.get(("init_scopes",))
+        if chain is None:
+            chain = inst._attrs[("init_scopes",)] = self._init_scopes(inst)
+        return copy_chain(chain)
+
+    def _init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
         out = []
         if inst.cls is None:
             return out

@@ -115,17 +115,25 @@ def _dict_get_default(value) -> cst.BaseExpression | None:
     return None
 
 
+def _declared(cls) -> dict:
+    """name -> the value the class body gives it (`x: int = 1`, `x = 1`; the last wins), read once per class."""
+    key = ("declared", cls.node)
+    found = cls.module.memo.get(key)
+    if found is None:
+        found = cls.module.memo[key] = {}
+        for stmt in cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []:
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    found[small.target.value] = small.value  # a bare annotation: no default
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    found[small.targets[0].target.value] = small.value
+    return found
+
+
 def _declared_default(defaults, name: str, infer) -> Value:
     cls = defaults.definition
     index = cls.module._index
-    value = None
-    for stmt in cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
-                value = small.value
-            elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
-                  and small.targets[0].target.value == name):
-                value = small.value
+    value = _declared(cls).get(name)
     if value is None:
         return Unknown(f"{cls.name} declares no default for {name}")
 

@@ -48,3 +48,19 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     star = fn.params.star_kwarg
     if isinstance(star, cst.Param):  # the keywords no parameter takes, for a `**kwargs` passed on
         scope.star_kwargs[star.name.value] = {k: w for k, w in given.items() if k not in bound}
+
+
+def copy_chain(chain: list[tuple]) -> list[tuple]:
+    """A bound __init__ chain [(class, fn, Scope)] with scopes of its own (their locals get filled), sharing
+    the bindings; an argument read in an earlier scope of the chain is read in that scope's copy."""
+    copies: dict[int, Scope] = {}
+    out = []
+    for c, fn, scope in chain:
+        def mine(bound: tuple) -> tuple:
+            return (bound[0], copies[id(bound[1])]) if id(bound[1]) in copies else bound
+        fresh = Scope(module=scope.module, params={k: mine(v) for k, v in scope.params.items()},
+                      defaults=scope.defaults, owner=scope.owner,
+                      star_kwargs={k: {kw: mine(v) for kw, v in got.items()} for k, got in scope.star_kwargs.items()})
+        copies[id(scope)] = fresh
+        out.append((c, fn, fresh))
+    return out

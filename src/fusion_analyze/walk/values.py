@@ -317,6 +317,7 @@ def _assume_table(backend: str | None) -> tuple:
                  if a.get("backend") in (None, backend))
 
 
+@lru_cache(maxsize=65536)  # the same leaf tests are asked about for every layer of every model
 def assumed(text: str, backend: str | None = None) -> Truth:
     """What the assume table (patterns/catalog/leaf_ops.yaml) says of a leaf test on `backend` (entries
     without a backend hold on both)."""
@@ -328,11 +329,12 @@ def assumed(text: str, backend: str | None = None) -> Truth:
 
 def literal(expr) -> Known | None:
     """Known(value) of a Python literal (None, True, 1, "silu", -1.0), else None."""
-    if isinstance(expr, cst.Name):
+    kind = type(expr)  # asked of nearly every expression the evaluator meets: no isinstance chain
+    if kind is cst.Name:
         return _NAMED.get(expr.value)
-    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+    if kind is cst.Integer or kind is cst.Float or kind is cst.SimpleString:
         return Known(constant(expr))
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and isinstance(expr.expression, (cst.Integer, cst.Float)):
+    if kind is cst.UnaryOperation and isinstance(expr.operator, cst.Minus) and isinstance(expr.expression, (cst.Integer, cst.Float)):
         return Known(-constant(expr.expression))
     return None
 
