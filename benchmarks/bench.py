@@ -2,11 +2,12 @@
 
     python benchmarks/bench.py [--vllm vllm==0.30.0] [--ascend vllm-ascend==0.30.0rc2] [--workers 2]
 
-(a) one model (Qwen3ForCausalLM) cold; (b) `all` cold; (c) `all` warm (parse cache filled by (b));
+(a) one model (Qwen3ForCausalLM) cold; (b) `fusion-analyze all` cold; (c) the same warm (caches filled by (b));
+(a), (b) and (c) run the command as a user types it, start to exit;
 (d) the bare cost of libcst.parse_module over exactly the files (b) read: the floor of a cold run that parses
 whole files. (The tool parses a file's classes and functions only when asked for, so it can go under it; the
 parse of exactly the chunks (b) parsed is printed too.)
-Each step runs in its own process so its peak RSS is its own. Targets: (b)/(d) <= 1.5, (c)/(b) <= 0.1,
+Each step runs in its own process so its peak RSS is its own. Targets: (b)/(d) <= 1.0, (c)/(b) <= 0.1,
 (a) <= 3 s, peak RSS <= 2 GiB.
 """
 
@@ -23,11 +24,14 @@ import tempfile
 import time
 
 
-def _child(code: str, env: dict) -> tuple[float, float, str]:
+def _child(code: str, env: dict, ok=(0,)) -> tuple[float, float, str]:
     """Run python code in a child; return (seconds, peak RSS MiB of that child, stdout)."""
     t = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if run.returncode not in ok:
+        raise SystemExit(f"benchmark step failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
+    out = run.stdout
     dt = time.perf_counter() - t
     peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
     return dt, peak, out
@@ -48,15 +52,20 @@ def main() -> None:
     one = (f"import sys\nsys.argv = ['fusion-analyze', 'Qwen3ForCausalLM', '--vllm-root', {vroot!r}, '--ascend-root', "
            f"{aroot!r}, '--no-cache', '-o', {os.path.join(work, 'one.md')!r}]\n"
            f"from fusion_analyze.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n")
-    every = (f"from fusion_analyze.batch import BatchJob, run_batch\nfrom fusion_analyze.locate.registry import TEXT_TABLE\n"
-             f"from fusion_analyze.session import Session\nimport json\n"
-             f"s = Session.open({vroot!r}, {aroot!r}, cache=False)\n"
-             f"archs = sorted({{e.architecture for e in s.resolver.entries if e.table == TEXT_TABLE}})\n"
-             f"r = run_batch(BatchJob({vroot!r}, {aroot!r}, None, OUT), archs, workers={args.workers})\n"
-             f"print(json.dumps([x['architecture'] for x in r if not x['ok']]))\n")
+    # (b) and (c) are the command a user types too, over the registry's text-generation architectures (the
+    # Transformers backend's ones need --hf-root, which the bench does not pass)
+    from fusion_analyze.locate.registry import TEXT_TABLE
+    from fusion_analyze.session import Session
+
+    listing = Session.open(vroot, aroot, cache=False)
+    archs = ",".join(sorted({e.architecture for e in listing.resolver.entries if e.table == TEXT_TABLE}))
+    every = (f"import sys\nsys.argv = ['fusion-analyze', 'all', '--vllm-root', {vroot!r}, '--ascend-root', {aroot!r}, "
+             f"'-o', OUT, '-j', '{args.workers}', '--only', {archs!r}]\n"
+             f"from fusion_analyze.cli import main\nmain()\n")
     a = _child(one, env)
-    b = _child(every.replace("OUT", repr(os.path.join(work, "cold"))), env)
-    c = _child(every.replace("OUT", repr(os.path.join(work, "warm"))), env)
+    b = _child(every.replace("OUT", repr(os.path.join(work, "cold"))), env, ok=(0, 1))
+    c = _child(every.replace("OUT", repr(os.path.join(work, "warm"))), env, ok=(0, 1))
+    failed = [r["architecture"] for r in json.load(open(os.path.join(work, "cold", "index.json"))) if not r["ok"]]
     # (d): the files (b) read, found again through the cache: a file counts when its eager chunks (parsed
     # whenever a file is read) and at least one chunk are cache entries; a file read for its names only and
     # holding only classes and functions is left out, which only lowers the floor. Each distinct file
@@ -85,12 +94,12 @@ def main() -> None:
     d, d_nogc, d_chunks = float(d), float(d_nogc), float(d_chunks)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"(a) Qwen3ForCausalLM cold: {a[0]:.1f} s, peak RSS {a[1]:.0f} MiB")
-    print(f"(b) all cold ({args.workers} workers): {b[0]:.1f} s, peak RSS {b[1]:.0f} MiB, failed: {b[2].strip()}")
+    print(f"(b) all cold ({args.workers} workers): {b[0]:.1f} s, peak RSS {b[1]:.0f} MiB, failed: {failed}")
     print(f"(c) all warm: {c[0]:.1f} s, peak RSS {c[1]:.0f} MiB")
     print(f"(d) libcst.parse_module over the {n_files} files (b) read ({int(n_bytes) / 1e6:.1f} MB), one process: "
           f"{d:.1f} s ({d_nogc:.1f} s with the cyclic GC off, as the tool runs)")
     print(f"    of which (b) parsed {n_chunks} chunks ({int(c_bytes) / 1e6:.1f} MB): {d_chunks:.1f} s to parse them, GC off")
-    print(f"(b)/(d) = {b[0] / d:.2f} (target <= 1.5; {b[0] / d_nogc:.2f} against the GC-off floor); "
+    print(f"(b)/(d) = {b[0] / d:.2f} (target <= 1.0; {b[0] / d_nogc:.2f} against the GC-off floor); "
           f"(c)/(b) = {c[0] / b[0]:.2f} (target <= 0.1); (a) target <= 3 s; peak RSS target <= 2048 MiB")
     print(json.dumps({"a": a[0], "b": b[0], "c": c[0], "d": d, "d_nogc": d_nogc, "d_chunks": d_chunks}))
 
