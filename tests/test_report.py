@@ -132,3 +132,20 @@ def test_stubs_option_writes_an_importable_module(run, tmp_path):
     mod = _import(stubs)
     assert _run_references(mod) >= 1
     assert "fused_allreduce_add_rmsnorm" in mod.SPECS
+
+
+def test_an_op_line_lists_the_kernels_that_always_run_before_the_conditional_ones():
+    from fusion_analyze.render.markdown import op_line
+
+    kernels = [{"name": "torch_npu.npu_grouped_matmul", "condition": None},
+               {"name": "torch.ops.vllm.all_gather", "condition": "self.moe_config.pcp_size > 1"},
+               {"name": "torch_npu.npu_swiglu", "condition": "not (activation == MoEActivation.SITU)"},
+               {"name": "torch_npu.npu_moe_init_routing_v2", "condition": None}]
+    op = {"kind": "moe_experts", "path": "model.layers.mlp.experts.experts", "name": "experts", "layer_class": "AllGatherCommImpl",
+          "attrs": {"part": "experts"}, "kernels": kernels, "condition": None, "file": "moe_comm_method.py", "line": 113}
+    line = op_line(op)
+    assert "[kernels: torch_npu.npu_grouped_matmul, torch_npu.npu_moe_init_routing_v2; " in line
+    assert line.endswith("conditional: torch.ops.vllm.all_gather, torch_npu.npu_swiglu]")
+    # a kernel that runs both unconditionally and under a test is listed once, as always running
+    op["kernels"] = kernels + [{"name": "torch_npu.npu_grouped_matmul", "condition": "x"}]
+    assert op_line(op).count("npu_grouped_matmul") == 1

@@ -41,9 +41,13 @@ def op_line(op: dict) -> str:
     extra = []
     if op["attrs"].get("all_reduce"):
         extra.append(f"all-reduce {op['attrs']['all_reduce']}")
-    if op["kernels"]:
-        names = sorted({k["name"] for k in op["kernels"]})
-        extra.append("kernels: " + ", ".join(names[:6]) + (" …" if len(names) > 6 else ""))
+    if op["kernels"]:  # what always runs, then what runs only when a test in its code holds (the JSON has each test)
+        always = sorted({k["name"] for k in op["kernels"] if not k.get("condition")})
+        tested = sorted({k["name"] for k in op["kernels"] if k.get("condition")} - set(always))
+        if always:
+            extra.append("kernels: " + ", ".join(always[:6]) + (" …" if len(always) > 6 else ""))
+        if tested:
+            extra.append("conditional: " + ", ".join(tested[:4]) + (f" and {len(tested) - 4} more" if len(tested) > 4 else ""))
     if op["condition"]:
         extra.append(f"if {op['condition']}" if len(op["condition"]) < 90 else "if " + op["condition"][:87] + "…")
     tail = f"  [{'; '.join(extra)}]" if extra else ""
