@@ -142,6 +142,24 @@ def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf
     assert "torch_npu.npu_grouped_matmul_swiglu_quant" not in names  # the W8A8 method is not this checkpoint's
 
 
+@pytest.mark.parametrize("arch, runs, never", [
+    ("Qwen3MoeForCausalLM", "torch_npu.npu_swiglu", "torch_npu.npu_clipped_swiglu"),  # activation default "silu"
+    ("GptOssForCausalLM", None, "torch_npu.npu_swiglu"),  # activation="swigluoai": SwigluOAIAndMul.forward_native
+])
+def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(session, hf, arch, runs, never):
+    """vllm-ascend's MoE MLP branches on `mlp_compute_input.activation == MoEActivation.X` (an if/elif chain);
+    the part's walk reads it as the activation the MoE layer was built with (composites.yaml `fields`)."""
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    by = {k.name: k for k in part.kernels}
+    assert never not in by
+    assert not any("MoEActivation" in (k.condition or "") for k in part.kernels)  # the chain is decided
+    if runs is not None:
+        assert _line(session, by[runs]).strip() == "hidden_states = torch_npu.npu_swiglu(hidden_states)"
+        assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
+    assert "torch_npu.npu_grouped_matmul" in by  # the expert GEMMs run either way
+
+
 def test_shared_experts_run_by_the_moe_layer_cite_the_moe_layer(session, hf):
     """DeepSeek-V3 hands its shared experts to the MoE runner (shared_experts=...): the evidence of the
     fused-in-model claim is the runner class that runs them, not the shared expert's own GEMM class."""

@@ -213,3 +213,14 @@ def test_an_early_return_conditions_what_follows_and_picks_the_module_built_for_
     mlp_ops = [op for op in a.walk.ops if op.section == "layer" and op.path.startswith("backbone.layers.mixer.")
                and op.kind == "matmul" and op.condition and "not (self.is_attention)" in op.condition]
     assert {op.name for op in mlp_ops} >= {"gate_up_proj", "down_proj"}
+
+
+def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads_the_locals(session):
+    """Kimi's MLA decode calls fused_mla_decode_q_concat_kv_cache_insert on three paths: fp8_ds_mla (ds_mla=True),
+    a quantized cache (q_scale_inv=...), the default (q_scale_inv left None). Inside, `fp8_q = q_scale_inv is not
+    None` then `if ds_mla: ... elif fp8_q: <fp8 kernel> else: <plain kernel>`: the elif reads the local, and the
+    quantized path, whose argument is not None, keeps the fp8 kernel under its own condition."""
+    a = analyze_in(session, "KimiLinearForCausalLM")
+    fp8 = [k for op in a.walk.ops for k in op.kernels if k.name.endswith("decode_q_concat_kv_cache_fp8_insert")]
+    assert fp8 and all("is_quantized_kv_cache(self.kv_cache_dtype)" in k.condition for k in fp8)
+    assert all('self.kv_cache_dtype == "fp8_ds_mla" and' not in k.condition for k in fp8)

@@ -38,6 +38,7 @@ class Composites:
                               f"the {spec['part']} of {sub.cls.name} is not known: {origin}")
                 continue
             impl = self.backends.implementation(cls)
+            facts = Bindings(fields=self._carried_fields(sub, spec.get("fields", {})))
             kernels: list[Kernel] = []
             first = None
             for method in spec.get("methods", []):
@@ -45,8 +46,8 @@ class Composites:
                 if got is None:
                     continue
                 first = first or got
-                got_kernels = (self.backends.kernels_of_instance(inst, impl, method) if inst is not None
-                               else self.backends.kernels_of(impl, Bindings(), method=method))
+                got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts) if inst is not None
+                               else self.backends.kernels_of(impl, facts, method=method))
                 kernels += [k for k in got_kernels if k not in kernels]
             for extra in spec.get("also", []):  # code the part runs through a runtime object (the quant method)
                 more = self._attr_path(sub, extra["attr"])
@@ -55,7 +56,7 @@ class Composites:
                 more_impl = self.backends.implementation(more.cls)
                 for method in extra.get("methods", []):
                     if self.ctor.method(more_impl, method) is not None:
-                        kernels += [k for k in self.backends.kernels_of_instance(more, more_impl, method) if k not in kernels]
+                        kernels += [k for k in self.backends.kernels_of_instance(more, more_impl, method, facts) if k not in kernels]
             if first is None:
                 self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
                               f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
@@ -76,6 +77,29 @@ class Composites:
             emitted.append(op)
         if emitted:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
+
+    def _carried_fields(self, sub: Instance, fields: dict) -> dict:
+        """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the
+        parameter's default), for the part's walk (composites.yaml `fields`); a field whose value is not
+        known is left out, and its tests stay conditions."""
+        out = {}
+        for name, arg in fields.items():
+            value = self._built_with(sub, arg)
+            if isinstance(value, Known):
+                out[name] = value
+        return out
+
+    def _built_with(self, sub: Instance, arg: str):
+        """The value of parameter `arg` of the code that built the layer: its class's __init__ chain, else the
+        factory that returned it (whose scope binds the model's arguments)."""
+        name = cst.Name(arg)
+        scopes = [scope for _c, _fn, scope in self.ctor.init_scopes(sub)] + ([sub.scope] if sub.scope is not None else [])
+        for scope in scopes:
+            if arg in scope.params or arg in scope.defaults:
+                value = self.ctor.evaluator.infer(name, scope)
+                if isinstance(value, Known):
+                    return value
+        return None
 
     def _composite_locations(self, sub: Instance, roles: dict) -> None:
         """Where a MoE user looks: the classes that run the router and the experts on this backend."""

@@ -313,10 +313,12 @@ class Evaluator:
         if isinstance(expr.value, cst.Name) and expr.value.value == "self":
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
-            return Unknown(f"self.{attr} outside a construction")
+            return _carried(scope, attr) or Unknown(f"self.{attr} outside a construction")
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
+        if isinstance(base, Unknown) and _carried(scope, attr) is not None:
+            return _carried(scope, attr)
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -472,6 +474,12 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
         return Known(op is cst.IsNot)
     return Unknown("a comparison of unknown values")
+
+
+def _carried(scope, attr: str) -> Value | None:
+    """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else None."""
+    fields = getattr(scope, "fields", None)
+    return fields.get(attr) if fields else None
 
 
 @lru_cache(maxsize=4)

@@ -159,8 +159,10 @@ class Backends:
                  base: Condition | None = None) -> None:
         """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests. A
         function reached again under another path condition is not walked again: its kernels are given again
-        under that condition, so that a kernel both sides of a test reach runs whichever way it goes (_dedupe)."""
-        key = id(fn)
+        under that condition, so that a kernel both sides of a test reach runs whichever way it goes (_dedupe).
+        Reached with other bindings (a call that passes `q_scale_inv=`, another that leaves it None), it is
+        walked again: its tests may go another way."""
+        key = (id(fn), facts.key())
         if depth > MAX_KERNEL_DEPTH:
             return
         if key in seen:
@@ -183,7 +185,7 @@ class Backends:
         def scope_at(stmt, owner) -> Scope:
             """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
             (and those their values read): a test reading none of them is decided as before, at no cost."""
-            scope = Scope(module=module, owner=owner, values=handed)
+            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields)
             here = position.get(id(stmt), -1)
             before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
             if not before:
@@ -211,7 +213,8 @@ class Backends:
                     neg = test.negate() if test is not None else None
                     if stmt.orelse is not None and value is not Truth.TRUE:
                         orelse = stmt.orelse
-                        if isinstance(orelse, cst.If):
+                        if isinstance(orelse, cst.If):  # an elif reads the locals assigned before its `if`
+                            position.setdefault(id(orelse), position.get(id(stmt), -1))
                             visit_block([orelse], cond if value is Truth.FALSE else join(cond, neg))
                         else:
                             visit_block(orelse.body.body, cond if value is Truth.FALSE else join(cond, neg))
@@ -392,7 +395,9 @@ def _names(node) -> set[str]:
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:
     """One kernel per call site; reached on both sides of one test (`if self.custom_op is not None:` and its
-    else both end in the GEMM), it runs whichever way the test goes: the test is dropped from its condition."""
+    else both end in the GEMM), it runs whichever way the test goes: the test is dropped from its condition.
+    Reached under conditions that do not merge so, the first is kept (a condition is a conjunction: `a or b`
+    is not written; listing each path instead multiplied the kernel lists by up to fifteen)."""
     seen: dict = {}
     out: list[Kernel] = []
     for k in items:

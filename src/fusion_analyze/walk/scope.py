@@ -24,6 +24,7 @@ class Scope:
     star_kwargs: dict = field(default_factory=dict)  # `**kwargs` param -> {keyword: (expr, Scope)} it collected
     fills: dict[str, list[tuple]] = field(default_factory=dict)  # local list -> [(appended expr, Condition | None)]
     version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
+    fields: dict = field(default_factory=dict)  # attribute -> Value every unknown object carries (Bindings.fields)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:

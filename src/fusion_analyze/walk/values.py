@@ -257,15 +257,18 @@ class Bindings:
     none: dict[str, bool] = field(default_factory=dict)  # param -> is None?
     attr_classes: dict[str, list[str]] = field(default_factory=dict)  # "self.rotary_emb" -> class + bases
     sure: set = field(default_factory=set)  # params whose None-ness is known, not only "some expression"
+    # `<object>.name` -> Value: what the runtime objects of a composite layer's part carry for the whole walk of
+    # its code (composites.yaml `fields`: the activation the MoE layer was built with)
+    fields: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
         return (tuple(sorted(self.none.items())), tuple(sorted((k, tuple(v)) for k, v in self.attr_classes.items())),
-                tuple(sorted(self.sure)))
+                tuple(sorted(self.sure)), tuple(sorted((k, repr(v)) for k, v in self.fields.items())))
 
     def for_callee(self) -> "Bindings":
         """What a called method starts from: the attribute classes carry over (same instance); None-ness is
         per parameter name, so the callee's comes from its own arguments (Walker._bind), not the caller's."""
-        return Bindings(dict(), dict(self.attr_classes))
+        return Bindings(dict(), dict(self.attr_classes), fields=self.fields)
 
     def for_call(self, fn: cst.FunctionDef, call: cst.Call, value_of=None) -> "Bindings":
         """Bindings of a helper called with `call`: None-ness of its parameters from the arguments; `value_of`
@@ -274,7 +277,7 @@ class Bindings:
         handed only what is known (as_values)."""
         from .tables import bind_arguments, call_arguments, none_defaults
 
-        new = Bindings(dict(), dict(self.attr_classes))
+        new = Bindings(dict(), dict(self.attr_classes), fields=self.fields)
         for name in none_defaults(fn):
             new.none[name] = True
             new.sure.add(name)
