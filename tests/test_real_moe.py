@@ -142,11 +142,16 @@ def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf
     assert "torch_npu.npu_grouped_matmul_swiglu_quant" not in names  # the W8A8 method is not this checkpoint's
 
 
-@pytest.mark.parametrize("arch, runs, never", [
-    ("Qwen3MoeForCausalLM", "torch_npu.npu_swiglu", "torch_npu.npu_clipped_swiglu"),  # activation default "silu"
-    ("GptOssForCausalLM", None, "torch_npu.npu_swiglu"),  # activation="swigluoai": SwigluOAIAndMul.forward_native
+@pytest.mark.parametrize("arch, runs, code, never", [
+    # activation default "silu": the else branch's kernel
+    ("Qwen3MoeForCausalLM", "torch_npu.npu_swiglu", "hidden_states = torch_npu.npu_swiglu(hidden_states)",
+     "torch_npu.npu_clipped_swiglu"),
+    # activation="swigluoai": AscendSwigluOAIAndMul.swiglu_oai_forward runs SwigluOAIAndMul.forward_native,
+    # plain PyTorch ops, listed as such at the call
+    ("GptOssForCausalLM", "native:SwigluOAIAndMul.forward_native", "return SwigluOAIAndMul.forward_native(layer, x)",
+     "torch_npu.npu_swiglu"),
 ])
-def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(session, hf, arch, runs, never):
+def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(session, hf, arch, runs, code, never):
     """vllm-ascend's MoE MLP branches on `mlp_compute_input.activation == MoEActivation.X` (an if/elif chain);
     the part's walk reads it as the activation the MoE layer was built with (composites.yaml `fields`)."""
     a = analyze_in(session, arch, Options(hf_root=hf))
@@ -154,10 +159,11 @@ def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(
     by = {k.name: k for k in part.kernels}
     assert never not in by
     assert not any("MoEActivation" in (k.condition or "") for k in part.kernels)  # the chain is decided
-    if runs is not None:
-        assert _line(session, by[runs]).strip() == "hidden_states = torch_npu.npu_swiglu(hidden_states)"
-        assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
+    assert _line(session, by[runs]).strip() == code
+    assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
     assert "torch_npu.npu_grouped_matmul" in by  # the expert GEMMs run either way
+    (o,) = [o for o in a.opportunities if o.id.startswith("matmul_swiglu@") and o.evidence[0]["what"].startswith("experts")]
+    assert str(o.status) == "open"  # a forward_native covers no scenario: never a fused claim
 
 
 def test_shared_experts_run_by_the_moe_layer_cite_the_moe_layer(session, hf):

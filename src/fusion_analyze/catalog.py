@@ -95,7 +95,10 @@ def catalog() -> Catalog:
 # -- kernels.yaml as questions --------------------------------------------------------------------
 @lru_cache(maxsize=4096)
 def kernel_covers(name: str) -> frozenset[str]:
-    """The primitives a kernel (dotted name) does in one launch; empty when the table does not know it."""
+    """The primitives a kernel (dotted name) does in one launch; empty when the table does not know it, and
+    for a layer's forward_native (`native:...`: several PyTorch ops, not one launch)."""
+    if name.startswith("native:"):
+        return frozenset()
     for rx, covers in catalog().kernels:
         if rx.search(name):
             return covers

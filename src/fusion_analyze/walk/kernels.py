@@ -294,7 +294,9 @@ class Backends:
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
                 owner, fn = found
+                start = len(out)
                 self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                self._native(impl, fn, module, call, cond, out, start)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
         if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
@@ -335,7 +337,9 @@ class Backends:
                     found = self.ctor.method(owner.value.definition, func.attr.value)
                     if found is not None:
                         owner_cls, fn = found
+                        start = len(out)
                         self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                        self._native(owner.value.definition, fn, module, call, cond, out, start)
                     return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
@@ -349,6 +353,14 @@ class Backends:
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
+
+    def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:
+        """A call of a CustomOp's forward_native whose walk found no kernel (out[start:]) runs the layer as plain
+        PyTorch ops, one launch each: listed as `native:<Class>.forward_native` at the call (it covers no
+        scenario), so the path shows what it runs. (FusedMoE's forward_native is its custom-op path: not so.)"""
+        if (fn.name.value == "forward_native" and len(out) == start
+                and "CustomOp" in self.ctor.base_names(cls)):
+            out.append(Kernel(f"native:{cls.name}.forward_native", module.rel, module.line_of(call), as_text(cond), cond=cond))
 
     def _of_instance(self, impl) -> bool:
         """`self` in impl's code is the instance kernels_of_instance reads: its class or a base of it
