@@ -235,3 +235,13 @@ def test_qwen3_next_shared_experts_run_inside_the_moe_runner(session, hf):
     assert [str(o.status) for o in found] == ["fused_in_model"]
     assert "the MoE layer runs the shared experts itself" in found[0].evidence[0]["what"]
     assert any("replicate_shared_expert" in c for c in found[0].conditions)
+
+
+def test_a_triton_helper_imported_inside_the_function_that_calls_it_is_followed(session, hf):
+    """AscendSwigluStepAndMul.swiglustep_forward imports its Triton wrapper inside the method, under
+    `if HAS_TRITON:` (activation.py): the kernel walk reads that import and reaches the kernel's launch."""
+    a = analyze_in(session, "Step3p5ForCausalLM", Options(hf_root=hf))
+    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    (k,) = [k for k in part.kernels if k.name == "triton:vllm_ascend.ops.triton.activation.swiglustep._swiglustep_kernel"]
+    assert _line(session, k).strip().startswith("_swiglustep_kernel[")
+    assert k.condition.endswith("activation == MoEActivation.SWIGLUSTEP and HAS_TRITON")

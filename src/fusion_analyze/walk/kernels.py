@@ -344,6 +344,8 @@ class Backends:
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
+            if target is None and isinstance(func, cst.Name) and caller is not None:
+                target = self._imported_in(module, caller, func.value)
             kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
                 found: list[Kernel] = []
@@ -353,6 +355,17 @@ class Backends:
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
+
+    def _imported_in(self, module, fn: cst.FunctionDef, name: str):
+        """What `from m import name` inside the function being walked binds (a Triton helper imported where it
+        is called, under `if HAS_TRITON:`), else None."""
+        key = ("function_import_bindings", fn)
+        if key not in module.memo:
+            from ..index.bindings import import_from_bindings
+
+            module.memo[key] = dict(import_from_bindings(module, fn))  # a later import of a name wins
+        where = module.memo[key].get(name)
+        return self.index.lookup(*where) if where is not None else None
 
     def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:
         """A call of a CustomOp's forward_native whose walk found no kernel (out[start:]) runs the layer as plain
