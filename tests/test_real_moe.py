@@ -195,16 +195,42 @@ def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_v
     assert not any("multistream_overlap_gate" in c for c in o.conditions)
 
 
+def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_part(hf):
+    """Before the runner design (0.23), AscendFusedMoE.forward_impl routes itself and runs the routed experts
+    through `_EXTRA_CTX.moe_comm_method`: the experts part follows the layer as in the runner design (the comm
+    method setup_moe_comm_method registers without expert parallelism), and the gating stays the layer's. On
+    0.13 setup_moe_comm_method registers four comm methods whatever the configuration: which one runs is
+    chosen at run time, and the part is an unknown callee that names them, not a guess."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "moe")
+    moe, experts = ops[i], ops[i + 1]
+    assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
+    assert experts.kind == "moe_experts" and experts.layer_class == "AllGatherCommImpl"
+    assert experts.path == f"{moe.path}.experts"
+    always = {k.name for k in experts.kernels if k.condition is None}
+    assert {"torch.ops._C_ascend.npu_moe_init_routing_custom", "torch_npu.npu_moe_token_unpermute"} <= always
+    assert "torch_npu.npu_grouped_matmul" in {k.name for k in experts.kernels}
+    (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert str(o.status) == "fused_by_ascend_kernel"  # the layer's own gating kernel, as before
+    s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
+    a = analyze_in(s13, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    assert not any(op.kind == "moe_experts" for op in a.walk.ops)
+    (why,) = [u for u in a.report["unknown_callees"] if u["name"].endswith(".experts.experts")]
+    assert "AllGatherCommImpl" in why["reason"] and "MC2CommImpl" in why["reason"]
+
+
 def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forward_impl(hf):
     """On the 0.23 pair AscendFusedMoE routes and computes in its own forward_impl (composites.yaml own_method):
-    the layer's kernels are read there, no part of the runner design (vLLM's FusedTopKRouter, which it does not
-    call) is listed, gating is fused by the default branch's kernel (not the sqrtsoftplus hash variant), and the
-    experts' GEMM + SwiGLU stays a scenario (open: separate kernels)."""
+    the layer's kernels are read there, the runner design's router part (vLLM's FusedTopKRouter, which it does
+    not call) is not listed (its experts part is: the comm method's), gating is fused by the default branch's
+    kernel (not the sqrtsoftplus hash variant), and the experts' GEMM + SwiGLU stays a scenario (open)."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     moe = next(op for op in a.walk.ops if op.kind == "moe")
     assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
-    assert not [op for op in a.walk.ops if op.attrs.get("part")]
+    assert {op.attrs["part"] for op in a.walk.ops if op.attrs.get("part")} == {"experts"}
     (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
     assert str(o.status) == "fused_by_ascend_kernel"
     assert o.evidence[0]["what"].startswith("torch.ops._C_ascend.moe_gating_top_k ")

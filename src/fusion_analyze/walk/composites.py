@@ -20,9 +20,11 @@ from .values import Bindings, Known, Truth
 class Composites:
     """Mixin of Walker: the parts of composite layers."""
 
-    def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady) -> None:
+    def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady, only=None) -> None:
+        """`only`: the names of the parts to emit (a backend's own layer lists the ones its method runs through
+        a runtime object, composites.yaml `own_method_parts`)."""
         spec_of = catalog().composites.get(kind, {}).get(self.index.backend, {})
-        parts = spec_of.get("parts", [])
+        parts = [p for p in spec_of.get("parts", []) if only is None or p["part"] in only]
         if not parts:
             return
         self._composite_locations(sub, spec_of.get("locations", {}))
@@ -75,7 +77,7 @@ class Composites:
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
             emitted.append(op)
-        if emitted:
+        if emitted and only is None:  # a backend's own layer still routes itself: its gating stays the layer's
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
 
     def _carried_fields(self, sub: Instance, fields: dict) -> dict:

@@ -317,7 +317,7 @@ class Evaluator:
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
-        if isinstance(base, Unknown) and _carried(scope, attr) is not None:
+        if isinstance(base, (Unknown, NotNone)) and _carried(scope, attr) is not None:  # an object, its value unknown
             return _carried(scope, attr)
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))

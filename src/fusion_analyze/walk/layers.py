@@ -101,6 +101,9 @@ class Layers:
             more = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl, own, facts)
             self.ops[-1].kernels += [k for k in more if k not in self.ops[-1].kernels]
             self.ops[-1].attrs["runs"] = f"{impl.name}.{own}"
+            only = catalog().composites[kind][self.index.backend].get("own_method_parts")
+            if only:  # what it runs through the forward context's comm method: a part, as in the runner design
+                self._composite_parts(frame, sub, kind, path, inputs, cond, steady, only=only)
         elif kind in catalog().composites:  # MoE, MLA: followed by their parts (composites.yaml)
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
