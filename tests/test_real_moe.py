@@ -209,11 +209,15 @@ def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_p
     assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
     assert experts.kind == "moe_experts" and experts.layer_class == "AllGatherCommImpl"
     assert experts.path == f"{moe.path}.experts"
+    assert "moe_router" not in a.walk.locations  # the layer routes itself: vLLM's router is not its
     always = {k.name for k in experts.kernels if k.condition is None}
     assert {"torch.ops._C_ascend.npu_moe_init_routing_custom", "torch_npu.npu_moe_token_unpermute"} <= always
     assert "torch_npu.npu_grouped_matmul" in {k.name for k in experts.kernels}
     (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
     assert str(o.status) == "fused_by_ascend_kernel"  # the layer's own gating kernel, as before
+    # GEMM + SwiGLU of the experts is one scenario at the part (not the part and the layer counted twice)
+    (sw,) = [o for o in a.report["opportunities"] if o["id"] == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
+    assert sw["ops"] == [experts.id] and "1 instance(s) per layer" in sw["benefit"]["formula"]
     s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
     a = analyze_in(s13, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     assert not any(op.kind == "moe_experts" for op in a.walk.ops)

@@ -27,7 +27,8 @@ class Composites:
         parts = [p for p in spec_of.get("parts", []) if only is None or p["part"] in only]
         if not parts:
             return
-        self._composite_locations(sub, spec_of.get("locations", {}))
+        if only is None:  # the runner design's roles; a backend's own layer routes itself (not vLLM's router)
+            self._composite_locations(sub, spec_of.get("locations", {}))
         layer_op = self.ops[-1]
         emitted = []
         skipped = sub._attrs.get(("skip_parts",), ())  # parts the layer's builder takes out (hf_fusers.py)
@@ -77,8 +78,10 @@ class Composites:
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
             emitted.append(op)
-        if emitted and only is None:  # a backend's own layer still routes itself: its gating stays the layer's
+        if emitted and only is None:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
+        elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
+            layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
 
     def _carried_fields(self, sub: Instance, fields: dict) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the
