@@ -224,3 +224,13 @@ def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads
     fp8 = [k for op in a.walk.ops for k in op.kernels if k.name.endswith("decode_q_concat_kv_cache_fp8_insert")]
     assert fp8 and all("is_quantized_kv_cache(self.kv_cache_dtype)" in k.condition for k in fp8)
     assert all('self.kv_cache_dtype == "fp8_ds_mla" and' not in k.condition for k in fp8)
+    # the plain kernel runs on the fp8_ds_mla path (ds_mla is not decided), the quantized one (when not fp8_q)
+    # and the default one: its condition is the tests they share, then each path's own or-ed (or, past three
+    # paths, how many), and each path's condition is kept for placing it on runtime paths
+    plain = [k for op in a.walk.ops for k in op.kernels if k.name.endswith("decode_q_concat_kv_cache_insert")]
+    for k in plain:
+        assert k.condition.startswith("not (attn_metadata_by_layer is None) and num_mqa_tokens > 0")
+        assert any("not (is_quantized_kv_cache(self.kv_cache_dtype))" in str(c) for c in k.alts)  # the default path
+        assert any('self.kv_cache_dtype == "fp8_ds_mla"' in str(c) and "not (self.kv_cache_dtype" not in str(c)
+                   for c in k.alts)
+        assert {name for name, _rest, _p in k.paths} == {"decode", "prefill"}

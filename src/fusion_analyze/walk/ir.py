@@ -18,6 +18,9 @@ class Kernel:
     paths: tuple[tuple[str, str | None, int], ...] | None = None
     # the condition as code, for deciding it on a path; not part of what the kernel is
     cond: object = field(default=None, compare=False, repr=False)
+    # a call site reached on several paths whose conditions do not merge: each path's condition (`cond` is
+    # then the tests they share, and `condition` reads "shared and (a or b)")
+    alts: tuple = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         d = {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}

@@ -13,7 +13,7 @@ from ..index.nodes import find_all
 from .construct import Constructor, Scope
 from .evaluator import Evaluator
 from .tables import class_method, exits_at_end, tables
-from .values import Bindings, ClassRef, Condition, Known, Truth, as_text, join
+from .values import Bindings, ClassRef, Condition, Known, Truth, any_of_text, as_text, join
 from .ir import Kernel
 from .taxonomy import collective_kind, is_kernel
 from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
@@ -419,23 +419,48 @@ def _names(node) -> set[str]:
 
 
 def _dedupe(items: list[Kernel]) -> list[Kernel]:
-    """One kernel per call site; reached on both sides of one test (`if self.custom_op is not None:` and its
+    """One kernel per call site. Reached on both sides of one test (`if self.custom_op is not None:` and its
     else both end in the GEMM), it runs whichever way the test goes: the test is dropped from its condition.
-    Reached under conditions that do not merge so, the first is kept (a condition is a conjunction: `a or b`
-    is not written; listing each path instead multiplied the kernel lists by up to fifteen)."""
+    Reached on paths whose conditions do not merge so, it runs on any of them: its condition is the tests
+    they share and the rest of each, `or`-ed (its `alts` keep each path's, for placing it on runtime paths);
+    reached on one path with no test at all, it runs whenever that path runs."""
     seen: dict = {}
     out: list[Kernel] = []
+    conds: dict[int, list] = {}  # index -> the conditions of the paths it was reached on, when they differ
     for k in items:
         key = (k.name, k.file, k.line)
         if key not in seen:
             seen[key] = len(out)
             out.append(k)
             continue
-        kept = out[seen[key]]
-        either = _either(kept.cond, k.cond)
-        if either is not False:
-            out[seen[key]] = replace(kept, condition=as_text(either), cond=either, paths=None)
+        i = seen[key]
+        kept = out[i]
+        if i not in conds:
+            either = _either(kept.cond, k.cond)
+            if either is not False:
+                out[i] = replace(kept, condition=as_text(either), cond=either, paths=None)
+                continue
+            conds[i] = [kept.cond]
+        if all(str(c or "") != str(k.cond or "") for c in conds[i]):
+            conds[i].append(k.cond)
+    for i, alts in conds.items():
+        out[i] = _any_of(out[i], alts)
     return out
+
+
+def _any_of(k: Kernel, alts: list) -> Kernel:
+    """The kernel under `a or b or ...`: the tests every condition has, then what is left of each."""
+    if any(c is None for c in alts):  # one path reaches it with no test of its own
+        return replace(k, condition=None, cond=None, paths=None)
+    shared = [t for t in alts[0].terms if all(any(u.render() == t.render() for u in c.terms) for c in alts[1:])]
+    names = {t.render() for t in shared}
+    rests = [[t for t in c.terms if t.render() not in names] for c in alts]
+    common = Condition(tuple(shared)) if shared else None
+    if any(not r for r in rests):  # one path needs only the shared tests
+        return replace(k, condition=as_text(common), cond=common, paths=None)
+    either = any_of_text([as_text(Condition(tuple(r))) for r in rests])
+    text = f"{as_text(common)} and {either}" if common is not None else either
+    return replace(k, condition=text, cond=common, paths=None, alts=tuple(alts))
 
 
 def _either(a, b):

@@ -13,7 +13,7 @@ import libcst as cst
 from ..catalog import catalog
 from .ir import Kernel
 from .scope import Scope
-from .values import Known, NotNone, Truth, Unknown, Value
+from .values import Known, NotNone, Truth, Unknown, Value, any_of_text
 
 
 def attention_paths(index, evaluator) -> dict[str, dict[str, Value]]:
@@ -51,22 +51,35 @@ def place_on_paths(kernels: list[Kernel], paths: dict[str, dict[str, Value]], ev
         return kernels
     scopes: dict = {}  # (path, module) -> Scope: one per module the terms are in, kept alive for the memo
     out = []
+    def on(cond, name, values):
+        """(runs, the rest of `cond` there, how many of those tests must hold) on one path."""
+        rest, positive = [], 0
+        for term in cond.terms if cond else ():
+            scope = scopes.get((name, id(term.module)))
+            if scope is None:
+                scope = scopes[(name, id(term.module))] = Scope(module=term.module, values=values)
+            truth = evaluator.term_truth(term, scope=scope) if term.expr is not None else Truth.UNKNOWN
+            if truth is Truth.FALSE:
+                return False, None, 0
+            if truth is Truth.UNKNOWN:
+                rest.append(" ".join(term.render().split()))
+                positive += not (term.negated or term.text.startswith("not "))
+        return True, " and ".join(rest) or None, positive
+
     for k in kernels:
         placed = []
         for name, values in paths.items():
-            rest, positive, runs = [], 0, True
-            for term in k.cond.terms if k.cond else ():
-                scope = scopes.get((name, id(term.module)))
-                if scope is None:
-                    scope = scopes[(name, id(term.module))] = Scope(module=term.module, values=values)
-                truth = evaluator.term_truth(term, scope=scope) if term.expr is not None else Truth.UNKNOWN
-                if truth is Truth.FALSE:
-                    runs = False
-                    break
-                if truth is Truth.UNKNOWN:
-                    rest.append(" ".join(term.render().split()))
-                    positive += not (term.negated or term.text.startswith("not "))
-            if runs:
-                placed.append((name, " and ".join(rest) or None, positive))
+            if not k.alts:
+                runs, rest, positive = on(k.cond, name, values)
+                if runs:
+                    placed.append((name, rest, positive))
+                continue
+            # reached on several call paths: it runs on this runtime path when one of them can
+            there = [on(c, name, values) for c in k.alts]
+            there = [(rest, positive) for runs, rest, positive in there if runs]
+            if there:
+                rests = sorted({rest for rest, _p in there}, key=str)
+                rest = None if None in rests else rests[0] if len(rests) == 1 else any_of_text(rests)
+                placed.append((name, rest, min(p for _r, p in there)))
         out.append(replace(k, paths=tuple(placed)))
     return out

@@ -249,6 +249,12 @@ def as_text(cond: Condition | str | None) -> str | None:
     return None if cond is None else " ".join(str(cond).split())
 
 
+def any_of_text(rests: list[str]) -> str:
+    """`(a or b)`; beyond three paths or a few hundred characters, how many: a report line, not a proof."""
+    text = "(" + " or ".join(rests) + ")"
+    return text if len(rests) <= 3 and len(text) <= 400 else f"(one of {len(rests)} call paths)"
+
+
 # -- what is known at a call ---------------------------------------------------------------------
 @dataclass
 class Bindings:
