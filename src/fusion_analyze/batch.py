@@ -141,7 +141,7 @@ def _hf_fingerprint(root: str | None) -> str | None:
 
 
 def _worker(job: BatchJob, conn) -> None:
-    from .pipeline import Options
+    from .pipeline import Options, write_text
 
     # libcst trees are acyclic and long-lived: keep the cyclic collector off them (it would rescan millions of
     # nodes again and again) and collect only what one model leaves behind, after each model.
@@ -158,7 +158,13 @@ def _worker(job: BatchJob, conn) -> None:
         if arch is None:
             return
         try:
-            if session is None and (reports is None or reports.load(arch) is None):
+            cached = reports.load(arch) if reports is not None else None
+            if cached is not None:
+                write_text(cached["md"], os.path.join(job.out_dir, f"{arch}.md"))
+                write_text(cached["json"], os.path.join(job.out_dir, f"{arch}.json"))
+                conn.send(cached["row"])
+                continue
+            if session is None:
                 session = _open_session(job)[0]
             conn.send(_analyze_one(session, job, arch, reports, options))
         except UserError as exc:
@@ -170,15 +176,11 @@ def _worker(job: BatchJob, conn) -> None:
 
 
 def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
-    """Analyze one architecture and write its reports; its row of index.md."""
+    """Analyze one architecture (not in the report cache) and write its reports, storing them in the cache;
+    its row of index.md."""
     from .pipeline import analyze_in, render, write_text
 
     md_path, json_path = os.path.join(job.out_dir, f"{arch}.md"), os.path.join(job.out_dir, f"{arch}.json")
-    cached = reports.load(arch) if reports is not None else None
-    if cached is not None:
-        write_text(cached["md"], md_path)
-        write_text(cached["json"], json_path)
-        return cached["row"]
     a = analyze_in(session, arch, options)
     md, js = render(a, "md", lang=job.lang), render(a, "json")
     write_text(md, md_path)

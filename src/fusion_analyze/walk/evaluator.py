@@ -317,8 +317,9 @@ class Evaluator:
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
-        if isinstance(base, (Unknown, NotNone)) and _carried(scope, attr) is not None:  # an object, its value unknown
-            return _carried(scope, attr)
+        carried = _carried(scope, attr) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
+        if carried is not None:
+            return carried
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):

@@ -12,7 +12,7 @@ from ..index.modules import Definition, ModuleIndex
 from ..index.nodes import find_all
 from .construct import Constructor, Scope
 from .evaluator import Evaluator
-from .tables import class_method, exits_at_end, tables
+from .tables import class_method, exits_at_end, imports_in, tables
 from .values import Bindings, ClassRef, Condition, Known, Truth, any_of_text, as_text, join
 from .ir import Kernel
 from .taxonomy import collective_kind, is_kernel
@@ -359,12 +359,7 @@ class Backends:
     def _imported_in(self, module, fn: cst.FunctionDef, name: str):
         """What `from m import name` inside the function being walked binds (a Triton helper imported where it
         is called, under `if HAS_TRITON:`), else None."""
-        key = ("function_import_bindings", fn)
-        if key not in module.memo:
-            from ..index.bindings import import_from_bindings
-
-            module.memo[key] = dict(import_from_bindings(module, fn))  # a later import of a name wins
-        where = module.memo[key].get(name)
+        where = imports_in(fn, module).get(name)
         return self.index.lookup(*where) if where is not None else None
 
     def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:

@@ -9,6 +9,7 @@ import re
 import libcst as cst
 
 from ..index.modules import Definition, ModuleIndex
+from .tables import imports_in
 from .values import Known
 
 ASCEND_UTILS = "vllm_ascend.utils"
@@ -45,7 +46,7 @@ def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
 
     version = version_calls(index)
     for fn in _functions(info.statements_with(b"REGISTERED_ASCEND_OPS")):
-        local = _local_imports(fn, info, index)
+        local = imports_in(fn, info)
         for stmt, conditional in _statements(fn.body.body, version=version):
             if conditional:
                 continue  # hardware-specific overrides (310P compatibility paths) are not the standard path
@@ -146,12 +147,6 @@ def _version_test(test, calls: dict) -> bool | None:
         return None
     value = calls[test.func.value](test, None)
     return value.value if isinstance(value, Known) else None
-
-
-def _local_imports(fn: cst.FunctionDef, info, index: ModuleIndex) -> dict[str, tuple[str, str]]:
-    from ..index.bindings import import_from_bindings
-
-    return dict(import_from_bindings(info, fn))  # a later import of a name wins, as at run time
 
 
 def _dict_pairs(node: cst.Dict):

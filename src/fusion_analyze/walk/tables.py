@@ -298,6 +298,17 @@ def _class_method(cls, name: str) -> cst.FunctionDef | None:
     return found
 
 
+def imports_in(fn: cst.FunctionDef, module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from m import X` inside one function (a later import of a name wins, as at run time)."""
+    key = ("imports_in", fn)
+    found = module.memo.get(key)
+    if found is None:
+        from ..index.bindings import import_from_bindings
+
+        found = module.memo[key] = dict(import_from_bindings(module, fn))
+    return found
+
+
 def function_imports(module) -> dict[str, tuple[str, str]]:
     """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
     names were tried before this, so what is left are imports inside functions."""
