@@ -58,18 +58,23 @@ def select(architectures: list[str], only: list[str] | None) -> list[str]:
 _INHERITED: dict = {}  # set in the parent just before forking: the warmed session and the report cache
 
 
-def _open_session(job: BatchJob, first: str | None = None, reports=None, limit: float = 60.0):
+def _open_session(job: BatchJob, first: str | None = None, reports=None, limit: float = 60.0, session=None):
     """The session every model shares: registry, Ascend overrides and patches, graph passes (read in a child
     meanwhile). With `first`, that architecture is analyzed here too (see _first); the session, and its row
-    or None."""
-    from .session import Session
-
-    session = Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache, read_passes=True)
+    or None. `session`: one opened already (by _start_session), to finish."""
+    session = session or _start_session(job)
     session.resolver.overrides, session.resolver.patches
     row = _first(session, job, first, reports, limit) if first is not None else None
     session.passes()
     session.index.save_lines()  # stored here once, not by every worker that inherits them
     return session, row
+
+
+def _start_session(job: BatchJob):
+    """Open the session; its child starts reading the graph passes at once."""
+    from .session import Session
+
+    return Session.open(job.vllm_root, job.ascend_root, job.backend, job.patterns, job.cache, read_passes=True)
 
 
 def _first(session, job: BatchJob, arch: str, reports, limit: float) -> dict | None:
@@ -250,6 +255,14 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     ctx = mp.get_context("fork" if fork else "spawn")
     pending = list(architectures)
     results: dict[str, dict] = {}
+    was_enabled = gc.isenabled()
+    gc.disable()
+    opened = None
+    if pending and fork:  # opened first: the passes' child reads while the report cache hashes the trees
+        try:
+            opened = _start_session(job)
+        except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
+            opened = None
     try:
         reports = _report_cache(job)
     except Exception:  # noqa: BLE001 - unreadable roots: each model records the error
@@ -266,23 +279,24 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
                 pending.remove(arch)
                 if progress is not None:
                     progress(arch, results[arch])
-    if pending and fork:  # read the shared part once here; the workers inherit it
-        was_enabled = gc.isenabled()
-        gc.disable()
-        row = None
-        try:
-            session, row = _open_session(job, pending[0], reports, limit=timeout)
+    row = None
+    try:
+        if pending and opened is not None:  # read the shared part once here; the workers inherit it
+            session, row = _open_session(job, pending[0], reports, limit=timeout, session=opened)
             _INHERITED.update(session=session, reports=reports)
-        except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
-            _INHERITED.clear()
-        finally:
-            if was_enabled:
-                gc.enable()
-        if row is not None:  # the architecture the parent analyzed while warming the session
-            arch = pending.pop(0)
-            results[arch] = row
-            if progress is not None:
-                progress(arch, row)
+        elif opened is not None:  # every report was cached
+            opened.stop_passes()
+    except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
+        _INHERITED.clear()
+        opened.stop_passes()  # type: ignore[union-attr]  # (opened is not None: only its use can raise)
+    finally:
+        if was_enabled:
+            gc.enable()
+    if row is not None:  # the architecture the parent analyzed while warming the session
+        arch = pending.pop(0)
+        results[arch] = row
+        if progress is not None:
+            progress(arch, row)
     group = _groups(pending)
     slots = [_Slot(ctx, job) for _ in range(min(max(1, workers), len(pending)))]
     try:

@@ -236,10 +236,34 @@ class Layers:
         out = {}
         if inst.cls is None:
             return out
+        impl = self.backends.implementation(inst.cls)
+        classes = self.ctor.mro(inst.cls) + (self.ctor.mro(impl) if impl is not inst.cls else [])
+        texts = [c._chunk.text if c._chunk is not None else (c.module.source or b"") for c in classes]
+        for c in classes:  # a patched method's code is the patch's
+            texts += [self.index.get(p.module).source or b"" for t, p in self.patches.items()
+                      if t.startswith(c.qualname + ".") and self.index.get(p.module) is not None]
+        tested = _isinstance_tested(texts)
+        if not tested:
+            return out
         for c, fn, _scope in self.ctor.init_scopes(inst)[:1]:
             for name in tables(fn, c.module).self_attr_names:
+                if name not in tested:  # building every submodule only for its class costs a walk of each
+                    continue
                 sub = self.ctor.attr(inst, name)
                 if sub is not None and sub.cls is not None:
                     impl = self.backends.implementation(sub.cls)
                     out[f"self.{name}"] = [c2.name for c2 in self.ctor.mro(impl)]
         return out
+
+
+_TESTED = re.compile(rb"isinstance\(\s*self\.(\w+)")
+
+
+def _isinstance_tested(texts: list[bytes]) -> set[str]:
+    """Names x of `isinstance(self.x, ...)` in these texts (the code of the classes whose methods the walk of
+    an instance may run, and of their patches): only those submodules' classes are asked for."""
+    out: set[str] = set()
+    for text in texts:
+        if b"isinstance" in text:
+            out.update(m.decode() for m in _TESTED.findall(text))
+    return out
