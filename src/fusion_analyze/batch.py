@@ -149,7 +149,9 @@ def _worker(job: BatchJob, conn) -> None:
     from .pipeline import Options, write_text
 
     # libcst trees are acyclic and long-lived: keep the cyclic collector off them (it would rescan millions of
-    # nodes again and again) and collect only what one model leaves behind, after each model.
+    # nodes again and again). What one model leaves in reference cycles (its walk's closures and scopes, about
+    # 1 MB) is not collected either: collecting it scans everything the model parsed, 4 % of a batch's time,
+    # for 50 MiB of peak memory over a whole registry.
     gc.disable()
     session = _INHERITED.get("session")
     reports = _INHERITED.get("reports")
@@ -158,7 +160,6 @@ def _worker(job: BatchJob, conn) -> None:
     gc.freeze()
     options = Options(config=job.config, tp=job.tp, hf_root=job.hf_root)
     while True:
-        gc.collect(1)
         arch = conn.recv()
         if arch is None:
             return

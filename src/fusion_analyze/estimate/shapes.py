@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,13 +103,23 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.
 
 def evaluate(expr: str, dims: dict) -> float | None:
     """Arithmetic over dimension names; None when a name is unknown (the estimate stays symbolic)."""
+    code, names = _compiled(expr)
+    if any(not isinstance(dims.get(n), (int, float)) for n in names):
+        return None
+    return eval(code, {"__builtins__": {}}, dict(dims))  # noqa: S307 - checked in _compiled
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(expr: str):
+    """The checked, compiled expression and its names, once per text (every estimate asks for the same few)."""
     tree = ast.parse(expr, mode="eval")
+    names = []
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):
             raise ValueError(f"not an arithmetic shape expression: {expr}")
-        if isinstance(node, ast.Name) and not isinstance(dims.get(node.id), (int, float)):
-            return None
-    return eval(compile(tree, "<shape>", "eval"), {"__builtins__": {}}, dict(dims))  # noqa: S307 - checked above
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+    return compile(tree, "<shape>", "eval"), tuple(names)
 
 
 def shape_dims(shape: str) -> list[str]:

@@ -239,9 +239,15 @@ class Layers:
         impl = self.backends.implementation(inst.cls)
         classes = self.ctor.mro(inst.cls) + (self.ctor.mro(impl) if impl is not inst.cls else [])
         texts = [c._chunk.text if c._chunk is not None else (c.module.source or b"") for c in classes]
+        patched = self.__dict__.get("_patch_modules")
+        if patched is None:  # class qualname -> the modules of the patches of its methods
+            patched = self.__dict__["_patch_modules"] = {}
+            for target, p in self.patches.items():
+                patched.setdefault(target.rpartition(".")[0], set()).add(p.module)
         for c in classes:  # a patched method's code is the patch's
-            texts += [self.index.get(p.module).source or b"" for t, p in self.patches.items()
-                      if t.startswith(c.qualname + ".") and self.index.get(p.module) is not None]
+            for name in sorted(patched.get(c.qualname, ())):
+                module = self.index.get(name)
+                texts.append(module.source or b"" if module is not None else b"")
         tested = _isinstance_tested(texts)
         if not tested:
             return out
