@@ -249,8 +249,9 @@ def _next(pending: list[str], group: dict[str, str], last: str | None) -> str:
 
 
 def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout: float = 300.0,
-              progress=None) -> list[dict]:
-    """Analyze each architecture; returns one result per architecture, in the given order."""
+              progress=None, session=None) -> list[dict]:
+    """Analyze each architecture; returns one result per architecture, in the given order. `session`: one
+    opened for this job already (the command listed the architectures with it), used instead of another."""
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     fork = "fork" in mp.get_all_start_methods()
     ctx = mp.get_context("fork" if fork else "spawn")
@@ -261,7 +262,8 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     opened = None
     if pending and fork:  # opened first: the passes' child reads while the report cache hashes the trees
         try:
-            opened = _start_session(job)
+            opened = session or _start_session(job)
+            opened.start_passes()
         except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
             opened = None
     try:

@@ -211,7 +211,7 @@ def all_cmd(
     from .session import Session
 
     try:
-        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=False)
+        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
         archs = [e.architecture for e in session.resolver.entries
@@ -235,7 +235,7 @@ def all_cmd(
         bar.start()
         progress = lambda arch, r: bar.advance(task)  # noqa: E731
     try:
-        results = run_batch(job, archs, workers=workers, timeout=timeout, progress=progress)
+        results = run_batch(job, archs, workers=workers, timeout=timeout, progress=progress, session=session)
     finally:
         if bar is not None:
             bar.stop()
