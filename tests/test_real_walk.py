@@ -234,3 +234,23 @@ def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads
         assert any('self.kv_cache_dtype == "fp8_ds_mla"' in str(c) and "not (self.kv_cache_dtype" not in str(c)
                    for c in k.alts)
         assert {name for name, _rest, _p in k.paths} == {"decode", "prefill"}
+
+
+def test_the_other_branch_of_an_undecided_test_is_listed_apart(ascend):
+    """HunYuan V3's attention: `if self.hpc_rope_norm is not None:` (HpcRopeNorm.support() is not decided) runs
+    the HPC kernel, else q_norm, k_norm, rope and attention. The walk follows the `if` branch; the `else`
+    branch, which may be the one that runs, is kept with its ops (marked `other_branch`) and the report lists
+    it apart; a decided test's other side and a first-layer-only branch (`residual is None`) are not."""
+    from fusion_analyze.pipeline import render
+
+    a = analyze_in(ascend, "HYV3ForCausalLM")
+    other = [(op.kind, op.name, op.line) for op in a.walk.ops if op.attrs.get("other_branch")]
+    assert other and ("rmsnorm", "q_norm", 350) in other and ("attention", "attn", 359) in other
+    assert not any(op.steady for op in a.walk.ops if op.attrs.get("other_branch"))
+    assert all("not (self.hpc_rope_norm is not None)" in str(op.condition) for op in a.walk.ops
+               if op.attrs.get("other_branch"))
+    md = render(a, "md", lang="en")
+    section = md.split("The other branch of tests the walk could not decide")[1].split("```")[1]
+    assert "q_norm (RMSNorm → AscendRMSNorm)" in section and "vllm/model_executor/models/hy_v3.py:359" in section
+    # the input layernorm's `residual is None` side runs on the first layer only: not an undecided test
+    assert not any(op.attrs.get("other_branch") for op in a.walk.ops if op.name == "input_layernorm")

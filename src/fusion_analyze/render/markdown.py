@@ -150,11 +150,14 @@ def _shipped_template():
 
 
 def _render(tmpl, data: dict, lang: str) -> str:
-    ops = []
+    ops, other = [], []
     for op in data["ops"]:
-        if not op["steady"] or op["kind"] in _HIDE:
+        if op["kind"] in _HIDE:
             continue
-        ops.append({**op, "line_text": op_line(op)})
+        if op["steady"]:
+            ops.append({**op, "line_text": op_line(op)})
+        elif op["attrs"].get("other_branch"):
+            other.append({**op, "line_text": op_line(op)})
     L = labels(lang)
     opps = sorted(data.get("opportunities", []), key=lambda o: (ORDER[o["status"]], -o["benefit"]["priority"], o["id"]))
     table, open_ = [], []
@@ -175,5 +178,5 @@ def _render(tmpl, data: dict, lang: str) -> str:
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),
-        load_time_fusers=data.get("load_time_fusers"),
+        load_time_fusers=data.get("load_time_fusers"), other_branch=other,
     )

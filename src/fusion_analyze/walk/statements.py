@@ -63,10 +63,14 @@ class Statements:
             frame.env = {k: list(v) for k, v in before.items()}
             frame.facts.none = dict(none_before)
             neg = cond if value is False else join(cond, test.negate())
+            first = len(self.ops)
             if isinstance(stmt.orelse, cst.If):
                 self._if(frame, stmt.orelse, neg, else_steady)
             else:
                 self._block(frame, stmt.orelse.body.body, neg, else_steady)
+            if value is None and steady:  # an undecided test: this branch may be the one that runs; the report
+                for op in self.ops[first:]:  # lists it apart (the sequence and the patterns follow the `if` branch)
+                    op.attrs.setdefault("other_branch", True)
             env_else, none_else = frame.env, frame.facts.none
         else:
             env_else, none_else = before, none_before
