@@ -254,3 +254,10 @@ def test_the_other_branch_of_an_undecided_test_is_listed_apart(ascend):
     assert "q_norm (RMSNorm → AscendRMSNorm)" in section and "vllm/model_executor/models/hy_v3.py:359" in section
     # the input layernorm's `residual is None` side runs on the first layer only: not an undecided test
     assert not any(op.attrs.get("other_branch") for op in a.walk.ops if op.name == "input_layernorm")
+    # the patterns are matched on that side too, in place of the `if` side: its q/k norms and rope
+    opps = {o.id: o for o in a.opportunities}
+    for oid in ("qknorm_rope@HYV3Attention.forward", "rope_kvcache@HYV3Attention.forward"):
+        assert oid in opps and opps[oid].conditions[0].startswith("not (self.hpc_rope_norm is not None)")
+        assert {op.id for op in a.walk.ops if op.attrs.get("other_branch")} & set(opps[oid].ops)
+    # and what the `if` side runs is still matched on its own (its attention's kernels)
+    assert opps["flash_attention@HYV3Attention.forward"].conditions[0] == "self.hpc_rope_norm is not None"

@@ -29,8 +29,9 @@ class Graph:
     layer's first ops (e.g. the MoE output into the next input norm).
     """
 
-    def __init__(self, ops: list[Op]):
-        self.ops = [op for op in ops if op.steady]
+    def __init__(self, ops: list[Op], view: list[Op] | None = None):
+        """`view`: the ops to match on instead of the steady ones (another branch of an undecided test)."""
+        self.ops = view if view is not None else [op for op in ops if op.steady]
         self.pos = {op.id: i for i, op in enumerate(self.ops)}
         self.producer: dict[str, Op] = {}
         for op in self.ops:

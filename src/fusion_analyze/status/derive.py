@@ -369,9 +369,37 @@ def _subsumed(m: Match, by: dict[str, list[frozenset]]) -> bool:
     return any(ids <= other for q in m.pattern.subsumed_by for other in by.get(q, ()))
 
 
+MAX_OTHER_BRANCHES = 8  # undecided tests whose `else` side is matched too, per model
+
+
 def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
            cuda_passes: list[GraphPass]) -> list[Opportunity]:
-    graph = Graph(ops)
+    """The opportunities of the steady sequence; then, for each test the walk could not decide, those of the
+    sequence with its `else` side in place of its `if` side that involve an op of that side (the `if` side
+    may not be the one that runs: HunYuan V3's attention without the HPC kernel)."""
+    out = _derive(ops, Graph(ops), patterns, backend, ascend_passes, cuda_passes)
+    known = {(o.scenario, o.scope) for o in out}
+    used = {o.id for o in out}
+    tests = sorted({n for op in ops for n, side in op.branches if side == 1})
+    for n in tests[:MAX_OTHER_BRANCHES]:
+        view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
+                or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]
+        side = {op.id for op in view if (n, 1) in op.branches}
+        for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes):
+            if (o.scenario, o.scope) in known or not side & set(o.ops):
+                continue
+            known.add((o.scenario, o.scope))
+            k = 1
+            while (oid := o.id.split("#")[0] + (f"#{k}" if k > 1 else "")) in used:
+                k += 1
+            o.id = oid
+            used.add(oid)
+            out.append(o)
+    return out
+
+
+def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
+            cuda_passes: list[GraphPass]) -> list[Opportunity]:
     matches = {p.id: match_pattern(graph, p) for p in patterns}
     opsets = {pid: [frozenset(o.id for o in m.op_list) for m in ms] for pid, ms in matches.items()}
     groups: dict[tuple, list] = {}

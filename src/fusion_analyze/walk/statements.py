@@ -52,12 +52,18 @@ class Statements:
         transient = value is not None and self._by_none_facts(frame, stmt.test)
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
+        undecided = value is None and steady and stmt.orelse is not None
         before = {k: list(v) for k, v in frame.env.items()}
         none_before = dict(frame.facts.none)
         # A decided branch is walked alone: the other one does not run, and a test known to hold is not a
         # condition of what does (the report never prints a decided test).
+        first_body = len(self.ops)
         if value is not False or transient:
             self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
+        if undecided:
+            self._tests_undecided = number = getattr(self, "_tests_undecided", 0) + 1
+            for op in self.ops[first_body:]:
+                op.branches.append((number, 0))
         env_body, none_body = frame.env, frame.facts.none
         if stmt.orelse is not None and (value is not True or transient):
             frame.env = {k: list(v) for k, v in before.items()}
@@ -68,9 +74,11 @@ class Statements:
                 self._if(frame, stmt.orelse, neg, else_steady)
             else:
                 self._block(frame, stmt.orelse.body.body, neg, else_steady)
-            if value is None and steady:  # an undecided test: this branch may be the one that runs; the report
-                for op in self.ops[first:]:  # lists it apart (the sequence and the patterns follow the `if` branch)
-                    op.attrs.setdefault("other_branch", True)
+            if undecided:  # this branch may be the one that runs: the report lists its ops apart (a module it
+                for op in self.ops[first:]:  # calls is walked as steady: walker._expand), and the patterns are
+                    op.branches.append((number, 1))  # matched on it in place of the `if` branch (status/derive.py)
+                    if not op.steady:
+                        op.attrs.setdefault("other_branch", True)
             env_else, none_else = frame.env, frame.facts.none
         else:
             env_else, none_else = before, none_before
