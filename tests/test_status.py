@@ -77,3 +77,20 @@ def test_opportunities_json_fields_and_ids(run, tmp_path):
         assert o["id"].startswith(o["scenario"] + "@")
         assert set(o["ops"]) <= op_ids
         assert all(not e["file"].startswith("/") for e in o["evidence"])
+
+
+def test_separate_kernels_name_what_always_runs_for_each_part():
+    """An open scenario's note names, per part, the kernels that run for it unconditionally; a kernel that runs
+    only under a test (the mrope kernel of a RoPE layer) is named only when nothing runs the part always."""
+    from fusion_analyze.status.derive import _separate_kernels
+    from fusion_analyze.walk.ir import Kernel, Op
+
+    def op(name, *kernels):
+        return Op(name, "rope", name, None, "m.py", 1, "S.forward", name, "layer", kernels=list(kernels))
+
+    rope = op("rope", Kernel("torch.ops.vllm.npu_rotary_embedding", "r.py", 1),
+              Kernel("torch_npu.npu_mrope", "r.py", 2, "self.mrope_section"))
+    attn = op("attn", Kernel("torch.ops.vllm.unified_kv_cache_update", "a.py", 3, "kv_cache is not None"))
+    assert _separate_kernels([rope, attn], ("rope", "kvcache")) == [
+        "torch.ops.vllm.npu_rotary_embedding", "torch.ops.vllm.unified_kv_cache_update"]
+    assert _separate_kernels([rope], ("rope", "kvcache")) == []  # no kernel writes the cache: nothing to name

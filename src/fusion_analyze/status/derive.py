@@ -125,15 +125,14 @@ def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     """Kernel names when the ops' kernels do the scenario only together (no single one covers it)."""
     if any(kernel_fuses(kernel_covers(k.name), need) for op in ops for k in op.kernels):
         return []
-    union: set[str] = set()
+    kernels = [k for op in ops for k in op.kernels]
     names: list[str] = []
-    for op in ops:
-        for k in op.kernels:
-            c = kernel_covers(k.name)
-            if c & set(need):
-                union |= c
-                names.append(k.name)
-    return sorted(set(names)) if set(need) <= union else []
+    for part in dict.fromkeys(need):  # per part, the kernels that always run for it, else those that may
+        doing = [k for k in kernels if part in kernel_covers(k.name)]
+        if not doing:
+            return []
+        names += [k.name for k in doing if k.condition is None] or [k.name for k in doing]
+    return sorted(set(names))
 
 
 def _operators(ops: list[Op]) -> list[str]:
