@@ -261,3 +261,21 @@ def test_the_other_branch_of_an_undecided_test_is_listed_apart(ascend):
         assert {op.id for op in a.walk.ops if op.attrs.get("other_branch")} & set(opps[oid].ops)
     # and what the `if` side runs is still matched on its own (its attention's kernels)
     assert opps["flash_attention@HYV3Attention.forward"].conditions[0] == "self.hpc_rope_norm is not None"
+
+
+def test_the_other_layer_classes_of_an_undecided_per_layer_choice_are_walked(ascend):
+    """NemotronH builds one decoder-layer class per character of `hybrid_override_pattern`, which the defaults
+    do not give: the sequence is the default class's (the MoE layer), and the Mamba, MLP and attention layers
+    are walked too, as the other branch of that choice, each under its selecting condition, and matched."""
+    a = analyze_in(ascend, "NemotronHForCausalLM")
+    other = {(op.kind, op.name, op.line, op.condition.split(" and ")[0]) for op in a.walk.ops
+             if op.attrs.get("other_branch")}
+    assert ("ssm", "mixer", 416, "layer_type == 'M'") in other
+    assert ("attention", "attn", 492, "layer_type == '*'") in other
+    assert ("matmul", "up_proj", 126, "layer_type == '-'") in other
+    assert not any(op.steady for op in a.walk.ops if op.attrs.get("other_branch"))
+    assert not any(op.kind in ("attention", "ssm") for op in a.walk.ops if op.steady)  # the MoE layer has none
+    opps = {o.id: o for o in a.opportunities}
+    flash = opps["flash_attention@NemotronHAttention.forward"]
+    assert flash.status == "fused_by_ascend_kernel" and flash.conditions[0] == "layer_type == '*'"
+    assert opps["qkv_merge@NemotronHAttention.forward"].conditions[0] == "layer_type == '*'"

@@ -379,7 +379,8 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     out = _derive(ops, Graph(ops), patterns, backend, ascend_passes, cuda_passes)
     known = {(o.scenario, o.scope) for o in out}
     used = {o.id for o in out}
-    tests = sorted({n for op in ops for n, side in op.branches if side == 1})
+    tests = sorted({n for op in ops for n, side in op.branches  # a side with an op it alone holds back
+                    if side == 1 and all(other == 0 for m, other in op.branches if m != n)})
     for n in tests[:MAX_OTHER_BRANCHES]:
         view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
                 or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]

@@ -15,7 +15,10 @@ from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _fl
 from .ir import Kernel
 from .tables import class_method, tables
 from .taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
-from .values import Bindings, Truth
+from .values import Bindings, Truth, join
+
+
+MAX_OTHER_LAYERS = 4  # other layer classes walked per layer list
 
 
 @dataclass
@@ -153,8 +156,30 @@ class Calls:
         if self._is_leaf(inst):
             name = frame.module_names.get(func.value, func.value)  # a module handed in keeps its own name
             return self._module_call(frame, inst, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
-        return self._expand(inst, "forward", args, kwargs, path=f"{frame.path}.layers" if frame.path else "layers",
-                            facts=frame.facts, cond=s.cond)
+        path = f"{frame.path}.layers" if frame.path else "layers"
+        first = len(self.ops)
+        out = self._expand(inst, "forward", args, kwargs, path=path, facts=frame.facts, cond=s.cond)
+        if s.steady:
+            self._other_layers(inst, first, args, kwargs, path, frame.facts, s.cond)
+        return out
+
+    def _other_layers(self, inst: Instance, first: int, args, kwargs, path: str, facts, cond) -> None:
+        """A per-layer class choice nothing decides (NemotronH's `ALL_DECODER_LAYER_TYPES[pattern[i]]`): the
+        walk's sequence is the default class's; each other class is walked too, as the other branch of that
+        choice (statements.py `_if`): its ops are not steady, listed apart, and matched in their own view."""
+        for alt in inst.alternatives[:MAX_OTHER_LAYERS]:
+            if alt.cls is None or self._is_leaf(alt):
+                continue
+            self._tests_undecided = number = getattr(self, "_tests_undecided", 0) + 1
+            for op in self.ops[first:]:
+                if op.steady:
+                    op.branches.append((number, 0))
+            start = len(self.ops)
+            self._expand(alt, "forward", args, kwargs, path=path, facts=facts, cond=join(cond, alt.condition))
+            for op in self.ops[start:]:  # walked as the default is, to learn what is steady in it
+                op.branches.append((number, 1 if op.steady else 2))
+                op.steady = False
+                op.attrs.setdefault("other_branch", True)
 
     def _indexed_layer_call(self, s: CallSite):
         """self.layers[i](...), self.attn_per_step[str(step)](...): an element of a module list."""
