@@ -384,9 +384,9 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     for n in tests[:MAX_OTHER_BRANCHES]:
         view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
                 or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]
-        side = {op.id for op in view if (n, 1) in op.branches}
+        held = {op.id for op in view if (n, 1) in op.branches}
         for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes):
-            if (o.scenario, o.scope) in known or not side & set(o.ops):
+            if (o.scenario, o.scope) in known or not held & set(o.ops):
                 continue
             known.add((o.scenario, o.scope))
             k = 1

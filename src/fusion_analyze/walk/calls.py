@@ -170,7 +170,7 @@ class Calls:
         for alt in inst.alternatives[:MAX_OTHER_LAYERS]:
             if alt.cls is None or self._is_leaf(alt):
                 continue
-            self._tests_undecided = number = getattr(self, "_tests_undecided", 0) + 1
+            self.undecided_tests = number = self.undecided_tests + 1
             for op in self.ops[first:]:
                 if op.steady:
                     op.branches.append((number, 0))

@@ -46,8 +46,9 @@ class Op:
     steady: bool = True
     kernels: list[Kernel] = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
-    # the undecided tests it stands under, innermost first: (test number, 0 for the `if` side, 1 for `else`);
-    # status/derive.py matches each test's `else` side in place of its `if` side (not in the report)
+    # the undecided tests it stands under, innermost first: (test number, 0 for the `if` side, 1 for `else`,
+    # 2 for an other layer class's op that is not steady there either); status/derive.py matches each test's
+    # `else` side in place of its `if` side (not in the report)
     branches: list = field(default_factory=list, compare=False, repr=False)
 
     def to_json(self) -> dict:

@@ -236,16 +236,11 @@ class Layers:
         out = {}
         if inst.cls is None:
             return out
-        impl = self.backends.implementation(inst.cls)
-        classes = self.ctor.mro(inst.cls) + (self.ctor.mro(impl) if impl is not inst.cls else [])
+        replaced = self.backends.implementation(inst.cls)
+        classes = self.ctor.mro(inst.cls) + (self.ctor.mro(replaced) if replaced is not inst.cls else [])
         texts = [c._chunk.text if c._chunk is not None else (c.module.source or b"") for c in classes]
-        patched = self.__dict__.get("_patch_modules")
-        if patched is None:  # class qualname -> the modules of the patches of its methods
-            patched = self.__dict__["_patch_modules"] = {}
-            for target, p in self.patches.items():
-                patched.setdefault(target.rpartition(".")[0], set()).add(p.module)
         for c in classes:  # a patched method's code is the patch's
-            for name in sorted(patched.get(c.qualname, ())):
+            for name in sorted(self.patch_modules.get(c.qualname, ())):
                 module = self.index.get(name)
                 texts.append(module.source or b"" if module is not None else b"")
         tested = _isinstance_tested(texts)

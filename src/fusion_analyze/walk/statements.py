@@ -61,7 +61,7 @@ class Statements:
         if value is not False or transient:
             self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         if undecided:
-            self._tests_undecided = number = getattr(self, "_tests_undecided", 0) + 1
+            self.undecided_tests = number = self.undecided_tests + 1
             for op in self.ops[first_body:]:
                 op.branches.append((number, 0))
         env_body, none_body = frame.env, frame.facts.none

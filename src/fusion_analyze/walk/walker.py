@@ -34,6 +34,10 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         self.backends = Backends(index, self.ctor, device=soc)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ctor.patches = self.patches
+        self.patch_modules: dict[str, set] = {}  # class qualname -> the modules of the patches of its methods
+        for target, p in self.patches.items():
+            self.patch_modules.setdefault(target.rpartition(".")[0], set()).add(p.module)
+        self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
         self.unknowns: list[dict] = []
         self.alternatives: list[dict] = []
