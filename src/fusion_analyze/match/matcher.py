@@ -48,8 +48,16 @@ class Graph:
                     p = self.producer.get(v)
                     if p is not None and p.section == "prologue":
                         self.back[v] = layer_out
+        self._walked: dict[tuple, frozenset[str]] = {}  # every form and every status asks again
 
-    def _walk(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> set[str]:
+    def _walk(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> frozenset[str]:
+        key = (op.id, skip, want_roots)
+        got = self._walked.get(key)
+        if got is None:
+            got = self._walked[key] = frozenset(self._walk_from(op, skip, want_roots))
+        return got
+
+    def _walk_from(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> set[str]:
         out: set[str] = set()
         here = self.pos[op.id]
         stack = [(v, False) for v in op.inputs]
@@ -72,7 +80,7 @@ class Graph:
                 out.add(p.id)
         return out
 
-    def sources(self, op: Op, skip: tuple[str, ...]) -> set[str]:
+    def sources(self, op: Op, skip: tuple[str, ...]) -> frozenset[str]:
         """Ids of the first non-skipped ops producing `op`'s inputs (views looked through)."""
         return self._walk(op, skip, want_roots=False)
 
@@ -86,7 +94,7 @@ class Graph:
                 near.add(other.id)
         return [op for op in self.ops if op.id in near - ids]
 
-    def roots(self, op: Op, skip: tuple[str, ...]) -> set[str]:
+    def roots(self, op: Op, skip: tuple[str, ...]) -> frozenset[str]:
         """The values `op` reads, named by their first non-skipped producer (or themselves)."""
         return self._walk(op, skip, want_roots=True)
 
@@ -127,18 +135,12 @@ def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = Fals
         return []
     results: list[Match] = []
     seen: set[frozenset] = set()
-    src_cache: dict[str, set[str]] = {}
-    root_cache: dict[str, set[str]] = {}
 
     def sources(op):
-        if op.id not in src_cache:
-            src_cache[op.id] = graph.sources(op, form.skip)
-        return src_cache[op.id]
+        return graph.sources(op, form.skip)
 
     def roots(op):
-        if op.id not in root_cache:
-            root_cache[op.id] = graph.roots(op, form.skip)
-        return root_cache[op.id]
+        return graph.roots(op, form.skip)
 
     def fits(node: Node, op: Op, chosen: dict[str, Op]) -> bool:
         if any(o.id == op.id for o in chosen.values()):
