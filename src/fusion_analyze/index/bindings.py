@@ -20,17 +20,17 @@ from .module_info import Definition, ImportBinding, ModuleInfo
 def _collect(info: ModuleInfo, body, condition: Condition | None) -> None:
     """Top-level bindings, looking inside if/try blocks (with their condition), not into functions."""
     for stmt in body:
-        if isinstance(stmt, cst.ClassDef):
+        if type(stmt) is cst.ClassDef:
             _add_def(info, "class", stmt.name.value, stmt, condition)
-        elif isinstance(stmt, cst.FunctionDef):
+        elif type(stmt) is cst.FunctionDef:
             _add_def(info, "function", stmt.name.value, stmt, condition)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             cond = Condition.of(stmt.test, info)
             _collect(info, stmt.body.body, join(condition, cond))
             orelse = stmt.orelse
             neg = cond.negate()
             while orelse is not None:
-                if isinstance(orelse, cst.If):
+                if type(orelse) is cst.If:
                     c2 = Condition.of(orelse.test, info)
                     _collect(info, orelse.body.body, join(condition, join(neg, c2)))
                     neg = join(neg, c2.negate())
@@ -38,11 +38,11 @@ def _collect(info: ModuleInfo, body, condition: Condition | None) -> None:
                 else:
                     _collect(info, orelse.body.body, join(condition, neg))
                     orelse = None
-        elif isinstance(stmt, cst.Try):
+        elif type(stmt) is cst.Try:
             _collect(info, stmt.body.body, condition)
             for handler in stmt.handlers:
                 _collect(info, handler.body.body, join(condition, Condition.note("except")))
-        elif isinstance(stmt, cst.SimpleStatementLine):
+        elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 _collect_small(info, small, stmt, condition)
 
@@ -53,16 +53,16 @@ def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, c
 
 
 def _dotted_name(node) -> str:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return f"{_dotted_name(node.value)}.{node.attr.value}"
     return ""
 
 
 def _collect_small(info: ModuleInfo, small, line_node, condition: Condition | None) -> None:
     line = 0  # import lines are not reported; skip the position pass
-    if isinstance(small, cst.Import):
+    if type(small) is cst.Import:
         for alias in small.names:
             full = _dotted_name(alias.name)
             if alias.asname is not None:
@@ -71,11 +71,11 @@ def _collect_small(info: ModuleInfo, small, line_node, condition: Condition | No
             else:
                 head = full.split(".")[0]
                 info.imports.setdefault(head, []).append(ImportBinding(head, None, line, condition))
-    elif isinstance(small, cst.ImportFrom):
+    elif type(small) is cst.ImportFrom:
         level = len(small.relative)
         mod = _dotted_name(small.module) if small.module is not None else None
         absolute = _absolute(info, level, mod)
-        if isinstance(small.names, cst.ImportStar):
+        if type(small.names) is cst.ImportStar:
             info.star_imports.append(absolute)
             return
         for alias in small.names:
@@ -83,12 +83,12 @@ def _collect_small(info: ModuleInfo, small, line_node, condition: Condition | No
             bound = alias.asname.name.value if alias.asname is not None else name
             info.imports.setdefault(bound, []).append(ImportBinding(absolute, name, line, condition))
     elif isinstance(small, (cst.Assign, cst.AnnAssign)):
-        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
         value = small.value
         if value is None:
             return
         for target in targets:
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 info.defs.setdefault(target.value, []).append(
                     Definition("assign", target.value, info, value, condition)
                 )
@@ -101,7 +101,7 @@ def import_from_bindings(info: ModuleInfo, root: cst.CSTNode) -> list[tuple[str,
 
     out = []
     for node in find_all(root, cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             continue
         mod = _absolute(info, len(node.relative), _dotted_name(node.module) if node.module else None)
         for alias in node.names:

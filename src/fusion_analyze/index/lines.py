@@ -98,7 +98,7 @@ class LineTable:
     def _body(self, stmts, nodes: list) -> None:
         i = 0
         for s in stmts:
-            if isinstance(s, cst.SimpleStatementLine):
+            if type(s) is cst.SimpleStatementLine:
                 for small in s.body:
                     if i >= len(nodes):
                         raise _Mismatch("statement count")
@@ -115,7 +115,7 @@ class LineTable:
             raise _Mismatch("statement count")
 
     def _suite(self, suite, nodes: list) -> None:
-        if isinstance(suite, cst.SimpleStatementSuite):  # `if x: pass` on one line
+        if type(suite) is cst.SimpleStatementSuite:  # `if x: pass` on one line
             if len(suite.body) != len(nodes):
                 raise _Mismatch("suite")
             for small, a in zip(suite.body, nodes):
@@ -125,7 +125,7 @@ class LineTable:
 
     def _compound(self, s, a) -> None:
         self._record(s, a)
-        if isinstance(s, cst.Match):
+        if type(s) is cst.Match:
             if len(s.cases) != len(a.cases):
                 raise _Mismatch("match cases")
             for case, ac in zip(s.cases, a.cases):
@@ -146,7 +146,7 @@ class LineTable:
                 raise _Mismatch("finally")
             return
         orelse = getattr(s, "orelse", None)
-        if isinstance(s, cst.If) and isinstance(orelse, cst.If):  # elif: one ast If in orelse
+        if type(s) is cst.If and type(orelse) is cst.If:  # elif: one ast If in orelse
             if len(a.orelse) != 1 or not isinstance(a.orelse[0], ast.If):
                 raise _Mismatch("elif")
             self._compound(orelse, a.orelse[0])
@@ -188,10 +188,10 @@ def _cst_calls(scope: cst.CSTNode) -> tuple[list[cst.Call], list[cst.DictElement
     """Calls and `key: value` dict entries in pre-order (source order; an outer call before the calls it
     contains), f-strings left out."""
     calls, entries = [], []
-    for node in iter_nodes(scope, lambda n: isinstance(n, cst.FormattedString)):
-        if isinstance(node, cst.Call):
+    for node in iter_nodes(scope, lambda n: type(n) is cst.FormattedString):
+        if type(node) is cst.Call:
             calls.append(node)
-        elif isinstance(node, cst.DictElement):
+        elif type(node) is cst.DictElement:
             entries.append(node)
     return calls, entries
 

@@ -248,9 +248,9 @@ class ModuleIndex:
     def resolve_expr(self, info: ModuleInfo, expr: cst.BaseExpression, _seen: set | None = None):
         """Resolve a Name or dotted Attribute expression in `info` to a definition or module."""
         seen = _seen if _seen is not None else set()
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self.lookup(info.name, expr.value, seen)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             base = self.resolve_expr(info, expr.value, seen)
             attr = expr.attr.value
             if isinstance(base, ModuleRef):
@@ -262,10 +262,10 @@ class ModuleIndex:
         """The absolute dotted name an expression stands for (torch_npu.npu_swiglu, torch.ops.x.y)."""
         parts: list[str] = []
         node = expr
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:
             parts.append(node.attr.value)
             node = node.value
-        if not isinstance(node, cst.Name):
+        if not type(node) is cst.Name:
             return None
         head = node.value
         if head in info.imports:

@@ -35,8 +35,8 @@ class AttrSources:
         """`RMSNorm = _resolve("layernorm", "RMSNorm")`: the vLLM layer a provider names (hf_fusers.yaml)."""
         spec = catalog().hf_fusers.get("layer_providers") or {}
         call = target.node
-        if not (isinstance(call, cst.Call) and target.module.code(call.func).strip() in spec.get("calls", ())
-                and len(call.args) == 2 and all(isinstance(a.value, cst.SimpleString) for a in call.args)):
+        if not (type(call) is cst.Call and target.module.code(call.func).strip() in spec.get("calls", ())
+                and len(call.args) == 2 and all(type(a.value) is cst.SimpleString for a in call.args)):
             return target
         module, name = (a.value.evaluated_value for a in call.args)
         return self.index.lookup(f"{spec['package']}.{module}", name)
@@ -97,7 +97,7 @@ class AttrSources:
         """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
         for c, fn, scope in self.init_scopes(inst):
             for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
-                if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+                if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)):
                     dotted = self.index.dotted(c.module, expr.func)
                     if dotted and dotted.split(".")[0] not in self.index.trees:
                         return dotted
@@ -107,9 +107,9 @@ class AttrSources:
     def nested_attr(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
         """`self.layer.quant_method`: the attribute of a module the walk built (None: not such an expression)."""
         root = expr.value
-        while isinstance(root, cst.Attribute):
+        while type(root) is cst.Attribute:
             root = root.value
-        if not (isinstance(root, cst.Name) and root.value == "self" and isinstance(expr.value, cst.Attribute)):
+        if not (type(root) is cst.Name and root.value == "self" and type(expr.value) is cst.Attribute):
             return None
         bases = [b for b in self.evaluate(expr.value, scope, depth + 1) if b.cls is not None]
         found = [self.attr(b, expr.attr.value, depth + 1) for b in bases[:1]]
@@ -120,9 +120,9 @@ class AttrSources:
         (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
         options = []
         for c in self.mro(inst.cls):
-            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
+            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
             for fn in body:
-                if not isinstance(fn, cst.FunctionDef) or fn.name.value == "__init__":
+                if not type(fn) is cst.FunctionDef or fn.name.value == "__init__":
                     continue
                 for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
                     options += [i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
@@ -133,21 +133,21 @@ class AttrSources:
         """`self.<name> = functools.partial(f, ...)`: the dotted name of f."""
         for c, fn, _scope in self.init_scopes(inst):
             for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
-                if isinstance(expr, cst.Call) and expr.args and isinstance(expr.args[0].value, (cst.Name, cst.Attribute)):
+                if type(expr) is cst.Call and expr.args and isinstance(expr.args[0].value, (cst.Name, cst.Attribute)):
                     return self.index.dotted(c.module, expr.args[0].value)
         return None
 
     def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
         for c in self.mro(inst.cls):
-            body = c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else []
+            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
             for stmt in body:
-                if not isinstance(stmt, cst.SimpleStatementLine):
+                if not type(stmt) is cst.SimpleStatementLine:
                     continue
                 for small in stmt.body:
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
-                        [small.target] if isinstance(small, cst.AnnAssign) and small.value is not None else [])
-                    if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else (
+                        [small.target] if type(small) is cst.AnnAssign and small.value is not None else [])
+                    if any(type(t) is cst.Name and t.value == name for t in targets):
                         found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
                         return pick(found)
         return None
@@ -160,16 +160,16 @@ class AttrSources:
 
         for c, fn, scope in self.init_scopes(inst):
             for expr, cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
-                if isinstance(expr, cst.Call) and not cond:
+                if type(expr) is cst.Call and not cond:
                     self._fill_locals(fn, scope, c.module, before=pos)
                     return Instance(cls, expr, scope, None)
         return None
 
     def _elements(self, expr, scope: Scope, depth: int) -> list:
         """What an iterator over `expr` yields: a list's or comprehension's elements, an iterator's own."""
-        if isinstance(expr, cst.ListComp):
+        if type(expr) is cst.ListComp:
             return self.evaluate(expr.elt, scope, depth + 1)
-        if isinstance(expr, cst.List):
+        if type(expr) is cst.List:
             return [i for e in expr.elements for i in self.evaluate(e.value, scope, depth + 1)]
         return self.evaluate(expr, scope, depth + 1)
 

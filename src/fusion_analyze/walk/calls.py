@@ -58,8 +58,8 @@ class Calls:
     def _super_call(self, s: CallSite):
         """super().forward(...) / super().method(...): the next class of the MRO that defines it."""
         func = s.func
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
-                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+        if not (type(func) is cst.Attribute and type(func.value) is cst.Call
+                and type(func.value.func) is cst.Name and func.value.func.value == "super"):
             return None
         args, kwargs = self._site_args(s)
         for c in self.ctor.mro(s.frame.cls)[1:]:
@@ -104,7 +104,7 @@ class Calls:
     def _submodule_method_call(self, s: CallSite):
         """self.<submodule>.forward(...): the submodule called explicitly."""
         func = s.func
-        if not (isinstance(func, cst.Attribute) and _self_attr(func.value)):
+        if not (type(func) is cst.Attribute and _self_attr(func.value)):
             return None
         sub = self.ctor.attr(s.frame.inst, func.value.attr.value)
         if sub is None or sub.cls is None or func.attr.value not in ("forward",):
@@ -116,7 +116,7 @@ class Calls:
         """self.a.b(...): b a submodule of self.a (run as a module) or a method of it (walked with self.a as self);
         a multimodal model calls its language model's backbone so (self.language_model.model(...))."""
         func, frame = s.func, s.frame
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and _self_attr(func.value)
+        if not (type(func) is cst.Attribute and type(func.value) is cst.Attribute and _self_attr(func.value)
                 and frame.inst.cls is not None):
             return None
         owner = self.ctor.attr(frame.inst, func.value.attr.value)
@@ -142,14 +142,14 @@ class Calls:
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
         func, frame = s.func, s.frame
-        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in frame.loop_vars
+        if (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in frame.loop_vars
                 and frame.loop_vars[func.value.value].cls is not None
                 and self.ctor.method(frame.loop_vars[func.value.value].cls, func.attr.value) is not None):
             # layer.forward_input_norm(...): a method of the decoder layer, called by the model's loop
             args, kwargs = self._site_args(s)
             return self._expand(frame.loop_vars[func.value.value], func.attr.value, args, kwargs,
                                 path=f"{frame.path}.layers" if frame.path else "layers", facts=frame.facts, cond=s.cond)
-        if not (isinstance(func, cst.Name) and func.value in frame.loop_vars):
+        if not (type(func) is cst.Name and func.value in frame.loop_vars):
             return None
         args, kwargs = self._site_args(s)
         inst = frame.loop_vars[func.value]
@@ -184,7 +184,7 @@ class Calls:
     def _indexed_layer_call(self, s: CallSite):
         """self.layers[i](...), self.attn_per_step[str(step)](...): an element of a module list."""
         func, frame = s.func, s.frame
-        if not (isinstance(func, cst.Subscript) and _self_attr(func.value)):
+        if not (type(func) is cst.Subscript and _self_attr(func.value)):
             return None
         lst = self.ctor.attr(frame.inst, func.value.attr.value)
         if lst is None or lst.element is None:
@@ -204,7 +204,7 @@ class Calls:
     def _tensor_method_call(self, s: CallSite):
         """x.view(...), qkv.split(...): an op on the tensor; calls on containers and metadata run nothing."""
         func, frame, dotted = s.func, s.frame, self._dotted(s)
-        if not isinstance(func, cst.Attribute) or (dotted and dotted.split(".")[0] in ("torch", "torch_npu", "F")) or is_kernel(dotted):
+        if not type(func) is cst.Attribute or (dotted and dotted.split(".")[0] in ("torch", "torch_npu", "F")) or is_kernel(dotted):
             return None
         base = self._eval(frame, func.value, s.cond, s.steady, s.stmt)
         args, kwargs = self._site_args(s)
@@ -219,7 +219,7 @@ class Calls:
         """f(x) where `f = functools.partial(g, ...)`: g runs on the call's tensors (the bound keywords are
         settings, not tensors)."""
         func, frame = s.func, s.frame
-        if not (isinstance(func, cst.Name) and func.value in frame.partials):
+        if not (type(func) is cst.Name and func.value in frame.partials):
             return None
         target = frame.partials[func.value]
         args, kwargs = self._site_args(s)
@@ -262,7 +262,7 @@ class Calls:
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
             return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
-        if isinstance(func, cst.Name) and func.value in _IGNORED_BUILTINS:
+        if type(func) is cst.Name and func.value in _IGNORED_BUILTINS:
             return inputs
         if dotted and dotted.split(".")[0] in ("torch", "F", "math", "einops") and not inputs:
             return []
@@ -273,9 +273,9 @@ class Calls:
 
     def _saved_method(self, target, call: cst.Call):
         """(class, method) for `saved(self, ...)` where `saved = SomeClass.method` at module level."""
-        if not (isinstance(target, Definition) and target.kind == "assign" and isinstance(target.node, cst.Attribute)):
+        if not (isinstance(target, Definition) and target.kind == "assign" and type(target.node) is cst.Attribute):
             return None
-        if not (call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "self"):
+        if not (call.args and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self"):
             return None
         cls = self.index.resolve_expr(target.module, target.node.value)
         if not (isinstance(cls, Definition) and cls.kind == "class"):
@@ -287,7 +287,7 @@ class Calls:
         assume table does not rule out), else CustomOp's own per-backend method."""
         for c, fn, _scope in self.ctor.init_scopes(inst):
             for value, vcond, _pos in tables(fn, c.module).self_assignments.get("_forward_method", ()):
-                if not (isinstance(value, cst.Attribute) and _self_attr(value)):
+                if not (type(value) is cst.Attribute and _self_attr(value)):
                     continue
                 terms = vcond.terms if vcond else ()
                 if not any(self.ctor.evaluator.term_truth(t) is Truth.FALSE for t in terms if not t.negated):

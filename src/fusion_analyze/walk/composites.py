@@ -172,7 +172,7 @@ class Composites:
         scope = Scope(module=module, values={k: Known(v) for k, v in values.items()})
         out: list[Definition] = []
         for stmt, cond in tables(fn_def.node, module).statements:
-            if not isinstance(stmt, cst.SimpleStatementLine) or self.ctor.evaluator.condition_truth(cond, scope=scope) is Truth.FALSE:
+            if not type(stmt) is cst.SimpleStatementLine or self.ctor.evaluator.condition_truth(cond, scope=scope) is Truth.FALSE:
                 continue
             for call in find_all(stmt, cst.Call):
                 target = self.index.resolve_expr(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None

@@ -89,9 +89,9 @@ class Constructor(AttrSources, OtherChoices):
         names = [c.name for c in self.mro(cls)]
         for base in cls.bases:  # bases outside the trees (nn.Module) still count by name
             expr = _strip_subscript(base.value)
-            if isinstance(expr, cst.Attribute):
+            if type(expr) is cst.Attribute:
                 names.append(expr.attr.value)
-            elif isinstance(expr, cst.Name):
+            elif type(expr) is cst.Name:
                 names.append(expr.value)
         return names
 
@@ -229,7 +229,7 @@ class Constructor(AttrSources, OtherChoices):
                 t = evaluator.condition_truth(cond, scope=scope)
                 if t is Truth.TRUE:
                     result = evaluator.infer(expr, scope, depth)
-                    if isinstance(result, Unknown) and isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call):
+                    if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
                         result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
@@ -251,7 +251,7 @@ class Constructor(AttrSources, OtherChoices):
         """Instances an expression builds (several when it is conditional)."""
         if depth > MAX_DEPTH or expr is None:
             return []
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             known = self.evaluator.truth(expr.test, scope.module, scope=scope)
             if known is not Truth.UNKNOWN:  # decided: only the branch that runs
                 return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
@@ -264,39 +264,39 @@ class Constructor(AttrSources, OtherChoices):
                 alt.condition = join(cond.negate(), alt.condition)
                 out.append(alt)
             return out
-        if isinstance(expr, cst.Name) and expr.value == "None":
+        if type(expr) is cst.Name and expr.value == "None":
             return [Instance(None)]
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return [i for i in self._value_of(expr, scope, depth) if i is not None]
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call(expr, scope, depth)
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
             return self.evaluate(expr.left, scope, depth + 1) or self.evaluate(expr.right, scope, depth + 1)
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             item = _integer_item(expr)
-            if item is not None and isinstance(expr.value, cst.Call):  # f(...)[k]: item k of what f returns
+            if item is not None and type(expr.value) is cst.Call:  # f(...)[k]: item k of what f returns
                 return self._call(expr.value, scope, depth, item=item)
-            if all(isinstance(s.slice, cst.Slice) for s in expr.slice):  # self.layers[a:b] is still the layer list
+            if all(type(s.slice) is cst.Slice for s in expr.slice):  # self.layers[a:b] is still the layer list
                 base = [i for i in self.evaluate(expr.value, scope, depth + 1) if i.element is not None]
                 if base:
                     return base
-            index = expr.slice[0].slice.value if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
+            index = expr.slice[0].slice.value if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index else None
             base = self._dict_values(expr.value, index, scope, depth)  # LAYER_TYPES[config.x]
             if base:
                 return base
         return []
 
     def _value_of(self, expr, scope: Scope, depth: int) -> list[Instance]:
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             if scope.owner is not None:
                 found = self.attr(scope.owner, expr.attr.value, depth + 1)
                 return [found] if found is not None else []
             return []
-        if isinstance(expr, cst.Name) and expr.value == "self" and "self" not in scope.params and scope.owner is not None:
+        if type(expr) is cst.Name and expr.value == "self" and "self" not in scope.params and scope.owner is not None:
             return [scope.owner]  # `get_replicated_op(disable_tp, prefix, self)`: the instance being built
-        if isinstance(expr, cst.Attribute) and self.nested_attr(expr, scope, depth) is not None:
+        if type(expr) is cst.Attribute and self.nested_attr(expr, scope, depth) is not None:
             return self.nested_attr(expr, scope, depth)
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             name = expr.value
             if name in scope.locals:
                 out: list[Instance] = []
@@ -325,7 +325,7 @@ class Constructor(AttrSources, OtherChoices):
             if name in scope.defaults:
                 return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
         target = self.index.resolve_expr(scope.module, expr)
-        if target is None and isinstance(expr, cst.Name):
+        if target is None and type(expr) is cst.Name:
             local = function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
             target = self.index.lookup(*local) if local else None
         if isinstance(target, Definition) and target.kind == "class":
@@ -337,21 +337,21 @@ class Constructor(AttrSources, OtherChoices):
     def _call(self, call: cst.Call, scope: Scope, depth: int, item: int | None = None) -> list[Instance]:
         func = call.func
         # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
-        lam = next((a.value for a in call.args if isinstance(a.value, cst.Lambda)), None)
+        lam = next((a.value for a in call.args if type(a.value) is cst.Lambda), None)
         if lam is None:  # the factory passed by name: a nested def recorded as a lambda in the locals
-            lam = next((v for a in call.args if isinstance(a.value, cst.Name)
-                        for v, _c in scope.locals.get(a.value.value, []) if isinstance(v, cst.Lambda)), None)
+            lam = next((v for a in call.args if type(a.value) is cst.Name
+                        for v, _c in scope.locals.get(a.value.value, []) if type(v) is cst.Lambda), None)
         if item is not None and lam is None:
             # only a function's returned tuple has items; a layer list (make_layers(n, lambda ...)) is the list
             target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             if isinstance(target, Definition) and target.kind == "function":
                 return self._factory(self._patched(target, scope), call, scope, depth, item=item)
             return []
-        fname = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if lam is not None and isinstance(lam.body, cst.Call):
+        fname = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+        if lam is not None and type(lam.body) is cst.Call:
             elems = self.evaluate(lam.body, scope, depth + 1)
             first = call.args[0].value if call.args else None
-            repeat = scope.module.code(first).strip() if first is not None and first is not lam and not isinstance(first, cst.Name) or (isinstance(first, cst.Name) and first.value not in scope.locals) else None
+            repeat = scope.module.code(first).strip() if first is not None and first is not lam and not type(first) is cst.Name or (type(first) is cst.Name and first.value not in scope.locals) else None
             chosen = pick(elems)  # a per-layer class choice: the default, the others listed as alternatives
             return [_layer_list(chosen, repeat)] if chosen is not None else []
         if fname == "ModuleList" and call.args:
@@ -360,7 +360,7 @@ class Constructor(AttrSources, OtherChoices):
                 elems = self.evaluate(arg.elt, scope, depth + 1)
                 repeat = _range_arg(arg.for_in, scope.module)
                 return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
-            if isinstance(arg, cst.Name) and scope.fills.get(arg.value):  # a local list filled by .append(M(...))
+            if type(arg) is cst.Name and scope.fills.get(arg.value):  # a local list filled by .append(M(...))
                 elems = []
                 for value, cond in scope.fills[arg.value]:
                     for alt in self.evaluate(value, scope, depth + 1):
@@ -368,14 +368,14 @@ class Constructor(AttrSources, OtherChoices):
                         elems.append(alt)
                 chosen = pick(elems)
                 return [_layer_list(chosen, None)] if chosen is not None else []
-            if isinstance(arg, cst.List) and arg.elements:
+            if type(arg) is cst.List and arg.elements:
                 elems = self.evaluate(arg.elements[0].value, scope, depth + 1)
                 return [_layer_list(e, str(len(arg.elements))) for e in elems[:1]] if elems else []
-        if isinstance(func, cst.Name) and fname in ("next", "iter", "cycle") and len(call.args) == 1:
+        if type(func) is cst.Name and fname in ("next", "iter", "cycle") and len(call.args) == 1:
             return self._elements(call.args[0].value, scope, depth)  # next(cycle([Block(...) for ...])): a Block
-        if isinstance(func, cst.Attribute) and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
+        if type(func) is cst.Attribute and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
             return self.evaluate(func.value, scope, depth + 1)
-        if (isinstance(func, cst.Attribute) and _is_self(func.value) and scope.owner is not None
+        if (type(func) is cst.Attribute and _is_self(func.value) and scope.owner is not None
                 and scope.owner.cls is not None):
             found = self.method(scope.owner.cls, func.attr.value)  # self._init_model(...) builds the backbone
             if found is not None:
@@ -419,7 +419,7 @@ class Constructor(AttrSources, OtherChoices):
         out: list[Instance] = []
         # Parameters the call leaves at a None default decide some of the factory's branches.
         env = Bindings(none={p: True for p, d in inner.defaults.items()
-                             if p not in inner.params and isinstance(d, cst.Name) and d.value == "None"})
+                             if p not in inner.params and type(d) is cst.Name and d.value == "None"})
         table = tables(fn, fn_def.module)
         for target, value, cond, _pos in table.local_assignments:  # every local first, then their conditions
             inner.locals.setdefault(target, []).append((value, cond))
@@ -444,11 +444,11 @@ class Constructor(AttrSources, OtherChoices):
         if ruled_out is not None:  # `x = A(...) if ... elif ...: x = B(...)`, then `return x`
             where = {id(v): table.statements[pos][0] for _t, v, _c, pos in table.local_assignments}
             for ret, _cond in returns:
-                if isinstance(ret, cst.Name):
+                if type(ret) is cst.Name:
                     ruled_out += [(v, c, where[id(v)]) for v, c in ruled_locals.get(ret.value, ()) if id(v) in where]
         if item is not None:  # `return op, rank, size`: its item; a return of one value has none
             returns = [(r.elements[item].value, c) for r, c in returns
-                       if isinstance(r, cst.Tuple) and item < len(r.elements)]
+                       if type(r) is cst.Tuple and item < len(r.elements)]
         for ret, cond in returns:
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
@@ -476,7 +476,7 @@ def _model_type(evaluator) -> str | None:
 
 
 def _integer_item(expr: cst.Subscript) -> int | None:
-    if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer):
+    if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index and type(expr.slice[0].slice.value) is cst.Integer:
         return int(expr.slice[0].slice.value.value)
     return None
 
@@ -487,12 +487,12 @@ def _layer_list(element: Instance, repeat: str | None) -> Instance:
 
 def _range_arg(for_in, module) -> str | None:
     it = for_in.iter
-    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and it.args:
+    if type(it) is cst.Call and type(it.func) is cst.Name and it.func.value == "range" and it.args:
         return module.code(it.args[-1].value if len(it.args) == 1 else it.args[1].value).strip()
     return None
 
 
 def _strip_subscript(expr):
-    return expr.value if isinstance(expr, cst.Subscript) else expr
+    return expr.value if type(expr) is cst.Subscript else expr
 
 

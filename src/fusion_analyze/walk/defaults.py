@@ -65,7 +65,7 @@ def _assigned_by_methods(cls) -> dict[str, list]:
         for node in find_all(cls.node, cst.Assign):
             for t in node.targets:
                 t = t.target
-                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
                     names.setdefault(t.attr.value, []).append(node.value)
         module.memo[key] = names
     return module.memo[key]
@@ -81,9 +81,9 @@ def _keeps(name: str, default: Value, assigned: list) -> bool:
         if lit is not None and lit.value == default.value and type(lit.value) is type(default.value):
             continue
         left = value
-        while isinstance(left, cst.BooleanOperation) and isinstance(left.operator, cst.And):
+        while type(left) is cst.BooleanOperation and type(left.operator) is cst.And:
             left = left.left
-        if left is not value and isinstance(left, cst.Attribute) and isinstance(left.value, cst.Name) \
+        if left is not value and type(left) is cst.Attribute and type(left.value) is cst.Name \
                 and left.value.value == "self" and left.attr.value == name:
             continue
         return False
@@ -109,8 +109,8 @@ def config_default(defaults, name: str, infer) -> Value:
 
 def _dict_get_default(value) -> cst.BaseExpression | None:
     """`options.get("key", default)`: what it reads from a configuration dict the user left empty."""
-    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
-            and len(value.args) == 2 and isinstance(value.args[0].value, cst.SimpleString)):
+    if (type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "get"
+            and len(value.args) == 2 and type(value.args[0].value) is cst.SimpleString):
         return value.args[1].value
     return None
 
@@ -121,11 +121,11 @@ def _declared(cls) -> dict:
     found = cls.module.memo.get(key)
     if found is None:
         found = cls.module.memo[key] = {}
-        for stmt in cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []:
-            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+        for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+            for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
+                if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                     found[small.target.value] = small.value  # a bare annotation: no default
-                elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
                     found[small.targets[0].target.value] = small.value
     return found
 
@@ -138,25 +138,25 @@ def _declared_default(defaults, name: str, infer) -> Value:
         return Unknown(f"{cls.name} declares no default for {name}")
 
     def nested(expr) -> Value | None:
-        if isinstance(expr, cst.Lambda) and isinstance(expr.body, cst.Call) and not expr.body.args:
+        if type(expr) is cst.Lambda and type(expr.body) is cst.Call and not expr.body.args:
             expr = expr.body.func
-        elif isinstance(expr, cst.Call) and not expr.args:
+        elif type(expr) is cst.Call and not expr.args:
             expr = expr.func
         if isinstance(expr, (cst.Name, cst.Attribute)):
             target = index.resolve_expr(cls.module, expr)
             if getattr(target, "kind", None) == "class":
                 return Known(Defaults(target))
-            if isinstance(expr, cst.Name) and expr.value in ("dict", "list"):
+            if type(expr) is cst.Name and expr.value in ("dict", "list"):
                 return Known({} if expr.value == "dict" else ())
         return None
 
-    if isinstance(value, cst.Call) and _dotted_text(value.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
+    if type(value) is cst.Call and _dotted_text(value.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
         for arg in value.args:
             if arg.keyword is not None and arg.keyword.value == "default":
                 return infer(arg.value, Scope(module=cls.module))
             if arg.keyword is not None and arg.keyword.value == "default_factory":
                 return nested(arg.value) or Unknown(f"{cls.name}.{name} is built by a factory")
         return Unknown(f"{cls.name}.{name} has no default")
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         return nested(value) or Unknown(f"{cls.name}.{name} is computed when the configuration is built")
     return infer(value, Scope(module=cls.module))

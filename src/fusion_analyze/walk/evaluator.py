@@ -53,11 +53,12 @@ class Evaluator:
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
         env = env or _EMPTY
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        kind = type(expr)
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
             return self.truth(expr.expression, module, env, scope).negate()
-        if isinstance(expr, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             left, right = self.truth(expr.left, module, env, scope), self.truth(expr.right, module, env, scope)
-            return left.and_(right) if isinstance(expr.operator, cst.And) else left.or_(right)
+            return left.and_(right) if type(expr.operator) is cst.And else left.or_(right)
         decided = none_test(expr, env)
         if decided is not Truth.UNKNOWN:
             return decided
@@ -77,7 +78,7 @@ class Evaluator:
         parts, stack = [], [expr]
         while stack:
             e = stack.pop()
-            if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
                 stack += [e.right, e.left]
             else:
                 parts.append(e)
@@ -153,15 +154,16 @@ class Evaluator:
         if lit is not None:
             return lit
         step = depth + 1
-        if isinstance(expr, cst.Name):
+        kind = type(expr)  # libcst's node classes are ABCs: an isinstance chain costs here, on every step
+        if kind is cst.Name:
             return self._name(expr.value, scope, step)
-        if isinstance(expr, cst.Attribute):
+        if kind is cst.Attribute:
             return self._attribute(expr, scope, step)
-        if isinstance(expr, cst.Call):
+        if kind is cst.Call:
             return self._call(expr, scope, step)
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
             return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
-        if isinstance(expr, cst.Comparison):  # a < b <= c: each pair, all must hold
+        if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
             left, out = self.infer(expr.left, scope, step), None
             for comp in expr.comparisons:
                 right = self.infer(comp.comparator, scope, step)
@@ -171,12 +173,12 @@ class Evaluator:
                 out = got if out is None or not isinstance(got, Known) else out
                 left = right
             return out
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
             t = truth_of(self.infer(expr.expression, scope, step))
             return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
-        if isinstance(expr, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             return self._boolean(expr, scope, step)
-        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITH:
+        if kind is cst.BinaryOperation and type(expr.operator) in _ARITH:
             left, right = self.infer(expr.left, scope, step), self.infer(expr.right, scope, step)
             if isinstance(left, Known) and isinstance(right, Known):
                 try:
@@ -184,18 +186,18 @@ class Evaluator:
                 except (TypeError, ZeroDivisionError, OverflowError):
                     return Unknown("arithmetic on values that do not combine")
             return Unknown("arithmetic on an unknown value")
-        if isinstance(expr, cst.IfExp):
+        if kind is cst.IfExp:
             t = truth_of(self.infer(expr.test, scope, step))
             if t is Truth.TRUE:
                 return self.infer(expr.body, scope, step)
             if t is Truth.FALSE:
                 return self.infer(expr.orelse, scope, step)
             return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
-        if isinstance(expr, (cst.Tuple, cst.List)):
+        if kind is cst.Tuple or kind is cst.List:
             items = [self.infer(e.value, scope, step) for e in expr.elements]
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
-        if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) for e in expr.elements):
+        if kind is cst.Dict and all(type(e) is cst.DictElement for e in expr.elements):
             pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
             if all(isinstance(k, Known) for k, _v in pairs):
                 try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
@@ -265,7 +267,7 @@ class Evaluator:
         for env in catalog().runtime.get("environment") or ():
             if dotted and dotted.startswith(env["module"] + ".") and dotted.count(".") == env["module"].count(".") + 1:
                 return self._environment_default(index, env, dotted.rsplit(".", 1)[1], depth)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             owner = index.resolve_expr(module, expr.value)
             if getattr(owner, "kind", None) == "class":
                 return _class_constant(owner, expr.attr.value)
@@ -290,8 +292,8 @@ class Evaluator:
         info = index.get(env["module"])
         table = [d for d in (info.defs.get(env["table"], ()) if info is not None else ()) if d.kind == "assign"]
         node = table[0].node if len(table) == 1 else None
-        for el in node.elements if isinstance(node, cst.Dict) else ():
-            if isinstance(el, cst.DictElement) and literal(el.key) == Known(name) and isinstance(el.value, cst.Lambda):
+        for el in node.elements if type(node) is cst.Dict else ():
+            if type(el) is cst.DictElement and literal(el.key) == Known(name) and type(el.value) is cst.Lambda:
                 return self.infer(el.value.body, Scope(module=info), depth)
         return Unknown(f"{name} is not in {env['module']}.{env['table']}")
 
@@ -310,7 +312,7 @@ class Evaluator:
 
     def _attribute(self, expr: cst.Attribute, scope, depth: int) -> Value:
         attr = expr.attr.value
-        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if type(expr.value) is cst.Name and expr.value.value == "self":
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
             return _carried(scope, attr) or Unknown(f"self.{attr} outside a construction")
@@ -336,7 +338,7 @@ class Evaluator:
 
     def _call(self, call: cst.Call, scope, depth: int) -> Value:
         func, args = call.func, [a.value for a in call.args if a.keyword is None and not a.star]
-        if isinstance(func, cst.Name) and func.value == "getattr" and len(args) in (2, 3):
+        if type(func) is cst.Name and func.value == "getattr" and len(args) in (2, 3):
             base, key = self.infer(args[0], scope, depth), literal(args[1])
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str):
                 if self.config is None:
@@ -348,14 +350,14 @@ class Evaluator:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default
             return Unknown("getattr of an unknown object")
-        if isinstance(func, cst.Name) and func.value in self.calls:
+        if type(func) is cst.Name and func.value in self.calls:
             return self.calls[func.value](call, scope)
-        if isinstance(func, cst.Attribute) and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
+        if type(func) is cst.Attribute and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
             # the default environment: every variable unset
             return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
-        if isinstance(func, cst.Name) and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
+        if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             return _BUILTINS[func.value](self.infer(args[0], scope, depth))
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             name = func.attr.value
             base = self.infer(func.value, scope, depth)
             if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
@@ -366,7 +368,7 @@ class Evaluator:
                 return ConfigRef(True)
             if isinstance(base, Known) and name == "supports" and hasattr(base.value, "capabilities") and len(args) == 1:
                 wanted = args[0]  # profile.supports(HardwareCapability.X): the device's capability table decides
-                if isinstance(wanted, cst.Attribute):
+                if type(wanted) is cst.Attribute:
                     return Known(base.value.supports(wanted.attr.value))
             if isinstance(base, Known) and isinstance(base.value, dict) and name == "get" and args:
                 key = self.infer(args[0], scope, depth)
@@ -414,7 +416,7 @@ class Evaluator:
             # a function that ends in a return always returns one of the returns left: when they all give one
             # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
             last = fn.body.body[-1] if fn.body.body else None
-            if returns and isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+            if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
                 got = [self.infer(v, inner, depth) for v, _c in returns]
                 if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                     return got[0]
@@ -430,7 +432,7 @@ class Evaluator:
             left = Known(t is Truth.TRUE)  # its truth is all that `and` / `or` return when they stop at it
         if t is Truth.UNKNOWN:
             return Unknown("and / or of an unknown value")
-        is_and = isinstance(expr.operator, cst.And)
+        is_and = type(expr.operator) is cst.And
         if (t is Truth.TRUE) == is_and:  # `a and b` with a true, `a or b` with a false: b decides
             return self.infer(expr.right, scope, depth)
         return left
@@ -441,7 +443,7 @@ class Evaluator:
         from ..catalog import catalog
 
         for _ in range(catalog().limit("param_chain")):
-            if not isinstance(expr, cst.Name) or scope is None:
+            if not type(expr) is cst.Name or scope is None:
                 break
             if expr.value in scope.params:
                 expr, scope = scope.params[expr.value]

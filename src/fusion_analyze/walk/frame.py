@@ -71,18 +71,18 @@ def _flat(args, kwargs) -> list[str]:
 
 
 def _self_attr(expr) -> bool:
-    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+    return type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self"
 
 
 def _target_names(t) -> list[str]:
-    if isinstance(t, cst.Name):
+    if type(t) is cst.Name:
         return [t.value]
     if isinstance(t, (cst.Tuple, cst.List)):
         out = []
         for e in t.elements:
             out += _target_names(e.value)
         return out
-    if isinstance(t, cst.Attribute):
+    if type(t) is cst.Attribute:
         return [t.attr.value]
     return []
 

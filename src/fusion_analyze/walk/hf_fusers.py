@@ -56,7 +56,7 @@ class LoadTime(Rewrites):
             reg = self.spec["registry"]
             found = self.index.lookup(reg["module"], reg["table"])
             node = found.node if isinstance(found, Definition) and found.kind == "assign" else None
-            self._tree_fusers = [e.value.value for e in node.elements if isinstance(e.value, cst.Name)] \
+            self._tree_fusers = [e.value.value for e in node.elements if type(e.value) is cst.Name] \
                 if isinstance(node, (cst.Tuple, cst.List)) else []
         return self._tree_fusers
 
@@ -88,7 +88,7 @@ class LoadTime(Rewrites):
         for c, fn, _scope in self.ctor.init_scopes(inst):
             for name, assigned in tables(fn, c.module).self_assignments.items():
                 for expr, _cond, _pos in assigned:
-                    if (name not in out and isinstance(expr, cst.Call)
+                    if (name not in out and type(expr) is cst.Call
                             and self.index.dotted(c.module, expr.func) == torch_cls):
                         out[name] = (expr, c.module)
         return out
@@ -101,8 +101,8 @@ class LoadTime(Rewrites):
             if fn is not None and fn.kind == "function":
                 for d in find_all(fn.node, cst.Dict):
                     for el in d.elements:
-                        if (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
-                                and isinstance(el.value, cst.Tuple) and el.value.elements):
+                        if (type(el) is cst.DictElement and type(el.key) is cst.SimpleString
+                                and type(el.value) is cst.Tuple and el.value.elements):
                             target = self.index.resolve_expr(fn.module, el.value.elements[0].value)
                             if isinstance(target, Definition):
                                 self._styles[el.key.evaluated_value] = target.qualname
@@ -118,13 +118,13 @@ class LoadTime(Rewrites):
                 found = self.index.lookup(module, cls.name) if module else None
                 body = found.node.body.body if isinstance(found, Definition) and found.kind == "class" else []
                 for stmt in body:
-                    for small in getattr(stmt, "body", []) if isinstance(stmt, cst.SimpleStatementLine) else []:
-                        target = small.targets[0].target if isinstance(small, cst.Assign) else getattr(small, "target", None)
-                        if (isinstance(target, cst.Name) and target.value == self.spec["linear"]["tp_plan"]
-                                and isinstance(small.value, cst.Dict)):
+                    for small in getattr(stmt, "body", []) if type(stmt) is cst.SimpleStatementLine else []:
+                        target = small.targets[0].target if type(small) is cst.Assign else getattr(small, "target", None)
+                        if (type(target) is cst.Name and target.value == self.spec["linear"]["tp_plan"]
+                                and type(small.value) is cst.Dict):
                             for el in small.value.elements:
-                                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) \
-                                        and isinstance(el.value, cst.SimpleString):
+                                if type(el) is cst.DictElement and type(el.key) is cst.SimpleString \
+                                        and type(el.value) is cst.SimpleString:
                                     self._tp_plan[el.key.evaluated_value] = el.value.evaluated_value
         return self._tp_plan
 
@@ -169,7 +169,7 @@ class LoadTime(Rewrites):
         for c, init, _scope in self.ctor.init_scopes(inst):  # a leaf: no submodule of its own
             for assigned in tables(init, c.module).self_assignments.values():
                 for expr, _cond, _pos in assigned:
-                    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)) and (
+                    if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)) and (
                             not (self.index.dotted(c.module, expr.func) or "").startswith("torch.")
                             or _is_module_call(self.index, c.module, expr)):
                         return None
@@ -177,7 +177,7 @@ class LoadTime(Rewrites):
                       and (m := (self.ctor.method(inst.cls, sc[0]) or (None, None))[1]) is not None]
         calls = {_callee(c) for f in fns for c in find_all(f, cst.Call)}
         squared = ("pow" in calls or "square" in calls
-                   or any(isinstance(b.operator, cst.Power) for f in fns for b in find_all(f, cst.BinaryOperation)))
+                   or any(type(b.operator) is cst.Power for f in fns for b in find_all(f, cst.BinaryOperation)))
         if not ("rsqrt" in calls and "mean" in calls and squared):
             return None
         code = "".join(owner.module.code(f) for f in fns)
@@ -297,7 +297,7 @@ class LoadTime(Rewrites):
         if not self._moe_block(inst):
             return None
         found = self.ctor.method(inst.cls, "forward")
-        if found is None or any(isinstance(r.value, cst.Tuple) for r in find_all(found[1], cst.Return) if r.value):
+        if found is None or any(type(r.value) is cst.Tuple for r in find_all(found[1], cst.Return) if r.value):
             return None  # a block returning a tuple is not rewritten
         children = self._children(inst)
         routers = [n for n in children if n != mixin["experts_attr"] and self._is_router(inst, n)]
@@ -314,7 +314,7 @@ class LoadTime(Rewrites):
         for c, fn, _scope in self.ctor.init_scopes(inst):
             for name, assigned in tables(fn, c.module).self_assignments.items():
                 for expr, _cond, _pos in assigned:
-                    if isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Call) and _is_module_call(self.index, c.module, expr)):
+                    if type(expr) is cst.Subscript or (type(expr) is cst.Call and _is_module_call(self.index, c.module, expr)):
                         if name not in out:
                             out.append(name)
         return out
@@ -328,7 +328,7 @@ class LoadTime(Rewrites):
         for c, fn, _scope in self.ctor.init_scopes(child):
             for attr, assigned in tables(fn, c.module).self_assignments.items():
                 for expr, _cond, _pos in assigned:
-                    is_state = isinstance(expr, cst.Call) and (
+                    is_state = type(expr) is cst.Call and (
                         _is_module_call(self.index, c.module, expr)
                         or (self.index.dotted(c.module, expr.func) or "").endswith(("Parameter", "Buffer")))
                     if is_state and attr not in state:

@@ -12,7 +12,7 @@ from .tables import tables
 
 def _self_call(node) -> tuple[str, list] | None:
     """`self.<name>(args)`: (name, positional argument expressions)."""
-    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+    if (type(node) is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name
             and node.func.value.value == "self"):
         return node.func.attr.value, [a.value for a in node.args if a.keyword is None and not a.star]
     return None
@@ -54,7 +54,7 @@ class Rewrites:
 
     def _glu(self, inst, fn, module, linears, spec, plan, replacements) -> bool:
         for mul in find_all(fn, cst.BinaryOperation):
-            if not isinstance(mul.operator, cst.Multiply):
+            if not type(mul.operator) is cst.Multiply:
                 continue
             sides = [_peel(mul.left), _peel(mul.right)]
             for a, b in (sides, sides[::-1]):
@@ -93,14 +93,14 @@ class Rewrites:
 
         acts = spec["activations"]
         table = self.index.lookup(acts["module"], acts["table"])
-        if not (isinstance(table, Definition) and isinstance(table.node, cst.Dict)):
+        if not (isinstance(table, Definition) and type(table.node) is cst.Dict):
             return None
         by_key = {el.key.evaluated_value: table.module.code(_first(el.value)).strip()
-                  for el in table.node.elements if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)}
+                  for el in table.node.elements if type(el) is cst.DictElement and type(el.key) is cst.SimpleString}
         key = None
         for c, init, scope in self.ctor.init_scopes(inst):
             for expr, _cond, _pos in tables(init, c.module).self_assignments.get(act_attr, ()):
-                if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) \
+                if type(expr) is cst.Subscript and type(expr.value) is cst.Name \
                         and expr.value.value == acts["instantiated"] and len(expr.slice) == 1:
                     self.ctor._fill_locals(init, scope, c.module, before=10 ** 9)
                     value = self.ctor.evaluator.infer(expr.slice[0].slice.value, scope)
@@ -112,17 +112,17 @@ class Rewrites:
         mul = spec["and_mul"]
         registry = self.index.lookup(mul["module"], mul["table"])
         node = registry.node if isinstance(registry, Definition) else None
-        if isinstance(node, cst.Call) and node.args:
+        if type(node) is cst.Call and node.args:
             node = node.args[0].value  # LazyDict({...})
-        if not isinstance(node, cst.Dict):
+        if not type(node) is cst.Dict:
             return None
         entries = {el.key.evaluated_value: el.value for el in node.elements
-                   if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)}
+                   if type(el) is cst.DictElement and type(el.key) is cst.SimpleString}
         for name in (k for k, v in by_key.items() if v == by_key[key]):  # every name of the same class, in order
             value = entries.get(name)
             if value is not None:
-                body = value.body if isinstance(value, cst.Lambda) else value
-                target = self.index.resolve_expr(registry.module, body.func if isinstance(body, cst.Call) else body)
+                body = value.body if type(value) is cst.Lambda else value
+                target = self.index.resolve_expr(registry.module, body.func if type(body) is cst.Call else body)
                 if isinstance(target, Definition):
                     return target.qualname
         return None
@@ -133,7 +133,7 @@ class Rewrites:
         for call in find_all(fn, cst.Call):
             found = _self_call(call)
             if found and found[0] in linears and len(found[1]) == 1 and not [a for a in call.args if a.keyword] \
-                    and isinstance(found[1][0], cst.Name) and found[1][0].value in params:
+                    and type(found[1][0]) is cst.Name and found[1][0].value in params:
                 by_input.setdefault(found[1][0].value, []).append((found[0], call))
         triples = [v for v in by_input.values() if len(v) == 3 and len({n for n, _ in v}) == 3]
         if len(triples) != 1:
@@ -141,7 +141,7 @@ class Rewrites:
         names = [n for n, _ in triples[0]]
         others = [n for n in linears if n not in names]
         uses = {n for c in find_all(fn, cst.Call) if (sc := _self_call(c)) and (n := sc[0]) in others
-                for a in sc[1] if isinstance(a, cst.Name) and a.value == triples[0][0][1].args[0].value.value}
+                for a in sc[1] if type(a) is cst.Name and a.value == triples[0][0][1].args[0].value.value}
         if uses:
             return False  # another linear reads the same input: the three need not be q, k and v
         outs = [_out_text(*linears[n]) for n in names]
@@ -180,7 +180,7 @@ class Rewrites:
         """`self.c_attn(x).split((q, kv, kv), ...)`: the packed projection becomes a QKVParallelLinear."""
         for call in find_all(fn, cst.Call):
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "split" and call.args
+            if not (type(func) is cst.Attribute and func.attr.value == "split" and call.args
                     and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and len(call.args[0].value.elements) == 3):
                 continue
             sizes = [module.code(e.value).strip() for e in call.args[0].value.elements]
@@ -203,13 +203,13 @@ class Rewrites:
         lookups = []
         for small in find_all(fn, (cst.Assign, cst.AnnAssign)):
             value = _peel(small.value) if small.value is not None else None
-            head = value.func if isinstance(value, cst.Call) else value
-            if isinstance(head, (cst.Attribute, cst.Subscript)) and isinstance(head.value, cst.Name) \
+            head = value.func if type(value) is cst.Call else value
+            if isinstance(head, (cst.Attribute, cst.Subscript)) and type(head.value) is cst.Name \
                     and head.value.value == iface:
-                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                names.update(t.value for t in targets if isinstance(t, cst.Name))
+                targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+                names.update(t.value for t in targets if type(t) is cst.Name)
                 lookups.append(small)
-        calls = [c for c in find_all(fn, cst.Call) if isinstance(c.func, cst.Name) and c.func.value in names]
+        calls = [c for c in find_all(fn, cst.Call) if type(c.func) is cst.Name and c.func.value in names]
         if len(calls) != 1 or len([a for a in calls[0].args if a.keyword is None]) < 4:
             return
         call = calls[0]
@@ -223,12 +223,12 @@ class Rewrites:
 
 
 def _first(value):
-    return value.elements[0].value if isinstance(value, cst.Tuple) and value.elements else value
+    return value.elements[0].value if type(value) is cst.Tuple and value.elements else value
 
 
 def _callee(call: cst.Call) -> str:
     f = call.func
-    return f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else ""
+    return f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
 
 
 def _arg_text(call: cst.Call, module, position: int, keyword: str) -> str | None:

@@ -203,7 +203,7 @@ class Backends:
 
         def visit_block(stmts, cond):
             for stmt in stmts:
-                if isinstance(stmt, cst.If):
+                if type(stmt) is cst.If:
                     if self._of_instance(impl):
                         value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._inst))
                     else:
@@ -213,7 +213,7 @@ class Backends:
                     neg = test.negate() if test is not None else None
                     if stmt.orelse is not None and value is not Truth.TRUE:
                         orelse = stmt.orelse
-                        if isinstance(orelse, cst.If):  # an elif reads the locals assigned before its `if`
+                        if type(orelse) is cst.If:  # an elif reads the locals assigned before its `if`
                             position.setdefault(id(orelse), position.get(id(stmt), -1))
                             visit_block([orelse], cond if value is Truth.FALSE else join(cond, neg))
                         else:
@@ -234,7 +234,7 @@ class Backends:
 
         def visit_expr_in(node, cond, shallow=False):
             def prune(n) -> bool:
-                return isinstance(n, cst.Lambda) or (shallow and isinstance(n, cst.IndentedBlock))
+                return type(n) is cst.Lambda or (shallow and type(n) is cst.IndentedBlock)
 
             calls: list[cst.Call] = []
             if shallow:
@@ -256,21 +256,21 @@ class Backends:
         if self._of_instance(impl):  # `self.x` arguments: the instance's values
             vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
         # super().m(...): the next class of the implementation's MRO after the one that defines the caller
-        if (impl is not None and caller is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
-                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+        if (impl is not None and caller is not None and type(func) is cst.Attribute and type(func.value) is cst.Call
+                and type(func.value.func) is cst.Name and func.value.func.value == "super"):
             found = self._super_method(impl, caller, func.attr.value)
             if found is not None:
                 owner, fn = found
                 self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # kernel[grid](...): a Triton launch; the kernel is the function subscripted
-        if isinstance(func, cst.Subscript) and isinstance(func.value, (cst.Name, cst.Attribute)):
+        if type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func.value)
             if isinstance(target, Definition) and target.kind == "function":
                 out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond), cond=cond))
             return
         # SomeFn.apply(...): an autograd Function runs its static forward
-        if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
+        if type(func) is cst.Attribute and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func.value)
             if isinstance(target, Definition) and target.kind == "class":
                 found = self.ctor.method(target, "forward")
@@ -290,7 +290,7 @@ class Backends:
                     self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)
             return
         # self.helper(...) inside the implementation
-        if impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if impl is not None and type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
                 owner, fn = found
@@ -299,8 +299,8 @@ class Backends:
                 self._native(impl, fn, module, call, cond, out, start)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
-        if (impl is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
-                and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"):
+        if (impl is not None and type(func) is cst.Attribute and type(func.value) is cst.Attribute
+                and type(func.value.value) is cst.Name and func.value.value.value == "self"):
             from .construct import Instance
 
             owner_inst = (self._inst if self._of_instance(impl)
@@ -319,7 +319,7 @@ class Backends:
                     self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and isinstance(func.value.func, (cst.Name, cst.Attribute)):
+        if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
             maker = self.index.resolve_expr(module, func.value.func)
             ret = maker.node.returns if isinstance(maker, Definition) and maker.kind == "function" else None
             if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
@@ -330,7 +330,7 @@ class Backends:
                     self._collect(None, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
             if self.index.resolve_expr(module, func) is None:
                 owner = self._evaluator.infer(func.value, Scope(module=module))
                 if isinstance(owner, Known) and isinstance(owner.value, ClassRef):
@@ -344,7 +344,7 @@ class Backends:
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if isinstance(func, (cst.Name, cst.Attribute)):
             target = self.index.resolve_expr(module, func)
-            if target is None and isinstance(func, cst.Name) and caller is not None:
+            if target is None and type(func) is cst.Name and caller is not None:
                 target = self._imported_in(module, caller, func.value)
             kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
@@ -390,12 +390,12 @@ class Backends:
 
 def _only_forward_native(fn: cst.FunctionDef) -> bool:
     """The body (past a docstring) is one `return <...>.forward_native(...)`."""
-    body = [st for st in fn.body.body if not (isinstance(st, cst.SimpleStatementLine) and isinstance(st.body[0], cst.Expr)
+    body = [st for st in fn.body.body if not (type(st) is cst.SimpleStatementLine and type(st.body[0]) is cst.Expr
                                               and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
-    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or not isinstance(body[0].body[0], cst.Return):
+    if len(body) != 1 or not type(body[0]) is cst.SimpleStatementLine or not type(body[0].body[0]) is cst.Return:
         return False
     value = body[0].body[0].value
-    return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+    return (type(value) is cst.Call and type(value.func) is cst.Attribute
             and value.func.attr.value == "forward_native")
 
 

@@ -16,10 +16,10 @@ from .values import Known, Symbol, Truth, Unknown, Value, _code, _is_none, liter
 
 def _dotted_text(expr) -> str | None:
     parts = []
-    while isinstance(expr, cst.Attribute):
+    while type(expr) is cst.Attribute:
         parts.append(expr.attr.value)
         expr = expr.value
-    if not isinstance(expr, cst.Name):
+    if not type(expr) is cst.Name:
         return None
     return ".".join([expr.value] + parts[::-1])
 
@@ -38,9 +38,9 @@ def _rebound(module, name: str) -> bool:
 def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
     """`a.b.c` whose root name is no local or parameter of `scope`: a module, class or import."""
     root = expr
-    while isinstance(root, cst.Attribute):
+    while type(root) is cst.Attribute:
         root = root.value
-    if not isinstance(root, cst.Name) or root.value == "self":
+    if not type(root) is cst.Name or root.value == "self":
         return False
     return scope is None or not (root.value in scope.locals or root.value in scope.params or root.value in scope.defaults)
 
@@ -48,13 +48,13 @@ def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
 def _class_constant(cls, name: str) -> Value:
     """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
     found = [s.body[0].value for s in cls.node.body.body
-             if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Assign)
-             and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0].target, cst.Name)
+             if type(s) is cst.SimpleStatementLine and len(s.body) == 1 and type(s.body[0]) is cst.Assign
+             and len(s.body[0].targets) == 1 and type(s.body[0].targets[0].target) is cst.Name
              and s.body[0].targets[0].target.value == name]
     value = literal(found[0]) if len(found) == 1 else None
     if value is None and len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases):
         return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
-    if not found and any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in cls.node.body.body):
+    if not found and any(type(s) is cst.FunctionDef and s.name.value == name for s in cls.node.body.body):
         from .values import NotNone
 
         return NotNone(f"{cls.name}.{name}")  # a method read off the class (custom_routing_function=Cls.fn)
@@ -63,9 +63,9 @@ def _class_constant(cls, name: str) -> Value:
 
 def _base_text(arg) -> str:
     node = arg.value
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         node = node.attr
-    return node.value if isinstance(node, cst.Name) else ""
+    return node.value if type(node) is cst.Name else ""
 
 
 def _known_items(value: Value):
@@ -124,9 +124,9 @@ _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
 def _is_unbound_chain_self(func) -> bool:
     """`self.m(...)`: a method, which needs the instance (read by the constructor, not here)."""
     root = func
-    while isinstance(root, cst.Attribute):
+    while type(root) is cst.Attribute:
         root = root.value
-    return isinstance(root, cst.Name) and root.value == "self"
+    return type(root) is cst.Name and root.value == "self"
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
@@ -139,21 +139,21 @@ def _decision_function(fn: cst.FunctionDef, module) -> bool:
 
 def _only_decisions(body) -> bool:
     for stmt in body:
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             orelse = stmt.orelse
             if not _only_decisions(stmt.body.body):
                 return False
-            while isinstance(orelse, cst.If):
+            while type(orelse) is cst.If:
                 if not _only_decisions(orelse.body.body):
                     return False
                 orelse = orelse.orelse
-            if isinstance(orelse, cst.Else) and not _only_decisions(orelse.body.body):
+            if type(orelse) is cst.Else and not _only_decisions(orelse.body.body):
                 return False
-        elif isinstance(stmt, cst.SimpleStatementLine):
+        elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 if isinstance(small, (cst.Return, cst.Assign, cst.Pass, cst.ImportFrom, cst.Import)):
                     continue
-                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue
                 return False
         else:
@@ -171,9 +171,9 @@ def _builds_objects(fn_def, index) -> bool:
         rets = [value for value, _cond in tables(fn_def.node, module).returns]
         ok = bool(rets)
         for value in rets:
-            func = value.func if isinstance(value, cst.Call) else None
+            func = value.func if type(value) is cst.Call else None
             target = index.resolve_expr(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-            if target is None and isinstance(func, cst.Name):  # imported inside the function
+            if target is None and type(func) is cst.Name:  # imported inside the function
                 from .tables import function_imports
 
                 local = function_imports(module).get(func.value)
@@ -210,26 +210,26 @@ def _item(base: Value, key: Value) -> Value:
 # -- tests the bindings decide ------------------------------------------------------------------
 def none_test(expr, env) -> Truth:
     """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
-    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.left, cst.Name):
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1 and type(expr.left) is cst.Name:
         comp = expr.comparisons[0]
         if _is_none(comp.comparator) and expr.left.value in env.none:
             state = env.none[expr.left.value]
-            if isinstance(comp.operator, cst.Is):
+            if type(comp.operator) is cst.Is:
                 return Truth.of(state)
-            if isinstance(comp.operator, cst.IsNot):
+            if type(comp.operator) is cst.IsNot:
                 return Truth.of(not state)
     return Truth.UNKNOWN
 
 
 def isinstance_test(expr, module, env) -> Truth:
     """`isinstance(self.x, C)` when the walk knows which class built self.x."""
-    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "isinstance"
+    if not (type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "isinstance"
             and len(expr.args) == 2):
         return Truth.UNKNOWN
     classes = env.attr_classes.get(_code(module, expr.args[0].value))
     if classes is None:
         return Truth.UNKNOWN
     wanted = expr.args[1].value
-    names = [e.value for e in wanted.elements] if isinstance(wanted, cst.Tuple) else [wanted]
+    names = [e.value for e in wanted.elements] if type(wanted) is cst.Tuple else [wanted]
     tails = {_code(module, n).rsplit(".", 1)[-1] for n in names}
     return Truth.of(bool(tails & set(classes)))

@@ -65,7 +65,7 @@ class OtherChoices:
                 k = _key(el)
                 if k is None or k == chosen_key:
                     continue
-                value = el.value.body if isinstance(el.value, cst.Lambda) else el.value
+                value = el.value.body if type(el.value) is cst.Lambda else el.value
                 for alt in self.evaluate(value, where, depth + 1):
                     if alt.cls is not None:
                         found.append((alt.cls, f"{key_text} == {k!r}", where.module.rel, where.module.line_of(el),
@@ -78,27 +78,27 @@ class OtherChoices:
         """A registry lookup `REGISTRY[key]` (a dict literal, or `LazyDict({...: lambda: Layer()})`): the entry
         the key selects when the evaluator knows it, else every entry (alternatives, with their key)."""
         node = None
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):  # `types or DEFAULT_TYPES`
+        if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:  # `types or DEFAULT_TYPES`
             left = self.evaluator.infer(expr.left, scope)
             return self._dict_values(expr.right if isinstance(left, Known) and not left.value else expr.left, key,
                                      scope, depth + 1) if depth < MAX_DEPTH else []
-        if isinstance(expr, cst.Name) and len(scope.locals.get(expr.value, ())) == 1 and depth < MAX_DEPTH:
+        if type(expr) is cst.Name and len(scope.locals.get(expr.value, ())) == 1 and depth < MAX_DEPTH:
             return self._dict_values(scope.locals[expr.value][0][0], key, scope, depth + 1)  # a local naming it
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             target = self.index.lookup(scope.module.name, expr.value)
             if isinstance(target, Definition) and target.kind == "assign":
                 value = target.node
-                if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, (cst.Dict, cst.Name)):
+                if type(value) is cst.Call and value.args and isinstance(value.args[0].value, (cst.Dict, cst.Name)):
                     value = value.args[0].value  # LazyDict({...}), ClassInstantier(ACT2CLS)
-                    if isinstance(value, cst.Name):
+                    if type(value) is cst.Name:
                         inner = self.index.lookup(target.module.name, value.value)
                         value = inner.node if isinstance(inner, Definition) and inner.kind == "assign" else None
-                if isinstance(value, cst.Dict):
+                if type(value) is cst.Dict:
                     node, where = value, Scope(module=target.module)
         if node is None:
             return []
         known = self.evaluator.infer(key, scope) if key is not None else None
-        entries = [(literal_key(el.key), el.value) for el in node.elements if isinstance(el, cst.DictElement)]
+        entries = [(literal_key(el.key), el.value) for el in node.elements if type(el) is cst.DictElement]
         chosen = isinstance(known, Known) and any(k == known.value for k, _v in entries)
         if chosen:
             entries = [(k, v) for k, v in entries if k == known.value]
@@ -106,9 +106,9 @@ class OtherChoices:
         key_text = origin[1].module.code(origin[0]).strip() if origin is not None else None
         out = []
         for k, value in entries:
-            if isinstance(value, cst.Lambda):
+            if type(value) is cst.Lambda:
                 value = value.body  # a lazy entry: the lambda builds it when asked
-            if isinstance(value, cst.Tuple) and value.elements:
+            if type(value) is cst.Tuple and value.elements:
                 value = value.elements[0].value  # (class, its keyword arguments)
             for alt in self.evaluate(value, where, depth + 1):
                 if not chosen and key_text and k is not None:  # which value of the key selects this entry
@@ -122,7 +122,7 @@ class OtherChoices:
 
 
 def _key(el):
-    if not isinstance(el, cst.DictElement):
+    if not type(el) is cst.DictElement:
         return None
     known = literal(el.key)
     return known.value if known is not None else None

@@ -50,23 +50,23 @@ def read_registered_ops(index: ModuleIndex) -> RegisteredOps | dict:
         for stmt, conditional in _statements(fn.body.body, version=version):
             if conditional:
                 continue  # hardware-specific overrides (310P compatibility paths) are not the standard path
-            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+            for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
                 pairs = []
-                if isinstance(small, cst.Assign):
+                if type(small) is cst.Assign:
                     for t in small.targets:
-                        if _is_name(t.target, "REGISTERED_ASCEND_OPS") and isinstance(small.value, cst.Dict):
+                        if _is_name(t.target, "REGISTERED_ASCEND_OPS") and type(small.value) is cst.Dict:
                             pairs += _dict_pairs(small.value)
-                        elif isinstance(t.target, cst.Subscript) and _is_name(t.target.value, "REGISTERED_ASCEND_OPS"):
+                        elif type(t.target) is cst.Subscript and _is_name(t.target.value, "REGISTERED_ASCEND_OPS"):
                             key = t.target.slice[0].slice
-                            if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+                            if type(key) is cst.Index and type(key.value) is cst.SimpleString:
                                 pairs.append((key.value.evaluated_value, small.value))
-                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                elif type(small) is cst.Expr and type(small.value) is cst.Call:
                     f = small.value.func
-                    if isinstance(f, cst.Attribute) and f.attr.value == "update" and _is_name(f.value, "REGISTERED_ASCEND_OPS"):
-                        if small.value.args and isinstance(small.value.args[0].value, cst.Dict):
+                    if type(f) is cst.Attribute and f.attr.value == "update" and _is_name(f.value, "REGISTERED_ASCEND_OPS"):
+                        if small.value.args and type(small.value.args[0].value) is cst.Dict:
                             pairs += _dict_pairs(small.value.args[0].value)
                 for key, value in pairs:
-                    if isinstance(value, cst.Name) and value.value in local:
+                    if type(value) is cst.Name and value.value in local:
                         found.setdefault(key, []).append(local[value.value])
                     else:
                         found.setdefault(key, []).append((info, value))
@@ -121,19 +121,19 @@ class CustomOps:
 
 
 def _functions(body: list) -> list[cst.FunctionDef]:
-    return [s for s in body if isinstance(s, cst.FunctionDef)]
+    return [s for s in body if type(s) is cst.FunctionDef]
 
 
 def _statements(body, conditional=False, version: dict | None = None):
     for stmt in body:
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             holds = _version_test(stmt.test, version or {})
             if holds is not None:  # decided by the vLLM tree's version: only the branch that runs
-                chosen = stmt.body.body if holds else stmt.orelse.body.body if isinstance(stmt.orelse, cst.Else) else []
+                chosen = stmt.body.body if holds else stmt.orelse.body.body if type(stmt.orelse) is cst.Else else []
                 yield from _statements(chosen, conditional, version)
                 continue
             yield from _statements(stmt.body.body, True, version)
-            if stmt.orelse is not None and not isinstance(stmt.orelse, cst.If):
+            if stmt.orelse is not None and not type(stmt.orelse) is cst.If:
                 yield from _statements(stmt.orelse.body.body, conditional, version)  # the else of a hardware check is standard
         elif isinstance(stmt, (cst.With, cst.Try)):
             yield from _statements(stmt.body.body, conditional, version)
@@ -143,7 +143,7 @@ def _statements(body, conditional=False, version: dict | None = None):
 
 def _version_test(test, calls: dict) -> bool | None:
     """A test the vLLM version decides (defaults.version_calls), else None."""
-    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in calls):
+    if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value in calls):
         return None
     value = calls[test.func.value](test, None)
     return value.value if isinstance(value, Known) else None
@@ -151,9 +151,9 @@ def _version_test(test, calls: dict) -> bool | None:
 
 def _dict_pairs(node: cst.Dict):
     for el in node.elements:
-        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+        if type(el) is cst.DictElement and type(el.key) is cst.SimpleString:
             yield el.key.evaluated_value, el.value
 
 
 def _is_name(node, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
+    return type(node) is cst.Name and node.value == name

@@ -39,7 +39,7 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     args, keywords = call_arguments(call)
     given = {k: (v, call_scope) for k, v in keywords.items()}
     for a in call.args:  # f(..., **kwargs) inside a function that collected them: the caller's own keywords
-        if a.star == "**" and isinstance(a.value, cst.Name):
+        if a.star == "**" and type(a.value) is cst.Name:
             for k, found in getattr(call_scope, "star_kwargs", {}).get(a.value.value, {}).items():
                 given.setdefault(k, found)
     bound = set()
@@ -47,7 +47,7 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
         scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)
         bound.add(name)
     star = fn.params.star_kwarg
-    if isinstance(star, cst.Param):  # the keywords no parameter takes, for a `**kwargs` passed on
+    if type(star) is cst.Param:  # the keywords no parameter takes, for a `**kwargs` passed on
         scope.star_kwargs[star.name.value] = {k: w for k, w in given.items() if k not in bound}
 
 

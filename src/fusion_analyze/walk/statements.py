@@ -22,10 +22,10 @@ class Statements:
         for stmt in stmts:
             if len(self.ops) > MAX_OPS:
                 return
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     self._small(frame, small, stmt, cond, steady)
-            elif isinstance(stmt, cst.If):
+            elif type(stmt) is cst.If:
                 self._if(frame, stmt, cond, steady)
                 if stmt.orelse is None and exits_at_end(stmt.body.body):
                     value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
@@ -34,11 +34,11 @@ class Statements:
                     # an undecided guard that raises conditions nothing: a model that runs at all runs what follows
                     if value is None and exits_at_end(stmt.body.body, raises=False):
                         cond = join(cond, Condition.of(stmt.test, frame.module).negate())
-            elif isinstance(stmt, cst.For):
+            elif type(stmt) is cst.For:
                 self._for(frame, stmt, cond, steady)
             elif isinstance(stmt, (cst.With, cst.While)):
                 self._block(frame, stmt.body.body, cond, steady)
-            elif isinstance(stmt, cst.Try):
+            elif type(stmt) is cst.Try:
                 self._block(frame, stmt.body.body, cond, steady)
 
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
@@ -70,7 +70,7 @@ class Statements:
             frame.facts.none = dict(none_before)
             neg = cond if value is False else join(cond, test.negate())
             first = len(self.ops)
-            if isinstance(stmt.orelse, cst.If):
+            if type(stmt.orelse) is cst.If:
                 self._if(frame, stmt.orelse, neg, else_steady)
             else:
                 self._block(frame, stmt.orelse.body.body, neg, else_steady)
@@ -122,10 +122,10 @@ class Statements:
                 return
             self._walked_lists.add(key)
             target = stmt.target
-            names = [target] if isinstance(target, cst.Name) else [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
+            names = [target] if type(target) is cst.Name else [e.value for e in target.elements] if type(target) is cst.Tuple else []
             if loop_var is not None:
                 frame.loop_vars[loop_var] = element
-            elif names and isinstance(names[-1], cst.Name):
+            elif names and type(names[-1]) is cst.Name:
                 frame.loop_vars[names[-1].value] = element
             # Loop-carried variables are not None after the first iteration (the steady state).
             for name in _assigned_names(stmt.body):
@@ -155,7 +155,7 @@ class Statements:
 
     def _list_item(self, frame: _Frame, value) -> Instance | None:
         """The module `self.<list>[k]` stands for, when the list holds leaves (attention, norms)."""
-        if not (isinstance(value, cst.Subscript) and _self_attr(value.value)):
+        if not (type(value) is cst.Subscript and _self_attr(value.value)):
             return None
         lst = self.ctor.attr(frame.inst, value.value.attr.value)
         if lst is None or lst.element is None or lst.element.cls is None:
@@ -166,21 +166,21 @@ class Statements:
         """(layer list, name, statement) for a loop body with a statement `name = self.layers[i]`; (layer list,
         None, None) for one that calls `self.layers[i](...)` with the loop's index."""
         for stmt in body:
-            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            if not type(stmt) is cst.SimpleStatementLine or len(stmt.body) != 1:
                 continue
             small = stmt.body[0]
-            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
-                    and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.Subscript)):
+            if not (type(small) is cst.Assign and len(small.targets) == 1
+                    and type(small.targets[0].target) is cst.Name and type(small.value) is cst.Subscript):
                 continue
             layer_list = self._layer_list(frame, small.value)
             if layer_list is not None and layer_list.element is not None:
                 return layer_list, small.targets[0].target.value, stmt
-        index = target.value if isinstance(target, cst.Name) else None
+        index = target.value if type(target) is cst.Name else None
         for stmt in body if index else ():
             for call in find_all(stmt, cst.Call):
                 sub = call.func
-                if (isinstance(sub, cst.Subscript) and _self_attr(sub.value) and len(sub.slice) == 1
-                        and isinstance(sub.slice[0].slice, cst.Index) and isinstance(sub.slice[0].slice.value, cst.Name)
+                if (type(sub) is cst.Subscript and _self_attr(sub.value) and len(sub.slice) == 1
+                        and type(sub.slice[0].slice) is cst.Index and type(sub.slice[0].slice.value) is cst.Name
                         and sub.slice[0].slice.value.value == index):
                     layer_list = self._layer_list(frame, sub.value)
                     if layer_list is not None and layer_list.element is not None:
@@ -189,11 +189,11 @@ class Statements:
 
     def _layer_list(self, frame: _Frame, it) -> Instance | None:
         """islice(self.layers, a, b) / self.layers / self.layers[a:b] / enumerate(...) of those."""
-        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("islice", "enumerate", "zip") and it.args:
+        if type(it) is cst.Call and type(it.func) is cst.Name and it.func.value in ("islice", "enumerate", "zip") and it.args:
             return self._layer_list(frame, it.args[0].value)
-        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "islice" and it.args:
+        if type(it) is cst.Call and type(it.func) is cst.Attribute and it.func.attr.value == "islice" and it.args:
             return self._layer_list(frame, it.args[0].value)
-        if isinstance(it, cst.Subscript):
+        if type(it) is cst.Subscript:
             return self._layer_list(frame, it.value)
         if _self_attr(it):
             inst = self.ctor.attr(frame.inst, it.attr.value)
@@ -206,9 +206,9 @@ class Statements:
             value = small.value
             if value is None:
                 return
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
             hint = _target_names(targets[0])
-            if isinstance(small, cst.AugAssign):
+            if type(small) is cst.AugAssign:
                 kind = operator_kind(type(small.operator).__name__.replace("Assign", ""))
                 left = self._eval(frame, small.target, cond, steady, stmt)
                 right = self._eval(frame, value, cond, steady, stmt)
@@ -217,16 +217,16 @@ class Statements:
                                    attrs=self._operands(frame, small.target, value, left, right))
                     self._bind_targets(frame, targets, out)
                 return
-            if isinstance(value, cst.Name) and value.value == "None":
+            if type(value) is cst.Name and value.value == "None":
                 for t in targets:
                     for n in _target_names(t):
                         frame.facts.none[n] = True
                         frame.env[n] = []
                 return
-            if len(targets) == 1 and isinstance(targets[0], cst.Name) and self._partial_of(frame, targets[0].value, value):
+            if len(targets) == 1 and type(targets[0]) is cst.Name and self._partial_of(frame, targets[0].value, value):
                 return  # splitter = partial(split_tensor_along_last_dim, ...): a callable, no op yet
             alias = self._list_item(frame, value)
-            if alias is not None and len(targets) == 1 and isinstance(targets[0], cst.Name):
+            if alias is not None and len(targets) == 1 and type(targets[0]) is cst.Name:
                 frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
@@ -236,12 +236,12 @@ class Statements:
                 for t in targets:  # `x = f(h) if test else None` with the test undecided: x may be None
                     for n in _target_names(t):
                         frame.facts.none.pop(n, None)
-            if len(targets) == 1 and isinstance(targets[0], cst.Name):  # for the evaluator: `cfg = getattr(...)`
+            if len(targets) == 1 and type(targets[0]) is cst.Name:  # for the evaluator: `cfg = getattr(...)`
                 frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
                 frame.names.version += 1
-        elif isinstance(small, cst.Expr):
+        elif type(small) is cst.Expr:
             self._eval(frame, small.value, cond, steady, stmt)
-        elif isinstance(small, cst.Return):
+        elif type(small) is cst.Return:
             if small.value is not None:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
 
@@ -262,7 +262,7 @@ class Statements:
 
     def _partial_of(self, frame: _Frame, name: str, value) -> bool:
         """Record `name = functools.partial(f, ...)` with f a function of the trees; True when it is one."""
-        if not (isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and value.args
+        if not (type(value) is cst.Call and isinstance(value.func, (cst.Name, cst.Attribute)) and value.args
                 and self.index.dotted(frame.module, value.func) == "functools.partial"):
             return False
         first = value.args[0].value
@@ -276,7 +276,7 @@ class Statements:
         """A name bound to tensor values is not None; one bound to anything else (a config value, an unknown
         call's result) may be: the evaluator decides it from the assigned expression, or no one does."""
         for t in targets:
-            if isinstance(t, cst.Name):
+            if type(t) is cst.Name:
                 frame.env[t.value] = values[:1] if len(values) == 1 else values
                 if values:
                     frame.facts.none[t.value] = False
@@ -285,7 +285,7 @@ class Statements:
             elif isinstance(t, (cst.Tuple, cst.List)):
                 names = [e.value for e in t.elements]
                 for i, n in enumerate(names):
-                    if isinstance(n, cst.Name):
+                    if type(n) is cst.Name:
                         if len(values) == len(names):
                             frame.env[n.value] = [values[i]]
                         else:
@@ -295,16 +295,16 @@ class Statements:
     def _eval(self, frame: _Frame, expr, cond, steady, stmt, hint=None, quiet=False) -> list[str]:
         if expr is None:
             return []
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return list(frame.env.get(expr.value, []))
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call(frame, expr, cond, steady, stmt, hint)
         if isinstance(expr, (cst.Tuple, cst.List)):
             out = []
             for el in expr.elements:
                 out += self._eval(frame, el.value, cond, steady, stmt)
             return out
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             left = self._eval(frame, expr.left, cond, steady, stmt)
             right = self._eval(frame, expr.right, cond, steady, stmt)
             kind = operator_kind(type(expr.operator).__name__)
@@ -312,9 +312,9 @@ class Statements:
                 return self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
                                 attrs=self._operands(frame, expr.left, expr.right, left, right))
             return left + right
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             return self._eval(frame, expr.value, cond, steady, stmt)
-        if isinstance(expr, cst.IfExp):  # `a(x) if test else None`: each branch's ops run under its side of the test
+        if type(expr) is cst.IfExp:  # `a(x) if test else None`: each branch's ops run under its side of the test
             value = self.ctor.evaluator.truth(expr.test, frame.module, frame.facts, frame.names).as_bool()
             if value is not None:
                 return self._eval(frame, expr.body if value else expr.orelse, cond, steady, stmt, hint, quiet)
@@ -322,7 +322,7 @@ class Statements:
             body = self._eval(frame, expr.body, join(cond, test), steady, stmt, hint, quiet)
             orelse = self._eval(frame, expr.orelse, join(cond, test.negate()), steady, stmt, hint, quiet)
             return body or orelse
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if _self_attr(expr):
                 return []
             return self._eval(frame, expr.value, cond, steady, stmt)
@@ -340,11 +340,11 @@ class Statements:
         for a in call.args:
             if a.star:
                 continue
-            if isinstance(a.value, cst.Name) and a.value.value == "None":
+            if type(a.value) is cst.Name and a.value.value == "None":
                 v = _NONE
-            elif isinstance(a.value, cst.Name) and a.value.value in frame.loop_vars:
+            elif type(a.value) is cst.Name and a.value.value in frame.loop_vars:
                 v = _InstanceValue(frame.loop_vars[a.value.value])
-            elif isinstance(a.value, cst.Name) and frame.facts.none.get(a.value.value):
+            elif type(a.value) is cst.Name and frame.facts.none.get(a.value.value):
                 v = _NONE
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
@@ -361,5 +361,5 @@ class Statements:
 
 def _may_be_none(value) -> bool:
     """An `a if test else b` one of whose branches is None."""
-    return isinstance(value, cst.IfExp) and any(isinstance(b, cst.Name) and b.value == "None"
+    return type(value) is cst.IfExp and any(type(b) is cst.Name and b.value == "None"
                                                 for b in (value.body, value.orelse))

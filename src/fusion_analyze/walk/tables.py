@@ -28,7 +28,7 @@ class FunctionTables:
 
     def _small(self):
         for pos, (stmt, cond) in enumerate(self.statements):
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     yield pos, cond, small
 
@@ -38,9 +38,9 @@ class FunctionTables:
         (`a, b, self.layers = make_layers(...)`: self.layers is `make_layers(...)[2]`)."""
         out = []
         for pos, cond, small in self._small():
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 targets = [t.target for t in small.targets]
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            elif type(small) is cst.AnnAssign and small.value is not None:
                 targets = [small.target]
             else:
                 continue
@@ -58,7 +58,7 @@ class FunctionTables:
         """name -> [(value, condition, position)] of each `self.<name> = value`."""
         out: dict = {}
         for t, v, c, p in self.assignments:
-            if isinstance(t, cst.Attribute) and _is_self(t.value):
+            if type(t) is cst.Attribute and _is_self(t.value):
                 out.setdefault(t.attr.value, []).append((v, c, p))
         return out
 
@@ -66,7 +66,7 @@ class FunctionTables:
     def self_attr_names(self) -> list[str]:
         """Every `self.<name>` assigned anywhere in the body (nested blocks and functions too)."""
         return sorted({node.target.attr.value for node in find_all(self.fn, cst.AssignTarget)
-                       if isinstance(node.target, cst.Attribute) and _is_self(node.target.value)})
+                       if type(node.target) is cst.Attribute and _is_self(node.target.value)})
 
     @cached_property
     def local_assignments(self) -> list[tuple]:
@@ -75,18 +75,18 @@ class FunctionTables:
         (a layer factory passed by name), and its own locals resolve that call."""
         out, nested = [], []
         for pos, (stmt, cond) in enumerate(self.statements):
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 inner = tables(stmt, self.module)
                 rets = inner.returns
-                if rets and isinstance(rets[0][0], cst.Call):
+                if rets and type(rets[0][0]) is cst.Call:
                     out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
                 nested += [(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
                 continue
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if isinstance(small, cst.Assign):
-                        out += [(t.target.value, small.value, cond, pos) for t in small.targets if isinstance(t.target, cst.Name)]
-                    elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                    if type(small) is cst.Assign:
+                        out += [(t.target.value, small.value, cond, pos) for t in small.targets if type(t.target) is cst.Name]
+                    elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
                         out.append((small.target.value, small.value, cond, pos))
         outer = {t for t, *_ in out}
         return out + [n for n in nested if n[0] not in outer]
@@ -95,15 +95,15 @@ class FunctionTables:
     def returns(self) -> list[tuple]:
         """(value, condition) of each `return value`."""
         return [(small.value, cond) for _pos, cond, small in self._small()
-                if isinstance(small, cst.Return) and small.value is not None]
+                if type(small) is cst.Return and small.value is not None]
 
     @cached_property
     def self_calls(self) -> list[tuple]:
         """(position, call) of each `self.<method>(...)` expression statement."""
         out = []
         for pos, _cond, small in self._small():
-            call = small.value if isinstance(small, cst.Expr) else None
-            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and _is_self(call.func.value):
+            call = small.value if type(small) is cst.Expr else None
+            if type(call) is cst.Call and type(call.func) is cst.Attribute and _is_self(call.func.value):
                 out.append((pos, call))
         return out
 
@@ -122,27 +122,27 @@ class FunctionTables:
         out: dict = {}
         for pos, cond, small in self._small():
             target = value = None
-            if (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
-                    and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "append"):
+            if (type(small) is cst.Expr and type(small.value) is cst.Call and small.value.args
+                    and type(small.value.func) is cst.Attribute and small.value.func.attr.value == "append"):
                 target, value = small.value.func.value, small.value.args[0].value
-            elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+            elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
                 target, value = small.targets[0].target.value, small.value
-            if isinstance(target, cst.Attribute) and _is_self(target.value):
+            if type(target) is cst.Attribute and _is_self(target.value):
                 out.setdefault(("self", target.attr.value), []).append((pos, cond, value))
-            elif isinstance(target, cst.Name):
+            elif type(target) is cst.Name:
                 out.setdefault(("local", target.value), []).append((pos, cond, value))
         return out
 
     @cached_property
     def super_init_call(self) -> cst.Call | None:
         """`super().__init__(...)` (or `Base.__init__(self, ...)`, less `self`), not looking into nested functions."""
-        for node in iter_nodes(self.fn, lambda n: isinstance(n, cst.FunctionDef)):
-            if not isinstance(node, cst.Call):
+        for node in iter_nodes(self.fn, lambda n: type(n) is cst.FunctionDef):
+            if not type(node) is cst.Call:
                 continue
             f = node.func
-            if isinstance(f, cst.Attribute) and f.attr.value == "__init__":
+            if type(f) is cst.Attribute and f.attr.value == "__init__":
                 v = f.value
-                if isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value == "super":
+                if type(v) is cst.Call and type(v.func) is cst.Name and v.func.value == "super":
                     return node
                 if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
                     return node.with_changes(args=node.args[1:])
@@ -153,19 +153,19 @@ class FunctionTables:
         """Names of dicts the function stores into (`_ROPE_DICT[key] = rotary_emb`): its memo."""
         out = set()
         for _pos, _cond, small in self._small():
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 for t in small.targets:
-                    if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
+                    if type(t.target) is cst.Subscript and type(t.target.value) is cst.Name:
                         out.add(t.target.value.value)
         return frozenset(out)
 
     def _memo_hit(self, body) -> bool:
         """`if key in MEMO: return MEMO[key]`: a call that returns what an earlier call built, not another
         choice; what follows is not under its negation."""
-        last = body[-1] if len(body) == 1 and isinstance(body[-1], cst.SimpleStatementLine) else None
+        last = body[-1] if len(body) == 1 and type(body[-1]) is cst.SimpleStatementLine else None
         ret = last.body[0] if last is not None and len(last.body) == 1 else None
-        value = ret.value if isinstance(ret, cst.Return) else None
-        return (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)
+        value = ret.value if type(ret) is cst.Return else None
+        return (type(value) is cst.Subscript and type(value.value) is cst.Name
                 and value.value.value in self.memo_names)
 
     def returns_decided(self, env: Bindings, evaluator, scope=None, ruled_out: list | None = None) -> list[tuple]:
@@ -176,7 +176,7 @@ class FunctionTables:
 
         def visit(body, cond, skipped: bool):
             for stmt in body:
-                if isinstance(stmt, cst.If):
+                if type(stmt) is cst.If:
                     value = Truth.UNKNOWN if skipped else evaluator.truth(stmt.test, module, env, scope)
                     test = Condition.of(stmt.test, module)
                     if value is not Truth.FALSE or ruled_out is not None:
@@ -184,7 +184,7 @@ class FunctionTables:
                               skipped or value is Truth.FALSE)
                     if stmt.orelse is not None and (value is not Truth.TRUE or ruled_out is not None):
                         neg = cond if value is Truth.FALSE else join(cond, test.negate())
-                        visit([stmt.orelse] if isinstance(stmt.orelse, cst.If) else stmt.orelse.body.body, neg,
+                        visit([stmt.orelse] if type(stmt.orelse) is cst.If else stmt.orelse.body.body, neg,
                               skipped or value is Truth.TRUE)
                     if (stmt.orelse is None and exits_at_end(stmt.body.body, raises=False)
                             and value is not Truth.FALSE and not self._memo_hit(stmt.body.body)):
@@ -195,9 +195,9 @@ class FunctionTables:
                         cond = join(cond, test.negate())
                 elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
                     visit(stmt.body.body, cond, skipped)
-                elif isinstance(stmt, cst.SimpleStatementLine):
+                elif type(stmt) is cst.SimpleStatementLine:
                     for small in stmt.body:
-                        if isinstance(small, cst.Return) and small.value is not None:
+                        if type(small) is cst.Return and small.value is not None:
                             if not skipped:
                                 out.append((small.value, cond))
                             elif ruled_out is not None:
@@ -211,7 +211,7 @@ def exits_at_end(stmts, raises: bool = True) -> bool:
     """The block ends in `return` (or `raise`): what follows it runs only when it is not taken."""
     last = stmts[-1] if stmts else None
     kinds = (cst.Return, cst.Raise) if raises else (cst.Return,)
-    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, kinds) for s in last.body)
+    return type(last) is cst.SimpleStatementLine and any(isinstance(s, kinds) for s in last.body)
 
 
 def tables(fn: cst.FunctionDef, module) -> FunctionTables:
@@ -227,12 +227,12 @@ def _walk_stmts(body, module, cond: Condition | None = None):
     """Yield (stmt, condition) through if/else/try/with/for blocks of a function body."""
     for stmt in body:
         yield stmt, cond
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             test = Condition.of(stmt.test, module)
             yield from _walk_stmts(stmt.body.body, module, join(cond, test))
             orelse, neg = stmt.orelse, test.negate()
             while orelse is not None:
-                if isinstance(orelse, cst.If):
+                if type(orelse) is cst.If:
                     t2 = Condition.of(orelse.test, module)
                     yield from _walk_stmts(orelse.body.body, module, join(cond, join(neg, t2)))
                     neg = join(neg, t2.negate())
@@ -242,7 +242,7 @@ def _walk_stmts(body, module, cond: Condition | None = None):
                     orelse = None
         elif isinstance(stmt, (cst.With, cst.For, cst.While)):
             yield from _walk_stmts(stmt.body.body, module, cond)
-        elif isinstance(stmt, cst.Try):
+        elif type(stmt) is cst.Try:
             yield from _walk_stmts(stmt.body.body, module, cond)
 
 
@@ -266,7 +266,7 @@ def bind_arguments(fn: cst.FunctionDef, args: list, kwargs: dict, skip_self: boo
 def none_defaults(fn: cst.FunctionDef, skip_self: bool = True) -> list[str]:
     """Parameters whose default is None."""
     positional, kwonly = signature(fn, skip_self)
-    return [p.name.value for p in positional + kwonly if isinstance(p.default, cst.Name) and p.default.value == "None"]
+    return [p.name.value for p in positional + kwonly if type(p.default) is cst.Name and p.default.value == "None"]
 
 
 def call_arguments(call: cst.Call) -> tuple[list, dict]:
@@ -286,14 +286,14 @@ def class_method(cls, name: str) -> cst.FunctionDef | None:
 
 
 def _class_method(cls, name: str) -> cst.FunctionDef | None:
-    body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else []
+    body = cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []
     found = None
     for stmt in body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+        if type(stmt) is cst.FunctionDef and stmt.name.value == name:
             found = stmt  # the last definition wins, as at runtime
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             for s in stmt.body.body:
-                if isinstance(s, cst.FunctionDef) and s.name.value == name and found is None:
+                if type(s) is cst.FunctionDef and s.name.value == name and found is None:
                     found = s
     return found
 
@@ -325,4 +325,4 @@ def function_imports(module) -> dict[str, tuple[str, str]]:
 
 
 def _is_self(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "self"
+    return type(expr) is cst.Name and expr.value == "self"

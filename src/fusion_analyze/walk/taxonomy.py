@@ -25,9 +25,9 @@ def hub_layer_kind(fn) -> str | None:
     spec = taxonomy().get("hub_layers") or {}
     for d in getattr(fn, "decorators", ()):
         call = d.decorator
-        name = call.func if isinstance(call, cst.Call) else None
-        name = name.attr.value if isinstance(name, cst.Attribute) else name.value if isinstance(name, cst.Name) else None
-        if name == spec.get("decorator") and call.args and isinstance(call.args[0].value, cst.SimpleString):
+        name = call.func if type(call) is cst.Call else None
+        name = name.attr.value if type(name) is cst.Attribute else name.value if type(name) is cst.Name else None
+        if name == spec.get("decorator") and call.args and type(call.args[0].value) is cst.SimpleString:
             return spec.get("kinds", {}).get(call.args[0].value.evaluated_value)
     return None
 

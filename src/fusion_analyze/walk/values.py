@@ -226,7 +226,7 @@ def selecting(cond: Condition | None) -> tuple[Condition | None, list[tuple[str,
 
 def _equality(t: Term) -> tuple[str, object] | None:
     e = t.expr
-    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1 and isinstance(e.comparisons[0].operator, cst.Equal):
+    if type(e) is cst.Comparison and len(e.comparisons) == 1 and type(e.comparisons[0].operator) is cst.Equal:
         lit = literal(e.comparisons[0].comparator)
         if lit is not None:
             return _code(t.module, e.left), lit.value
@@ -235,7 +235,7 @@ def _equality(t: Term) -> tuple[str, object] | None:
 
 def _membership(t: Term) -> tuple[str, tuple] | None:
     e = t.expr
-    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1 and isinstance(e.comparisons[0].operator, cst.In):
+    if type(e) is cst.Comparison and len(e.comparisons) == 1 and type(e.comparisons[0].operator) is cst.In:
         box = e.comparisons[0].comparator
         if isinstance(box, (cst.List, cst.Tuple, cst.Set)):
             items = [literal(el.value) for el in box.elements]
@@ -299,11 +299,11 @@ class Bindings:
         return new
 
     def _arg_none(self, expr, value_of=None) -> tuple[bool | None, bool]:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if expr.value == "None":
                 return True, True
             return self.none.get(expr.value), expr.value in self.sure
-        if value_of is not None and isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) \
+        if value_of is not None and type(expr) is cst.Attribute and type(expr.value) is cst.Name \
                 and expr.value.value == "self":
             value = value_of(expr)  # self.custom_routing_function of the instance, when the walk knows it
             if isinstance(value, Known):
@@ -343,7 +343,7 @@ def literal(expr) -> Known | None:
         return _NAMED.get(expr.value)
     if kind is cst.Integer or kind is cst.Float or kind is cst.SimpleString:
         return Known(constant(expr))
-    if kind is cst.UnaryOperation and isinstance(expr.operator, cst.Minus) and isinstance(expr.expression, (cst.Integer, cst.Float)):
+    if kind is cst.UnaryOperation and type(expr.operator) is cst.Minus and isinstance(expr.expression, (cst.Integer, cst.Float)):
         return Known(-constant(expr.expression))
     return None
 
@@ -355,11 +355,11 @@ def constant(node):
     """The value of an Integer, Float or SimpleString node. libcst's `evaluated_value` compiles the text with
     ast.literal_eval (about 90 µs); plain spellings, nearly all of them, are read directly."""
     text = node.value
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         if "\\" not in text and text[:1] in "'\"":
             q = 3 if text[:3] in ('"""', "'''") else 1
             return text[q:-q]
-    elif isinstance(node, cst.Integer):
+    elif type(node) is cst.Integer:
         if text.isdigit() and (text == "0" or text[0] != "0"):
             return int(text)
     elif text[-1:] not in "jJ":
@@ -371,7 +371,7 @@ def constant(node):
 
 
 def _is_none(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
+    return type(expr) is cst.Name and expr.value == "None"
 
 
 def _code(module, expr) -> str:
