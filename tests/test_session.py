@@ -88,3 +88,42 @@ def test_an_unreadable_pass_file_read_in_the_child_is_in_the_report(run, mini):
     errors = json.loads(r.stdout)["errors"]
     assert [e["file"] for e in errors] == ["vllm_ascend/compilation/passes/muls_add_pass.py"]
     assert errors[0]["reason"].startswith("syntax error")
+
+
+def test_the_passes_child_goes_on_with_its_helper_work_until_stopped_and_is_reaped(tmp_path):
+    s = _session()
+    mark = tmp_path / "helper"
+
+    def then(session, stopped):
+        mark.write_text("started")
+        while not stopped():  # stops only when told
+            os.sched_yield()
+        mark.write_text("stopped")
+
+    s.start_passes(then)
+    assert _json(s.passes())  # the passes come first; the child is not waited for here
+    for _ in range(500):
+        if mark.exists():
+            break
+        os.sched_yield() if _ % 2 else __import__("time").sleep(0.01)
+    assert mark.read_text() == "started"
+    s.stop_helper()
+    assert mark.read_text() == "stopped"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_the_batch_prefetch_fills_the_parse_cache_with_the_next_models_files_and_stops_when_told(tmp_path, monkeypatch):
+    from fusion_analyze.batch import _prefetch
+
+    monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
+    entries = lambda: {p.name for p in (tmp_path / "pc").rglob("*.pkl")}  # noqa: E731
+    archs = ["Qwen2ForCausalLM", "Qwen3ForCausalLM"]  # the first is the parent's own: not prefetched
+    _prefetch(archs)(Session.open(str(MINI), str(MINI)), lambda: True)
+    assert entries() == set()  # told to stop before the first chunk
+    s = Session.open(str(MINI), str(MINI))
+    module = s.resolver.by_arch["Qwen3ForCausalLM"].module
+    s.resolver = None  # as in the passes' child, forked before the session read the registry
+    _prefetch(archs)(s, lambda: False)
+    info = s.index.get(module)
+    assert info.chunks and {f"{c.key}.pkl" for c in info.chunks} <= entries()  # every chunk of that file
