@@ -149,3 +149,27 @@ def test_an_op_line_lists_the_kernels_that_always_run_before_the_conditional_one
     # a kernel that runs both unconditionally and under a test is listed once, as always running
     op["kernels"] = kernels + [{"name": "torch_npu.npu_grouped_matmul", "condition": "x"}]
     assert op_line(op).count("npu_grouped_matmul") == 1
+
+
+def test_the_report_json_writer_gives_json_dumps_bytes():
+    from enum import Enum
+
+    from fusion_analyze.render.json_text import dumps
+
+    class State(str, Enum):
+        OPEN = "open"
+
+    value = {"b": [1, 2.5, -0.0, 1e300, float("inf"), float("-inf"), True, False, None, (), [], {}],
+             "a": {"é\n\"x\\": "ü ✓ \u2028 \x00", 3: "int key", 2.5: "float key", True: "bool key", None: "none"},
+             "c": [{"z": 1, "y": [[{}], ()]}, State.OPEN, 10 ** 30, float("nan")], "": ""}
+    with pytest.raises(TypeError):
+        json.dumps({"a": 1, 2: 3}, indent=2, sort_keys=True)  # mixed keys: neither can sort them ...
+    with pytest.raises(TypeError):
+        dumps({"a": 1, 2: 3})
+    with pytest.raises(TypeError):
+        dumps({"x": object()})  # ... and an unknown type is an error in both
+    for v in (value["a"] | {}, value["b"], value["c"], {"k": value["b"], "j": value["c"]}, "s", 1, None, [], {}):
+        v = {str(k): x for k, x in v.items()} if isinstance(v, dict) and len({type(k) for k in v}) > 1 else v
+        assert dumps(v) == json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False)
+    same_kind = {3: "a", 1: "b", 2: "c"}  # non-string keys of one kind are sorted, then written as strings
+    assert dumps(same_kind) == json.dumps(same_kind, indent=2, sort_keys=True, ensure_ascii=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 
@@ -146,7 +145,9 @@ def _facts(session: Session, loc: Location, options: Options, model: str):
 
 def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:
     if fmt == "json":
-        return json.dumps(a.report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        from .render.json_text import dumps
+
+        return dumps(a.report) + "\n"  # json.dumps(indent=2, sort_keys=True, ensure_ascii=False), byte for byte
     if fmt == "md":
         from .render.markdown import render_markdown
 
