@@ -97,7 +97,7 @@ def _prefetch(architectures: list[str]):
                 if stopped():
                     return
                 info.chunk_tree(chunk)
-                index.save_lines()
+                index.save_chunk(chunk)
     return run
 
 
@@ -286,8 +286,9 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     opened = None
     if pending and fork:  # opened first: the passes' child reads while the report cache hashes the trees
         try:
-            opened = session or _start_session(job, _prefetch(pending))
-            opened.start_passes(_prefetch(pending))
+            prefetch = _prefetch(pending)
+            opened = session or _start_session(job, prefetch)
+            opened.start_passes(prefetch)  # (a session opened here has started already)
         except Exception:  # noqa: BLE001 - each worker then opens its own and records the error per model
             opened = None
     try:

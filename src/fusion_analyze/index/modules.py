@@ -180,9 +180,14 @@ class ModuleIndex:
             return
         for info in self._modules.values():
             for chunk in info._parsed if info is not None else ():
-                if chunk.key and chunk.lines.computed:  # a bare parse need not replace another's entry
-                    self.cache.store(chunk.key, chunk.module, chunk.lines.lines, if_missing=not chunk.lines.lines)
-                    chunk.lines.computed = False
+                self.save_chunk(chunk)
+
+    def save_chunk(self, chunk: Chunk) -> None:
+        """Store one parsed chunk, if this run parsed it or added lines to it since it was last stored."""
+        if self.cache is not None and chunk.key and chunk.lines.computed:
+            # a bare parse need not replace another's entry
+            self.cache.store(chunk.key, chunk.module, chunk.lines.lines, if_missing=not chunk.lines.lines)
+            chunk.lines.computed = False
 
     # -- names -------------------------------------------------------------------------------
     def choose(self, items: list, backend: str | None = None):
