@@ -4,6 +4,8 @@ on it: the same nodes' code, the same lines, the same names."""
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from fusion_analyze.index.modules import ModuleIndex, split_chunks
@@ -111,3 +113,33 @@ def test_reports_do_not_depend_on_what_was_parsed_before(tmp_path, monkeypatch):
 def _eager(chunk):
     chunk.lazy = False
     return chunk
+
+
+def test_the_trusted_parse_gives_libcsts_tree_and_keeps_validation_outside_it():
+    """index/trusted_parse.py skips libcst's node validation during the parse of source text only: the tree is
+    the one libcst.parse_module gives (node for node), and a node built by hand afterwards is validated
+    again, also after a parse that failed."""
+    from libcst import CSTValidationError, ParserSyntaxError
+
+    from fusion_analyze.index.trusted_parse import parse_module
+
+    sources = [SOURCE] + [p.read_bytes() for p in sorted(MINI.rglob("*.py"))]
+    for source in sources:
+        try:
+            ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue  # the fixtures' unreadable files
+        assert parse_module(source).deep_equals(cst.parse_module(source))
+        assert parse_module(source).code == source.decode()
+    try:
+        parse_module(b"def f(:\n")
+    except ParserSyntaxError:
+        pass
+    else:
+        raise AssertionError("a syntax error must still be raised")
+    for build in (lambda: cst.Name("not a name"), lambda: cst.Integer("x")):
+        try:
+            build()
+        except CSTValidationError:
+            continue
+        raise AssertionError("validation must be on again after the parse")

@@ -22,6 +22,7 @@ from .bindings import _add_def, _collect
 from .chunks import Chunk, split_chunks
 from .lines import LineTable
 from .module_info import Definition, FileError, ImportBinding, ModuleInfo, ModuleRef
+from .trusted_parse import parse_module
 
 __all__ = [  # what other modules import from here
     "MAX_FILE_BYTES", "MAX_NESTING", "ModuleIndex", "Definition", "ImportBinding", "ModuleInfo", "ModuleRef",
@@ -58,12 +59,22 @@ class ModuleIndex:
         self._error_of: dict[str, str] = {}  # module -> rel of its unreadable file
         self.touched: set[str] = set()  # rels of unreadable files asked for since the last reset
         self.memo: dict = {}  # (what, module) -> a table read from that module in one visit
+        self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> module_path's answer
 
     # -- files -------------------------------------------------------------------------------
     def tree_for(self, module: str) -> SourceTree | None:
         return self.trees.get(module.split(".", 1)[0])
 
     def module_path(self, module: str) -> tuple[Path, bool] | None:
+        """The file (or package directory) of a module; asked for again and again by name lookups (an
+        attribute of a package may be a submodule), so each answer is kept: the trees do not change."""
+        try:
+            return self._paths[module]
+        except KeyError:
+            found = self._paths[module] = self._module_path(module)
+            return found
+
+    def _module_path(self, module: str) -> tuple[Path, bool] | None:
         tree = self.tree_for(module)
         if tree is None:
             return None
@@ -146,7 +157,7 @@ class ModuleIndex:
         else:
             lines = None
             try:
-                chunk.module = cst.parse_module(chunk.text)
+                chunk.module = parse_module(chunk.text)
             except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError) as exc:
                 if not chunk.lazy:
                     raise  # the file's name index needs it: the file is unreadable

@@ -49,6 +49,13 @@ class Graph:
                     if p is not None and p.section == "prologue":
                         self.back[v] = layer_out
         self._walked: dict[tuple, frozenset[str]] = {}  # every form and every status asks again
+        self._of_kind: dict[str, list[tuple[int, Op]]] = {}  # kind -> its ops in order: a form node names kinds
+        for i, op in enumerate(self.ops):
+            self._of_kind.setdefault(op.kind, []).append((i, op))
+
+    def of_kinds(self, kinds) -> list[Op]:
+        """The ops of any of these kinds, in sequence order."""
+        return [op for _i, op in sorted(item for k in set(kinds) for item in self._of_kind.get(k, ()))]
 
     def _walk(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> frozenset[str]:
         key = (op.id, skip, want_roots)
@@ -130,7 +137,7 @@ def _node_ok(op: Op, node: Node) -> bool:
 
 
 def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = False) -> list[Match]:
-    cands = [[op for op in graph.ops if _node_ok(op, n)] for n in form.nodes]
+    cands = [[op for op in graph.of_kinds(n.kinds) if _node_ok(op, n)] for n in form.nodes]
     if any(not c for c in cands):
         return []
     results: list[Match] = []

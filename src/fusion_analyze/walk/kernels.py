@@ -233,18 +233,7 @@ class Backends:
                 visit_expr_in(stmt, cond)
 
         def visit_expr_in(node, cond, shallow=False):
-            def prune(n) -> bool:
-                return type(n) is cst.Lambda or (shallow and type(n) is cst.IndentedBlock)
-
-            calls: list[cst.Call] = []
-            if shallow:
-                for part in ("iter", "items", "test"):
-                    sub = getattr(node, part, None)
-                    if isinstance(sub, cst.CSTNode):
-                        calls += find_all(sub, cst.Call, prune)
-            else:
-                calls = find_all(node, cst.Call, prune)
-            for c in calls:
+            for c in _calls_in(module, node, shallow):
                 backends._call(impl, module, c, cond, facts, out, depth, seen, fn)
 
         visit_block(fn.body.body, base)
@@ -407,6 +396,29 @@ def _again(walked, base, out: list) -> None:
         own = Condition(k.cond.terms[n:]) if k.cond is not None and len(k.cond.terms) > n else None
         cond = join(base, own)
         out.append(replace(k, condition=as_text(cond), cond=cond, paths=None))
+
+
+def _calls_in(module, node, shallow: bool) -> list[cst.Call]:
+    """The calls of a statement, lambdas left out; `shallow`: of a compound statement's header only. Kept
+    with the module: a function's kernels are walked again for each binding of its parameters and each model."""
+    key = ("calls in", node, shallow)
+    found = module.memo.get(key)
+    if found is not None:
+        return found
+
+    def prune(n) -> bool:
+        return type(n) is cst.Lambda or (shallow and type(n) is cst.IndentedBlock)
+
+    found = []
+    if shallow:
+        for part in ("iter", "items", "test"):
+            sub = getattr(node, part, None)
+            if isinstance(sub, cst.CSTNode):
+                found += find_all(sub, cst.Call, prune)
+    else:
+        found = find_all(node, cst.Call, prune)
+    module.memo[key] = found
+    return found
 
 
 def _names(node) -> set[str]:
