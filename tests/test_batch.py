@@ -193,3 +193,27 @@ def test_diff_pairs_a_scenario_that_changed_to_its_fused_form_and_puts_transitio
     assert "opportunities removed" not in md
     cut = to_markdown([d], "old", "new", limit=700)
     assert len(cut) <= 700 and cut.count("<details>") == cut.count("</details>")
+
+
+def test_workers_take_models_close_to_what_they_read_and_far_from_the_others(tmp_path):
+    """schedule.py: a model is described by its model module's imports (relative ones made absolute); a worker
+    takes the pending model that brings it the fewest modules another worker read, then the one closest to
+    its own; each model is taken once, and a replaced worker starts afresh."""
+    from fusion_analyze.schedule import Affinity, features
+    from fusion_analyze.session import Session
+
+    session = Session.open(str(MINI), str(MINI), cache=False)
+    feats = features(session, ["Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "NotAnArchitecture"])
+    assert "vllm.model_executor.models.qwen3" in feats["Qwen3ForCausalLM"]
+    assert "vllm.model_executor.layers.layernorm" in feats["Qwen3ForCausalLM"]  # from ..layers.layernorm import
+    assert "NotAnArchitecture" not in feats
+
+    order = Affinity({"dense1": frozenset("ab"), "dense2": frozenset("abc"), "moe1": frozenset("xy"),
+                      "moe2": frozenset("xyz"), "other": frozenset("q")})
+    pending = ["dense1", "moe1", "dense2", "moe2", "other"]
+    assert order.take(pending, 0) == "dense1"  # nothing read yet: the first in order
+    assert order.take(pending, 1) == "moe1"  # nothing worker 0 read, and first among those
+    assert order.take(pending, 0) == "dense2"  # shares a and b with worker 0's
+    assert order.take(pending, 1) == "moe2"
+    order.forget(1)
+    assert order.take(pending, 1) == "other" and pending == []

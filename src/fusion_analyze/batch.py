@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .schedule import Affinity, features
 from .status.states import STATUSES
 
 STATUS_COLUMNS = list(STATUSES)
@@ -233,7 +234,6 @@ class _Slot:
         self.proc = ctx.Process(target=_worker, args=(job, child), daemon=True)
         self.proc.start()
         self.task: str | None = None
-        self.last: str | None = None  # the architecture it analyzed last
         self.started = 0.0
 
     def give(self, arch: str) -> None:
@@ -250,26 +250,6 @@ class _Slot:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
-
-
-def _groups(architectures: list[str]) -> dict[str, str]:
-    """architecture -> the module that defines it, from the session the parent warmed (else none): models of
-    one file share most of what they parse."""
-    session = _INHERITED.get("session")
-    if session is None:
-        return {}
-    wanted = set(architectures)
-    return {e.architecture: e.module for e in session.resolver.entries if e.architecture in wanted}
-
-
-def _next(pending: list[str], group: dict[str, str], last: str | None) -> str:
-    """The next architecture for a worker: one of the module it analyzed last, if any is left, so that the
-    worker's parsed trees serve it; else the first pending one."""
-    if last is not None and last in group:
-        for i, arch in enumerate(pending):
-            if group.get(arch) == group[last]:
-                return pending.pop(i)
-    return pending.pop(0)
 
 
 def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout: float = 300.0,
@@ -327,14 +307,14 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
         results[arch] = row
         if progress is not None:
             progress(arch, row)
-    group = _groups(pending)
+    warmed = _INHERITED.get("session")
+    order = Affinity(features(warmed, pending) if warmed is not None else {})
     slots = [_Slot(ctx, job) for _ in range(min(max(1, workers), len(pending)))]
     try:
         while pending or any(s.task for s in slots):
             for i, s in enumerate(slots):
                 if s.task is None and pending:
-                    s.give(_next(pending, group, s.last))
-                    s.last = s.task
+                    s.give(order.take(pending, i))
             busy = [s for s in slots if s.task]
             ready = mp.connection.wait([s.parent for s in busy] + [s.proc.sentinel for s in busy], timeout=0.5)
             for i, s in enumerate(slots):
@@ -355,11 +335,13 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
                     code = s.proc.exitcode
                     results[arch] = {"architecture": arch, "ok": False, "error": f"worker died (exit code {code})"}
                     slots[i] = _Slot(ctx, job)
+                    order.forget(i)
                 elif time.monotonic() - s.started > timeout:
                     s.proc.kill()
                     s.proc.join()
                     results[arch] = {"architecture": arch, "ok": False, "error": f"timed out after {timeout:.0f} s"}
                     slots[i] = _Slot(ctx, job)
+                    order.forget(i)
                 else:
                     continue
                 if progress is not None:
