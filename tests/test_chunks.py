@@ -143,3 +143,81 @@ def test_the_trusted_parse_gives_libcsts_tree_and_keeps_validation_outside_it():
         except CSTValidationError:
             continue
         raise AssertionError("validation must be on again after the parse")
+
+
+METHODS = b'''import torch
+
+
+class B(torch.nn.Module):
+    """Doc."""
+
+    scale = 2
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    @torch.no_grad()
+    def forward(self, x):
+        y = torch.relu(x)
+        return y * self.n
+
+    def forward(self, x):  # the last definition wins, as at runtime
+        return torch.tanh(x)
+
+    if FLAG:
+        def extra(self):
+            return 1
+
+    def update(self):
+        self.late = torch.ones(1)
+'''
+
+
+def test_a_method_is_parsed_alone_with_its_file_lines_and_the_class_only_when_its_body_is_read(tmp_path):
+    """ModuleInfo.method_alone: the walk reads most classes for their __init__ and forward only, so those are
+    parsed without the rest of the class; node for node they are the method as the class holds it, with the
+    same file lines, and asked again give the same node, also once the class itself has been parsed."""
+    from fusion_analyze.walk.tables import class_method
+
+    info = _index(tmp_path, METHODS).get("vllm.m")
+    b = info.defs["B"][-1]
+    fwd = class_method(b, "forward")
+    init = class_method(b, "__init__")
+    assert info.chunks[1].module is None  # the class itself is not parsed
+    assert info.code(fwd.body.body[0].body[0].value) == "torch.tanh(x)" and info.line_of(fwd) == 18
+    assert info.line_of(fwd.body.body[0].body[0].value) == 19
+    assert info.line_of(init.body.body[1].body[0]) == 11 and info.code(init.body.body[1]).strip() == "self.n = n"
+    # `ast` answers what the class body may hold without parsing it
+    assert b.may_assign("scale") and not b.may_assign("n") and b.mentions(b"self.late") and not b.mentions(b"self.x")
+    assert info.chunks[1].module is None
+    # the class parsed: its own forward is the same code at the same lines (the blank lines and comments before
+    # the def belong to the class's text only); class_method keeps the first node
+    in_class = [s for s in b.node.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"][-1]
+    assert in_class.with_changes(leading_lines=()).deep_equals(fwd.with_changes(leading_lines=()))
+    assert in_class is not fwd and class_method(b, "forward") is fwd
+    assert info.line_of(in_class) == 18 and info.line_of(in_class.body.body[0].body[0].value) == 19
+    # a decorated method starts at its decorator; one in an if-block is read from the class
+    other = _index(tmp_path / "again", METHODS).get("vllm.m").defs["B"][-1]
+    assert other.method_alone("extra") is None and other.method_alone("nope") is None
+    first = other.module.method_chunk(other._chunk, "forward")
+    assert first.start == 17 and first.text.startswith(b"class _:\n    def forward(self, x):  # the last")
+    assert class_method(other, "extra").body.body[0].body[0].value.value == "1"
+
+
+def test_a_method_libcst_rejects_alone_is_read_from_its_class(tmp_path, monkeypatch):
+    from fusion_analyze.walk.tables import class_method
+
+    info = _index(tmp_path, METHODS).get("vllm.m")
+    real = cst.parse_module
+
+    def picky(text, *args, **kwargs):
+        if isinstance(text, bytes) and text.startswith(b"class _:"):
+            raise cst.ParserSyntaxError("made up", lines=["x"], raw_line=2, raw_column=0)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", picky)
+    fwd = class_method(info.defs["B"][-1], "forward")
+    assert info.code(fwd.body.body[0].body[0].value) == "torch.tanh(x)" and info.line_of(fwd) == 18
+    errors = info._index.errors_touched()
+    assert [(e.file, e.reason) for e in errors] == [("vllm/m.py", "syntax error at line 18: made up")]

@@ -82,8 +82,9 @@ def _start_session(job: BatchJob, then=None):
 def _prefetch(architectures: list[str]):
     """What the passes' child does once the passes are read, while the parent analyzes the first architecture
     and the other core would idle: parse the model files of the next architectures, in order, into the parse
-    cache, so that the workers load them (a third of the cost of a parse) instead of parsing them. Stopped
-    between two chunks when the workers start. Without a parse cache there is nothing to hand on."""
+    cache (of a class, its constructor and forward, which the walk reads alone), so that the workers load them
+    (a third of the cost of a parse) instead of parsing them. Stopped between two chunks when the workers
+    start. Without a parse cache there is nothing to hand on."""
     def run(session, stopped) -> None:
         index = session.index
         if index.cache is None:
@@ -97,6 +98,12 @@ def _prefetch(architectures: list[str]):
             for chunk in info.chunks if info is not None else ():
                 if stopped():
                     return
+                if chunk.kind == "class":  # the walk reads most classes' constructor and forward alone
+                    for method in ("__init__", "forward"):
+                        sub = info.method_chunk(chunk, method)
+                        if sub is not None:
+                            index.save_chunk(sub)
+                    continue
                 info.chunk_tree(chunk)
                 index.save_chunk(chunk)
     return run

@@ -23,7 +23,8 @@ class Chunk:
     because they make the module's name index). A model reads a fraction of the classes of the files it
     touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
 
-    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods", "statements")
+    __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods",
+                 "statements", "lone", "assigned")
 
     def __init__(self, start: int, text: bytes, lazy: bool):
         self.start = start  # the file line of the chunk's first line
@@ -37,6 +38,10 @@ class Chunk:
         self._bases: list = []  # the class's bases as `ast` read them
         self.methods: frozenset = frozenset()  # names of the functions in its body and its if-blocks
         self.statements: list | None = None  # its ast statements (file lines), kept to pair lines with
+        # a class's methods defined directly in its body: name -> (first line with decorators, last line, ast
+        # node) of the last definition, which can be parsed alone (see ModuleInfo.method_alone)
+        self.lone: dict = {}
+        self.assigned: frozenset = frozenset()  # names its class body assigns (`x = ...`, `x: T = ...`)
 
     @property
     def bases(self) -> list[cst.Arg]:
@@ -100,8 +105,34 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
             if isinstance(stmt, ast.ClassDef):
                 inner = [x for b in stmt.body for x in ([b] + (b.body if isinstance(b, ast.If) else []))]
                 chunk.methods = frozenset(x.name for x in inner if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                chunk.lone = {x.name: (min([x.lineno] + [d.lineno for d in x.decorator_list]), x.end_lineno, x)
+                              for x in stmt.body if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                chunk.assigned = frozenset(_assigned_names(inner))
         chunks.append(chunk)
     return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
+
+
+def _assigned_names(stmts: list):
+    for x in stmts:
+        if isinstance(x, ast.Assign):
+            yield from (t.id for t in x.targets if isinstance(t, ast.Name))
+        elif isinstance(x, ast.AnnAssign) and isinstance(x.target, ast.Name):
+            yield x.target.id
+
+
+def method_text(chunk: Chunk, name: str) -> tuple[bytes, int, ast.ClassDef] | None:
+    """A method of a class chunk as a text libcst can parse alone (`class _:` and the method's lines, as they
+    stand, decorators included), the file line of that `class _:` line (one before the method's first), and
+    the ast statement standing for that text; None when the method is not one the class defines directly."""
+    found = chunk.lone.get(name)
+    if found is None:
+        return None
+    first, last, node = found
+    lines = chunk.text.splitlines(keepends=True)[first - chunk.start:last - chunk.start + 1]
+    head = first - 1
+    wrapper = ast.ClassDef(name="_", bases=[], keywords=[], body=[node], decorator_list=[], lineno=head,
+                           col_offset=0, end_lineno=last, end_col_offset=0)
+    return b"class _:\n" + b"".join(lines), head, wrapper
 
 
 def ast_statements(stmts: list):

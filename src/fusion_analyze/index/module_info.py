@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .chunks import Chunk
+from .chunks import Chunk, method_text
 
 if TYPE_CHECKING:
     from ..walk.values import Condition
@@ -72,6 +72,27 @@ class Definition:
             return self._chunk.bases
         return list(self.node.bases)
 
+    @property
+    def identity(self):
+        """What stands for this definition in memo keys whether or not its node is parsed yet."""
+        return self._chunk if self._chunk is not None else self.node
+
+    def method_alone(self, method: str) -> cst.FunctionDef | None:
+        """The method, parsed without the rest of its class while the class is not parsed (most classes are
+        read for their forward and __init__ only); None when the class is parsed already or the method is not
+        one its body defines directly: read it from the class then."""
+        if self._node is not None or self._chunk is None:
+            return None
+        return self.module.method_alone(self._chunk, method)
+
+    def may_assign(self, name: str) -> bool:
+        """False when `ast` saw no `name = ...` in the class's body, so looking for one need not parse it."""
+        return self._node is not None or self._chunk is None or name in self._chunk.assigned
+
+    def mentions(self, text: bytes) -> bool:
+        """False when the definition's source holds no such text (a search need not parse it)."""
+        return self._chunk is None or text in self._chunk.text
+
     def may_define(self, method: str) -> bool:
         """False when `ast` saw no method of that name in the class (in its body or its if-blocks), so
         looking for it need not parse the class."""
@@ -111,6 +132,26 @@ class ModuleInfo:
             self._index._parse_chunk(self, chunk)
             self._parsed.append(chunk)
         return chunk.module
+
+    def method_alone(self, chunk: Chunk, name: str) -> cst.FunctionDef | None:
+        """A method of a class chunk parsed alone, once (see chunks.method_text); its lines are file lines."""
+        sub = self.method_chunk(chunk, name)
+        node = sub.module.body[0].body.body[0] if sub is not None else None
+        return node if type(node) is cst.FunctionDef else None  # libcst rejected it: read it with its class
+
+    def method_chunk(self, chunk: Chunk, name: str) -> Chunk | None:
+        """The parsed chunk of method_alone (the batch's prefetch stores it in the parse cache)."""
+        key = ("method alone", chunk, name)
+        found = self.memo.get(key)
+        if found is None:
+            alone = method_text(chunk, name)
+            if alone is None:
+                return None
+            text, head, statement = alone
+            found = self.memo[key] = Chunk(head, text, True)
+            found.statements, found.kind, found.name = [statement], "class", "_"
+            self.chunk_tree(found)
+        return found
 
     @property
     def tree(self) -> cst.Module:

@@ -120,6 +120,8 @@ class AttrSources:
         (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
         options = []
         for c in self.mro(inst.cls):
+            if not c.mentions(f"self.{name}".encode()):
+                continue  # no method of it can set the attribute: its body need not be parsed
             body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
             for fn in body:
                 if not type(fn) is cst.FunctionDef or fn.name.value == "__init__":
@@ -140,6 +142,8 @@ class AttrSources:
     def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
         for c in self.mro(inst.cls):
+            if not c.may_assign(name):
+                continue  # `ast` saw no such assignment: its body need not be parsed
             body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
             for stmt in body:
                 if not type(stmt) is cst.SimpleStatementLine:

@@ -279,9 +279,9 @@ def class_method(cls, name: str) -> cst.FunctionDef | None:
     """The method `name` defined in the body of class `cls` (a Definition); the last definition wins."""
     if not cls.may_define(name):
         return None
-    key = ("class_method", cls.node, name)  # asked for at every step up every MRO
-    if key not in cls.module.memo:
-        cls.module.memo[key] = _class_method(cls, name)
+    key = ("class_method", cls.identity, name)  # asked for at every step up every MRO
+    if key not in cls.module.memo:  # the same node all run long, whether parsed alone or with its class
+        cls.module.memo[key] = cls.method_alone(name) or _class_method(cls, name)
     return cls.module.memo[key]
 
 
