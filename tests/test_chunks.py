@@ -82,17 +82,22 @@ def test_statements_with_parses_only_matching_chunks(tmp_path):
     assert info.chunks[1].module is None
 
 
-def test_a_chunk_libcst_rejects_is_reported_and_the_walk_goes_on(tmp_path, monkeypatch):
-    index = _index(tmp_path, SOURCE)
-    info = index.get("vllm.m")
+def _reject(monkeypatch, prefix: bytes) -> None:
+    """libcst made to reject the texts that start with `prefix`."""
     real = cst.parse_module
 
     def picky(text, *args, **kwargs):
-        if isinstance(text, bytes) and text.startswith(b"def helper"):
+        if isinstance(text, bytes) and text.startswith(prefix):
             raise cst.ParserSyntaxError("made up", lines=["x"], raw_line=2, raw_column=0)
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(cst, "parse_module", picky)
+
+
+def test_a_chunk_libcst_rejects_is_reported_and_the_walk_goes_on(tmp_path, monkeypatch):
+    index = _index(tmp_path, SOURCE)
+    info = index.get("vllm.m")
+    _reject(monkeypatch, b"def helper")
     node = info.defs["helper"][-1].node
     assert isinstance(node, cst.FunctionDef) and node.name.value == "helper"
     assert [(e.file, e.reason) for e in index.errors_touched()] == [("vllm/m.py", "syntax error at line 21: made up")]
@@ -209,14 +214,7 @@ def test_a_method_libcst_rejects_alone_is_read_from_its_class(tmp_path, monkeypa
     from fusion_analyze.walk.tables import class_method
 
     info = _index(tmp_path, METHODS).get("vllm.m")
-    real = cst.parse_module
-
-    def picky(text, *args, **kwargs):
-        if isinstance(text, bytes) and text.startswith(b"class _:"):
-            raise cst.ParserSyntaxError("made up", lines=["x"], raw_line=2, raw_column=0)
-        return real(text, *args, **kwargs)
-
-    monkeypatch.setattr(cst, "parse_module", picky)
+    _reject(monkeypatch, b"class _:")
     fwd = class_method(info.defs["B"][-1], "forward")
     assert info.code(fwd.body.body[0].body[0].value) == "torch.tanh(x)" and info.line_of(fwd) == 18
     errors = info._index.errors_touched()
