@@ -5,8 +5,9 @@
 (a) one model (Qwen3ForCausalLM) cold; (b) `fusion-analyze all` cold; (c) the same warm (caches filled by (b));
 (a), (b) and (c) run the command as a user types it, start to exit;
 (d) the bare cost of libcst.parse_module over exactly the files (b) read: the floor of a cold run that parses
-whole files. (The tool parses a file's classes and functions only when asked for, so it can go under it; the
-parse of exactly the chunks (b) parsed is printed too.)
+whole files. (The tool parses a file's classes, functions and methods only when asked for, and without
+libcst's per-node validation, so it can go under it; the parse of exactly the chunks (b) parsed is printed
+too, by libcst.parse_module and as the tool parses them.)
 Each step runs in its own process so its peak RSS is its own. Targets: (b)/(d) <= 1.0, (c)/(b) <= 0.1,
 (a) <= 3 s, peak RSS <= 2 GiB.
 """
@@ -70,7 +71,9 @@ def main() -> None:
     # whenever a file is read) and at least one chunk are cache entries; a file read for its names only and
     # holding only classes and functions is left out, which only lowers the floor. Each distinct file
     # content once, as the tool reads it. Also the parse of exactly the chunks (b) parsed, for comparison.
-    floor = (f"import hashlib, os, time, libcst, gc\nfrom fusion_analyze.index.modules import split_chunks\nkeys = set()\n"
+    floor = (f"import hashlib, os, time, libcst, gc\nfrom fusion_analyze.index.modules import split_chunks\n"
+             f"from fusion_analyze.index.chunks import method_text\n"
+             f"from fusion_analyze.index.trusted_parse import parse_module as trusted\nkeys = set()\n"
              f"for root, _, files in os.walk({env['FUSION_ANALYZE_PARSE_CACHE']!r}):\n"
              f"    keys |= {{f[:-4] for f in files if f.endswith('.pkl')}}\n"
              f"srcs, chunks = {{}}, {{}}\n"
@@ -79,29 +82,37 @@ def main() -> None:
              f"        for f in fs:\n"
              f"            if f.endswith('.py'):\n"
              f"                b = open(os.path.join(r, f), 'rb').read()\n"
-             f"                cs = [(hashlib.sha256(c.text).hexdigest(), c) for c in split_chunks(b)[0]]\n"
-             f"                if any(k in keys for k, _ in cs) and all(k in keys for k, c in cs if not c.lazy):\n"
+             f"                split = split_chunks(b)[0]\n"
+             f"                cs = [(hashlib.sha256(c.text).hexdigest(), c.text, c.lazy) for c in split]\n"
+             f"                for c in split:\n"  # a class's methods parsed alone
+             f"                    for name in c.lone:\n"
+             f"                        m = method_text(c, name)[0]\n"
+             f"                        cs.append((hashlib.sha256(m).hexdigest(), m, True))\n"
+             f"                if any(k in keys for k, _, _ in cs) and all(k in keys for k, _, lazy in cs if not lazy):\n"
              f"                    srcs[hashlib.sha256(b).hexdigest()] = b\n"
-             f"                    chunks.update((k, c.text) for k, c in cs if k in keys)\n"
+             f"                    chunks.update((k, t) for k, t, _ in cs if k in keys)\n"
              f"srcs, chunks = list(srcs.values()), list(chunks.values())\n"
              f"t = time.perf_counter()\nfor s in srcs: libcst.parse_module(s)\nd = time.perf_counter() - t\n"
              f"gc.disable()\n"  # the same without the cyclic collector, as the tool itself runs
              f"t = time.perf_counter()\nfor s in srcs: libcst.parse_module(s)\nd_nogc = time.perf_counter() - t\n"
              f"t = time.perf_counter()\nfor s in chunks: libcst.parse_module(s)\nd_chunks = time.perf_counter() - t\n"
-             f"print(len(srcs), d, d_nogc, sum(map(len, srcs)), len(chunks), sum(map(len, chunks)), d_chunks)\n")
+             f"t = time.perf_counter()\nfor s in chunks: trusted(s)\nd_trusted = time.perf_counter() - t\n"
+             f"print(len(srcs), d, d_nogc, sum(map(len, srcs)), len(chunks), sum(map(len, chunks)), d_chunks, d_trusted)\n")
     d_total, d_peak, d_out = _child(floor, env)
-    n_files, d, d_nogc, n_bytes, n_chunks, c_bytes, d_chunks = d_out.split()
-    d, d_nogc, d_chunks = float(d), float(d_nogc), float(d_chunks)
+    n_files, d, d_nogc, n_bytes, n_chunks, c_bytes, d_chunks, d_trusted = d_out.split()
+    d, d_nogc, d_chunks, d_trusted = float(d), float(d_nogc), float(d_chunks), float(d_trusted)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"(a) Qwen3ForCausalLM cold: {a[0]:.1f} s, peak RSS {a[1]:.0f} MiB")
     print(f"(b) all cold ({args.workers} workers): {b[0]:.1f} s, peak RSS {b[1]:.0f} MiB, failed: {failed}")
     print(f"(c) all warm: {c[0]:.1f} s, peak RSS {c[1]:.0f} MiB")
     print(f"(d) libcst.parse_module over the {n_files} files (b) read ({int(n_bytes) / 1e6:.1f} MB), one process: "
           f"{d:.1f} s ({d_nogc:.1f} s with the cyclic GC off, as the tool runs)")
-    print(f"    of which (b) parsed {n_chunks} chunks ({int(c_bytes) / 1e6:.1f} MB): {d_chunks:.1f} s to parse them, GC off")
+    print(f"    of which (b) parsed {n_chunks} chunks ({int(c_bytes) / 1e6:.1f} MB): {d_chunks:.1f} s to parse them, GC off; "
+          f"{d_trusted:.1f} s as the tool parses them (no per-node validation)")
     print(f"(b)/(d) = {b[0] / d:.2f} (target <= 1.0; {b[0] / d_nogc:.2f} against the GC-off floor); "
           f"(c)/(b) = {c[0] / b[0]:.2f} (target <= 0.1); (a) target <= 3 s; peak RSS target <= 2048 MiB")
-    print(json.dumps({"a": a[0], "b": b[0], "c": c[0], "d": d, "d_nogc": d_nogc, "d_chunks": d_chunks}))
+    print(json.dumps({"a": a[0], "b": b[0], "c": c[0], "d": d, "d_nogc": d_nogc, "d_chunks": d_chunks,
+                      "d_trusted": d_trusted}))
 
 
 if __name__ == "__main__":

@@ -275,3 +275,15 @@ def test_a_triton_helper_imported_inside_the_function_that_calls_it_is_followed(
     (k,) = [k for k in part.kernels if k.name == "triton:vllm_ascend.ops.triton.activation.swiglustep._swiglustep_kernel"]
     assert _line(session, k).strip().startswith("_swiglustep_kernel[")
     assert k.condition.endswith("activation == MoEActivation.SWIGLUSTEP and HAS_TRITON")
+
+
+def test_a_feed_forward_block_named_mlp_that_runs_a_moe_layer_is_the_moe_block(session, hf):
+    """GPT-OSS's layer calls `self.mlp`, an `MLPBlock` whose forward routes to experts: the MoE block a user
+    looks for, not a dense MLP (Qwen3's `self.mlp`, a Qwen2MLP, stays the MLP)."""
+    a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
+    assert "mlp" not in a.walk.locations
+    moe = a.walk.locations["moe"]
+    assert (moe.cls, moe.file, moe.line, moe.forward_line) == ("MLPBlock", "vllm/model_executor/models/gpt_oss.py", 357, 404)
+    assert _line(session, moe) == "class MLPBlock(torch.nn.Module):"
+    dense = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf)).walk.locations
+    assert dense["mlp"].cls == "Qwen2MLP" and "moe" not in dense  # qwen3.py imports Qwen2MLP as Qwen3MLP

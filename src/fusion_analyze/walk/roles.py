@@ -44,5 +44,16 @@ class Roles:
         lname = sub.cls.name.lower()
         for role, attr, cls in catalog().roles:  # patterns/catalog/walk.yaml
             if attr.search(name) or cls.search(lname):
+                if role not in self.locations:
+                    self._role_paths[role] = f"{frame.path}.{name}" if frame.path else name
                 self._role(role, sub)
                 return
+
+    def _moe_block_role(self) -> None:
+        """The layer's feed-forward block named as an MLP (GPT-OSS's `self.mlp = MLPBlock(...)`) whose forward
+        runs a MoE layer is the MoE block: named so once the walk has seen what it runs."""
+        path = self._role_paths.get("mlp")
+        if "moe" in self.locations or "mlp" not in self.locations or path is None:
+            return
+        if any(op.kind == "moe" and op.id.startswith(path + ".") for op in self.ops):
+            self.locations["moe"] = self.locations.pop("mlp")

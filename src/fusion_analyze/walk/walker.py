@@ -42,6 +42,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         self.unknowns: list[dict] = []
         self.alternatives: list[dict] = []
         self.locations: dict[str, RoleLocation] = {}
+        self._role_paths: dict[str, str] = {}  # role -> module path of the submodule that plays it
         self._counter = 0
         self._ids: dict[str, int] = {}
         self.section = "prologue"
@@ -58,6 +59,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         if self.ctor.method(model_cls, "compute_logits") is not None:
             self.section = "epilogue"
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
+        self._moe_block_role()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time)
