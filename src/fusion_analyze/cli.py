@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .errors import UserError
+from .stack import on_large_stack_chunk
 
 
 class _DefaultToAnalyze(TyperGroup):
@@ -326,7 +327,7 @@ def main() -> None:
     # a cold run, and seconds at exit). One command is short-lived, so it runs without it.
     gc.disable()
     try:
-        app(standalone_mode=True)
+        on_large_stack_chunk(app, standalone_mode=True)
         code = 0
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
