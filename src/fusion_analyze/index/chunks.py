@@ -24,7 +24,7 @@ class Chunk:
     touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
 
     __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods",
-                 "statements", "lone", "assigned")
+                 "statements", "lone", "assigned", "stored")
 
     def __init__(self, start: int, text: bytes, lazy: bool):
         self.start = start  # the file line of the chunk's first line
@@ -33,6 +33,7 @@ class Chunk:
         self.module: cst.Module | None = None
         self.lines: LineTable | None = None  # lines relative to the chunk
         self.key: str | None = None  # its parse-cache key
+        self.stored = True  # False while a tree this run parsed is not in the parse cache
         self.name = self.kind = ""  # of a lazy chunk's class or function
         self.def_line = 0  # the line of its `class` or `def` keyword
         self._bases: list = []  # the class's bases as `ast` read them

@@ -49,7 +49,6 @@ class LineTable:
         self._paired = False
         self._full = False
         self._scopes: set = set()
-        self.computed = False  # True once this run added lines the cache does not have
 
     def find(self, node: cst.CSTNode, scope: cst.CSTNode | None, step: str) -> int | None:
         """The node's line if this table has it after `step`: "statements" pairs the statement trees,
@@ -72,7 +71,6 @@ class LineTable:
                 self._positions()
         except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
             self._positions()
-        self.computed = True
         return self.lines.get(node)
 
     # -- statements ------------------------------------------------------------------------------

@@ -172,7 +172,7 @@ class ModuleIndex:
                 return
             self.parse_count += 1
         chunk.lines = LineTable(chunk.module, chunk.text, lines, chunk.statements, chunk.start - 1)
-        chunk.lines.computed = hit is None  # stored by save_lines, once, with the lines asked for by then
+        chunk.stored = hit is not None
 
     def _unreadable(self, module: str, rel: str, reason: str) -> None:
         self.errors[rel] = FileError(rel, reason)
@@ -185,8 +185,8 @@ class ModuleIndex:
         return [self.errors[r] for r in sorted(self.touched)]
 
     def save_lines(self) -> None:
-        """Store the chunks parsed since the last call, and the line tables this run added to, so the next
-        run needs neither parse nor lines. (Pickling a tree costs about half its parse: once per chunk.)"""
+        """Store the chunks parsed since the last call, with the lines asked for by then, so the next run
+        needs no parse. (Pickling a tree costs about half its parse: once per chunk.)"""
         if self.cache is None:
             return
         for info in self._modules.values():
@@ -194,11 +194,13 @@ class ModuleIndex:
                 self.save_chunk(chunk)
 
     def save_chunk(self, chunk: Chunk) -> None:
-        """Store one parsed chunk, if this run parsed it or added lines to it since it was last stored."""
-        if self.cache is not None and chunk.key and chunk.lines.computed:
-            # a bare parse need not replace another's entry
-            self.cache.store(chunk.key, chunk.module, chunk.lines.lines, if_missing=not chunk.lines.lines)
-            chunk.lines.computed = False
+        """Store one parsed chunk, once, if this run parsed it."""
+        if self.cache is not None and chunk.key and not chunk.stored:
+            # with the lines asked for by then; more lines later are not worth pickling the tree again (a
+            # later run pairs them with `ast` again, a fraction of a parse); another worker's or run's entry
+            # for the same text is as good
+            self.cache.store(chunk.key, chunk.module, chunk.lines.lines or None, if_missing=True)
+            chunk.stored = True
 
     # -- names -------------------------------------------------------------------------------
     def choose(self, items: list, backend: str | None = None):
