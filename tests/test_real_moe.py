@@ -56,6 +56,68 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
     validate_report(a.report)
 
 
+_STEPS = [("prepare", "moe_prepare"), ("dispatch", "moe_dispatch"), ("gemm1", "expert_gemm"), ("act", "expert_act"),
+          ("gemm2", "expert_gemm"), ("combine", "moe_combine"), ("finalize", "moe_finalize")]
+
+
+@pytest.mark.parametrize("arch, block", [("Qwen3MoeForCausalLM", "Qwen3MoeSparseMoeBlock"),
+                                         ("Glm4MoeForCausalLM", "Glm4MoE"),
+                                         ("DeepseekV3ForCausalLM", "DeepseekV2MoE")])
+def test_the_routed_experts_are_the_steps_they_run_in_order_at_their_kernels_lines(session, hf, arch, block):
+    """After the experts part, one op per step it runs (composites.yaml `steps`): all-gather, dispatch
+    (npu_moe_init_routing_v2), gate/up grouped GEMM (the quant method's apply_gmm1), SwiGLU, down grouped GEMM
+    (apply_gmm2), unpermute with the routing weights, reduce-scatter; each at the line that calls its kernel."""
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    ops = a.walk.ops
+    moe, (_router, experts) = _moe(a, block)
+    i = ops.index(experts)
+    steps = ops[i + 1:i + 1 + len(_STEPS)]
+    assert [(op.name, op.kind) for op in steps] == _STEPS
+    for op in steps:
+        assert op.path == f"{experts.path}.{op.name}" and op.attrs["step"] == op.name
+        assert op.attrs["inside"] == "AllGatherCommImpl" and op.condition == experts.condition
+        at = next((k for k in op.kernels if k.condition is None), op.kernels[0])  # one that always runs, if any
+        assert (op.file, op.line) == (at.file, at.line)
+        assert set(op.kernels) <= set(experts.kernels)  # the part keeps them all: what the statuses read
+    by = {op.name: op for op in steps}
+    calls = {"dispatch": "npu_moe_init_routing_v2(", "gemm1": "npu_grouped_matmul(", "act": "npu_swiglu(",
+             "gemm2": "npu_grouped_matmul(", "combine": "npu_moe_token_unpermute("}
+    for name, call in calls.items():
+        assert call in _line(session, by[name]), name
+        assert [k.name for k in by[name].kernels] == [f"torch_npu.{call[:-1]}"], name
+    src = (session.ascend.root / by["gemm1"].file).read_text().splitlines()
+    def_of = lambda line: next(t.strip() for t in reversed(src[:line]) if t.strip().startswith("def "))  # noqa: E731
+    assert def_of(by["gemm1"].line).startswith("def apply_gmm1") and def_of(by["gemm2"].line).startswith("def apply_gmm2")
+    assert "all_gather" in " ".join(k.name for k in by["prepare"].kernels)
+    assert "reduce_scatter" in " ".join(k.name for k in by["finalize"].kernels)
+    validate_report(a.report)
+
+
+def test_the_report_indents_the_steps_under_the_experts(session, hf):
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    lines = render(a, "md", lang="en").splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("  ↳ moe_experts"))
+    assert [line.split()[1] for line in lines[i + 1:i + 8]] == [kind for _n, kind in _STEPS]
+    assert all(line.startswith("    ↳ ") for line in lines[i + 1:i + 8])
+
+
+def test_where_one_function_runs_the_experts_mlp_it_is_one_step(hf):
+    """0.23's MoE MLP runs GEMM, activation and GEMM in one function, a branch per quantization: the GEMMs
+    are not told apart by the method that runs them, so they stay one `mlp` step, not a guessed gemm1/gemm2."""
+    s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "moe_experts")
+    steps = [op.name for op in ops[i + 1:] if op.attrs.get("step")][:5]
+    assert steps == ["prepare", "dispatch", "mlp", "combine", "finalize"]
+    mlp = next(op for op in ops[i + 1:] if op.name == "mlp")
+    names = {k.name for k in mlp.kernels}
+    assert {"torch_npu.npu_grouped_matmul", "torch_npu.npu_swiglu"} <= names
+    assert "npu_grouped_matmul(" in _line(s23, mlp)
+    ids = [op.id for op in ops]  # the second experts part (the other layer class's) numbers its steps
+    assert len(ids) == len(set(ids))
+
+
 @pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM"])
 def test_gating_is_fused_by_the_routers_kernel(session, hf, arch):
     a = analyze_in(session, arch, Options(hf_root=hf))

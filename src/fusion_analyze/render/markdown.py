@@ -33,6 +33,8 @@ def op_line(op: dict) -> str:
     head = f"{what:<14} {name}"
     if op["attrs"].get("part"):  # a part of the composite layer above it (MoE router, experts)
         head = f"  ↳ {what:<10} {name}"
+    elif op["attrs"].get("step"):  # a step of the part above it (the experts' dispatch, GEMMs, combine)
+        head = f"    ↳ {what:<12} {name}"
     if op["layer_class"]:
         head += f" ({op['layer_class']}"
         if op["attrs"].get("ascend_class"):

@@ -1,5 +1,6 @@
 """A composite layer walked to its parts: after a MoE layer's op, one op per part (router, experts) with the
-device kernels its code runs on the backend, nested under the layer's path. Which parts, and where their
+device kernels its code runs on the backend, nested under the layer's path, and after a part the steps it
+runs (the experts' dispatch, GEMMs, activation, combine), nested under the part's. Which parts, and where their
 code is, is data (patterns/catalog/composites.yaml); which class each part is comes from the instance the
 walk built (configuration, device profile and the backend's factory patches decide it)."""
 
@@ -11,7 +12,7 @@ from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construct import Instance
-from .ir import Kernel
+from .ir import Kernel, Op
 from .scope import Scope
 from .tables import tables
 from .values import Bindings, Known, Truth
@@ -43,6 +44,8 @@ class Composites:
             impl = self.backends.implementation(cls)
             facts = Bindings(fields=self._carried_fields(sub, spec.get("fields", {})))
             kernels: list[Kernel] = []
+            by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
+            walked: set[str] = set()
             first = None
             for method in spec.get("methods", []):
                 got = self.ctor.method(impl, method)
@@ -51,6 +54,8 @@ class Composites:
                 first = first or got
                 got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts) if inst is not None
                                else self.backends.kernels_of(impl, facts, method=method))
+                walked.add(method)
+                by_method += [(method, k) for k in got_kernels]
                 kernels += [k for k in got_kernels if k not in kernels]
             for extra in spec.get("also", []):  # code the part runs through a runtime object (the quant method)
                 more = self._attr_path(sub, extra["attr"])
@@ -59,7 +64,10 @@ class Composites:
                 more_impl = self.backends.implementation(more.cls)
                 for method in extra.get("methods", []):
                     if self.ctor.method(more_impl, method) is not None:
-                        kernels += [k for k in self.backends.kernels_of_instance(more, more_impl, method, facts) if k not in kernels]
+                        got_kernels = self.backends.kernels_of_instance(more, more_impl, method, facts)
+                        walked.add(method)
+                        by_method += [(method, k) for k in got_kernels]
+                        kernels += [k for k in got_kernels if k not in kernels]
             if first is None:
                 self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
                               f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
@@ -78,10 +86,45 @@ class Composites:
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
             emitted.append(op)
+            variant = next((v for v in spec.get("steps", ()) if walked.issuperset(v.get("when", ()))), None)
+            if variant is not None:
+                self._step_ops(op, variant["steps"], by_method)
         if emitted and only is None:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
+
+    def _step_ops(self, part, steps, by_method: list) -> None:
+        """The part's kernels as the steps that run them, in the order they run (composites.yaml `steps`), each
+        an op nested under the part at the line of its first kernel's call (of one that always runs, if
+        any). A kernel goes to the first step that takes the method it was found through and, when the step
+        names primitives, does one of them (kernels.yaml); one no step takes stays the part's only. A step
+        with no kernel is left out."""
+        from ..catalog import kernel_covers
+
+        inputs = part.inputs
+        for step in steps:
+            taken: list[Kernel] = []
+            for method, k in by_method:
+                if (method in step["methods"] and k not in taken
+                        and (not step.get("covers") or kernel_covers(k.name) & set(step["covers"]))):
+                    taken.append(k)
+            by_method = [(m, k) for m, k in by_method if k not in taken]
+            if not taken:
+                continue
+            name = step["step"]
+            path = f"{part.path}.{name}"
+            attrs = {"inside": part.layer_class, "step": name}
+            at = next((k for k in taken if k.condition is None), taken[0])  # one that always runs, if any
+            op = Op(id=self._op_id(f"{path}:{name}"), kind=step["kind"], name=name, layer_class=None, file=at.file,
+                    line=at.line, scope=part.scope, path=path, section=part.section, inputs=list(inputs),
+                    outputs=[self._value(f"{name}_out")], condition=part.condition, steady=part.steady,
+                    kernels=taken, attrs=attrs)
+            if "repeat" in part.attrs:
+                op.attrs["repeat"] = part.attrs["repeat"]
+            op.branches = list(part.branches)
+            self.ops.append(op)
+            inputs = op.outputs
 
     def _carried_fields(self, sub: Instance, fields: dict) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the

@@ -141,10 +141,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
 
     def _op(self, frame, kind, name, layer_class, stmt, inputs, hint, cond, steady, attrs=None, path=None) -> list[str]:
         path = path if path is not None else frame.path
-        base = f"{path}:{name}" if path else name
-        n = self._ids.get(base, 0) + 1
-        self._ids[base] = n
-        op_id = base if n == 1 else f"{base}#{n}"
+        op_id = self._op_id(f"{path}:{name}" if path else name)
         outs = [self._value(h) for h in (hint or [name + "_out"])]
         op = Op(
             id=op_id, kind=kind, name=name, layer_class=layer_class, file=frame.module.rel,
@@ -157,6 +154,12 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
             op.attrs["repeat"] = self.repeat
         self.ops.append(op)
         return outs
+
+    def _op_id(self, base: str) -> str:
+        """`base`, numbered from its second use (`#2`): an op's id is unique in the walk."""
+        n = self._ids.get(base, 0) + 1
+        self._ids[base] = n
+        return base if n == 1 else f"{base}#{n}"
 
     def _unknown_op(self, frame, stmt, name, inputs, hint, cond, steady, reason) -> list[str]:
         out = self._op(frame, "unknown", name, None, stmt, inputs, hint, cond, steady, attrs={"reason": reason})
