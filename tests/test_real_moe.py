@@ -118,6 +118,36 @@ def test_where_one_function_runs_the_experts_mlp_it_is_one_step(hf):
     assert len(ids) == len(set(ids))
 
 
+def test_the_router_gemm_a_moe_layer_is_given_is_where_the_ascend_runner_runs_it(session, hf):
+    """Qwen3-MoE hands its gate to the MoE layer (gate=...): on Ascend AscendMoERunner._apply_router_linear runs
+    it, an FP32 `F.linear` on the gate's pre-cast weight when it has one, else the gate's own forward; the op is
+    there, each GEMM under its test (whether the weight was pre-cast is load-time state: not decided)."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    (gate,) = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    assert gate.path.endswith("mlp.experts.gate") and gate.file == "vllm_ascend/ops/fused_moe/fused_moe.py"
+    assert "def _apply_router_linear" in _line(session, gate)
+    assert gate.attrs["runs"] == "AscendMoERunner._apply_router_linear" and gate.attrs["inside"] == "MoERunner"
+    (fp32,) = [k for k in gate.kernels if k.name == "torch.nn.functional.linear"]
+    assert "F.linear(router_input, gate.weight_fp32)" in _line(session, fp32)
+    assert fp32.condition == 'hasattr(gate, "weight_fp32")'
+    (own,) = [k for k in gate.kernels if k.name == "torch.ops.vllm.unquantized_gemm"]  # the gate's forward
+    assert own.condition == 'not (hasattr(gate, "weight_fp32"))' and own.file == "vllm_ascend/ops/linear.py"
+    assert "params_dtype" not in gate.attrs  # ReplicatedLinear's weights take the model's dtype
+    (o,) = [o for o in a.opportunities if o.scenario == "router_experts"]
+    assert str(o.status) == "fused_in_model"
+
+
+def test_an_ascend_gate_linear_builds_fp32_router_weights(session, hf):
+    """DeepSeek-V3's GateLinear is AscendGateLinear on Ascend, whose __init__ passes params_dtype=torch.float32:
+    the router op says so, read from the class's construction."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    gates = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    assert gates and all(op.attrs["ascend_class"] == "AscendGateLinear" for op in gates)
+    assert all(op.attrs["params_dtype"] == "torch.float32" for op in gates)
+    md = render(a, "md", lang="en")
+    assert any(line.startswith("router matmul") and "weights torch.float32" in line for line in md.splitlines())
+
+
 @pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM"])
 def test_gating_is_fused_by_the_routers_kernel(session, hf, arch):
     a = analyze_in(session, arch, Options(hf_root=hf))

@@ -41,6 +41,8 @@ def op_line(op: dict) -> str:
             head += f" → {op['attrs']['ascend_class']}"
         head += ")"
     extra = []
+    if op["attrs"].get("params_dtype"):  # the backend's class decides the weights' dtype (FP32 router)
+        extra.append(f"weights {op['attrs']['params_dtype']}")
     if op["attrs"].get("all_reduce"):
         extra.append(f"all-reduce {op['attrs']['all_reduce']}")
     if op["kernels"]:  # what always runs, then what runs only when a test in its code holds (the JSON has each test)

@@ -15,6 +15,7 @@ from .evaluator import Evaluator
 from .tables import class_method, exits_at_end, imports_in, tables
 from .values import Bindings, ClassRef, Condition, Known, Truth, any_of_text, as_text, join
 from .ir import Kernel
+from .own_calls import own_call
 from .taxonomy import collective_kind, is_kernel
 from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
 
@@ -35,20 +36,22 @@ class Backends:
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
+        self._own = False  # while kernels_of_instance(own_calls=True) runs: see _own_call
         # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
         # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
         self._by_instance: dict = index.memo.setdefault(("kernels_by_instance", device), {})
 
     def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
-                            collectives: list | None = None) -> list[Kernel]:
+                            collectives: list | None = None, own_calls: bool = False) -> list[Kernel]:
         """The kernels `impl.method` runs for one built instance (a MoE layer's router, a linear layer): its
         `self.x` tests are decided with the values its construction gave it (scoring_func, reduce_results),
         the configuration's too. `collectives` (a list) receives each collective the code calls, as an op of
-        its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's."""
+        its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's.
+        `own_calls`: the method's own GEMM calls count too (see _own_call)."""
         facts = facts or Bindings()
         # memo: per implementation, the walks already done, each with what it read of its instance (self.x
         # values, submodules' classes); one whose reads give the same for this instance has its kernels
-        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None), [])
+        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls), [])
         for reads, kernels, found in entries:
             if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
                 if collectives is not None:
@@ -56,14 +59,14 @@ class Backends:
                 return list(kernels)
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
-        self._subs = {}
+        self._subs, self._own = {}, own_calls
         self.ctor.reads, self.ctor.reads_of = {}, inst
         try:
             kernels = self.kernels_of(impl, facts, method=method)
             entries.append((dict(self.ctor.reads), kernels, list(got)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
-            self._subs = {}
+            self._subs, self._own = {}, False
             self.ctor.reads = self.ctor.reads_of = None
         if collectives is not None:
             collectives.extend(got)
@@ -241,6 +244,8 @@ class Backends:
     def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: dict,
               caller: cst.FunctionDef | None = None) -> None:
         func = call.func
+        if self._own and depth == 0 and own_call(self, impl, module, call, cond, facts, out, seen, caller):
+            return
         vo = None
         if self._of_instance(impl):  # `self.x` arguments: the instance's values
             vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731

@@ -197,15 +197,54 @@ class Layers:
             if role == "router":
                 impl = self.backends.implementation(inst.cls)
                 facts = Bindings(dict(), {})
-                self._op(frame, "matmul", key, inst.cls.name, stmt, inputs, ["router_logits"], icond, steady,
-                         attrs={"role": "router", "inside": sub.cls.name}, path=f"{path}.{key}")
-                self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
+                if not self._router_where_run(frame, sub, key, inst, path, inputs, icond, steady):
+                    self._op(frame, "matmul", key, inst.cls.name, stmt, inputs, ["router_logits"], icond, steady,
+                             attrs={"role": "router", "inside": sub.cls.name, **self._weight_dtype(impl, inst)},
+                             path=f"{path}.{key}")
+                    self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
             else:
                 self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), icond)
                 for op in self.ops:
                     if op.path.startswith(f"{path}.{key}"):
                         op.attrs.setdefault("inside", sub.cls.name)
                         op.attrs.setdefault("role", "shared_expert")
+
+    def _router_where_run(self, frame, sub: Instance, key, gate: Instance, path, inputs, cond, steady) -> bool:
+        """The router GEMM of a MoE layer given its gate, as an op in the method of the layer's backend class
+        that runs it (composites.yaml `router_gemm`: AscendMoERunner._apply_router_linear, FP32 `F.linear` on
+        a pre-cast weight or the gate's own forward, each under its test), with what that method runs; False
+        when the backend names no such method or it runs nothing known (the op stays at the model's call)."""
+        from .frame import _Frame
+
+        moe = self.backends.implementation(sub.cls)
+        for method in catalog().composites.get("moe", {}).get(self.index.backend, {}).get("router_gemm", ()):
+            found = self.ctor.method(moe, method)
+            if found is None:
+                continue
+            kernels = self.backends.kernels_of_instance(Instance(moe, sub.call, sub.scope, sub.condition), moe,
+                                                        method, Bindings(), own_calls=True)
+            if not kernels:
+                return False
+            owner, fn = found
+            at = _Frame(frame.inst, frame.cls, fn, owner.module, path, Bindings())
+            at.scope = frame.scope
+            impl = self.backends.implementation(gate.cls)
+            attrs = {"role": "router", "inside": sub.cls.name, "runs": f"{owner.name}.{method}"}
+            if impl is not gate.cls:
+                attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
+            attrs.update(self._weight_dtype(impl, gate))
+            self._op(at, "matmul", key, gate.cls.name, fn, inputs, ["router_logits"], cond, steady, attrs=attrs,
+                     path=f"{path}.{key}")
+            self.ops[-1].kernels = kernels
+            return True
+        return False
+
+    def _weight_dtype(self, impl: Definition, gate: Instance) -> dict:
+        """{"params_dtype": ...} when the backend's class decides its weights' dtype whatever the model's
+        (AscendGateLinear builds an FP32 router weight: `params_dtype=torch.float32`); else nothing."""
+        value = self.ctor.self_value(Instance(impl, gate.call, gate.scope, gate.condition), "params_dtype",
+                                     self.ctor.evaluator)
+        return {"params_dtype": str(value.value)} if isinstance(value, Known) and value.value is not None else {}
 
     def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None) -> list[Kernel]:
         """The device kernels of a leaf layer; an attention layer's are its backend implementation's too, decided

@@ -1,0 +1,36 @@
+"""The calls a composite layer's method runs with a module it is given, counted where that method is walked
+on its own (Backends.kernels_of_instance(own_calls=True)): the MoE runner's router GEMM."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .ir import Kernel
+from .tables import tables
+from .taxonomy import function_kind
+from .values import as_text
+
+
+def own_call(backends, impl, module, call: cst.Call, cond, facts, out: list, seen: dict, caller) -> bool:
+    """In the method a composite layer runs a module it is given with (AscendMoERunner._apply_router_linear:
+    `F.linear(router_input, gate.weight_fp32)`, else `gate = self.gate` ... `gate(router_input)`), calls
+    that elsewhere are plain PyTorch or a submodule's forward are what it runs: a GEMM function (leaf_ops.yaml
+    `functions`, kind matmul) is a kernel at its call, and a local that holds `self.x`, called, runs x's
+    forward. Only at the method's own level, so no other walk's kernels change."""
+    func = call.func
+    dotted = backends.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+    if dotted and dotted.startswith("torch.") and function_kind(dotted) == "matmul":
+        out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
+        return True
+    if type(func) is cst.Name and caller is not None:
+        values = [v for name, v, _c, _p in tables(caller, module).local_assignments if name == func.value]
+        if (len(values) == 1 and type(values[0]) is cst.Attribute and type(values[0].value) is cst.Name
+                and values[0].value.value == "self"):
+            forward = call.with_changes(func=cst.Attribute(value=values[0], attr=cst.Name("forward")))
+            backends._own = False  # (the submodule's own code is walked as anywhere else)
+            try:
+                backends._call(impl, module, forward, cond, facts, out, 0, seen, caller)
+            finally:
+                backends._own = True
+            return True
+    return False
