@@ -33,7 +33,7 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
     a = analyze_in(session, arch, Options(hf_root=hf))
     moe, parts = _moe(a, block)
     assert moe.layer_class == "MoERunner" and moe.attrs["ascend_class"] == "AscendMoERunner"
-    assert moe.attrs["expanded"] == ["router", "experts"]
+    assert moe.attrs["expanded"] == ["router", "experts", "join"]
     router, experts = parts
     assert router.path == f"{moe.path}.router" and router.kind == "moe_gating" and router.attrs["part"] == "router"
     assert router.layer_class == "AscendFusedTopKRouter"  # patch_fused_moe.py -> create_ascend_fused_moe_router
@@ -91,6 +91,19 @@ def test_the_routed_experts_are_the_steps_they_run_in_order_at_their_kernels_lin
     assert "all_gather" in " ".join(k.name for k in by["prepare"].kernels)
     assert "reduce_scatter" in " ".join(k.name for k in by["finalize"].kernels)
     validate_report(a.report)
+
+
+def test_the_shared_experts_join_the_routed_output_in_the_runners_multi_tensor_add(session, hf):
+    """AscendMoERunner.forward joins the shared experts' output and the routed one with torch._foreach_add (one
+    launch), when the layer runs shared experts: the MoE layer's last part, its only kernel that add."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    moe, _parts = _moe(a, "Qwen3MoeSparseMoeBlock")
+    (join,) = [op for op in a.walk.ops if op.kind == "moe_join"]
+    assert join.path == f"{moe.path}.join" and join.attrs["part"] == "join"
+    assert join.attrs["ascend_class"] == "AscendMoERunner" and "def forward" in _line(session, join)
+    (k,) = join.kernels
+    assert k.name == "torch._foreach_add" and k.condition == "shared_output is not None"
+    assert "torch._foreach_add([shared_output], [fused_output])" in _line(session, k)
 
 
 def test_the_report_indents_the_steps_under_the_experts(session, hf):
@@ -254,6 +267,8 @@ def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(
     assert _line(session, by[runs]).strip() == code
     assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
     assert "torch_npu.npu_grouped_matmul" in by  # the expert GEMMs run either way
+    (act,) = [op for op in a.walk.ops if op.attrs.get("step") == "act"]  # the experts' activation step
+    assert [k.name for k in act.kernels] == [runs] and (act.file, act.line) == (by[runs].file, by[runs].line)
     (o,) = [o for o in a.opportunities if o.id.startswith("matmul_swiglu@") and o.evidence[0]["what"].startswith("experts")]
     assert str(o.status) == "open"  # a forward_native covers no scenario: never a fused claim
 

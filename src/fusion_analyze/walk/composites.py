@@ -6,6 +6,8 @@ walk built (configuration, device profile and the backend's factory patches deci
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ..catalog import catalog
@@ -52,7 +54,9 @@ class Composites:
                 if got is None:
                     continue
                 first = first or got
-                got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts) if inst is not None
+                own = tuple(spec.get("own_only", ()))  # only the method's own calls of these kinds
+                got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts, own_calls=own,
+                                                                 own_only=bool(own)) if inst is not None
                                else self.backends.kernels_of(impl, facts, method=method))
                 walked.add(method)
                 by_method += [(method, k) for k in got_kernels]
@@ -72,6 +76,8 @@ class Composites:
                 self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
                               f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
                 continue
+            if spec.get("own_only") and not kernels:  # the layer does none of it itself: nothing to show
+                continue
             owner, fn = first
             attrs = {"inside": sub.cls.name, "part": spec["part"], "class_file": cls.module.rel,
                      "class_line": cls.line, "found_by": origin}
@@ -81,7 +87,8 @@ class Composites:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
             op_path = f"{path}.{spec['part']}"
             # a part built under an undecided test says so, and lists what else would be built
-            part_cond = self._chosen(op_path, inst, cond) if inst is not None else cond
+            # (the layer itself was chosen already)
+            part_cond = self._chosen(op_path, inst, cond) if inst is not None and inst is not sub else cond
             op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs if not emitted else emitted[-1].outputs,
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
@@ -98,8 +105,8 @@ class Composites:
         """The part's kernels as the steps that run them, in the order they run (composites.yaml `steps`), each
         an op nested under the part at the line of its first kernel's call (of one that always runs, if
         any). A kernel goes to the first step that takes the method it was found through and, when the step
-        names primitives, does one of them (kernels.yaml); one no step takes stays the part's only. A step
-        with no kernel is left out."""
+        names primitives, does one of them (kernels.yaml) or its name matches the step's `match`; one that no
+        step takes stays the part's only. A step with no kernel is left out."""
         from ..catalog import kernel_covers
 
         inputs = part.inputs
@@ -107,7 +114,8 @@ class Composites:
             taken: list[Kernel] = []
             for method, k in by_method:
                 if (method in step["methods"] and k not in taken
-                        and (not step.get("covers") or kernel_covers(k.name) & set(step["covers"]))):
+                        and (not step.get("covers") or kernel_covers(k.name) & set(step["covers"])
+                             or (step.get("match") and re.search(step["match"], k.name)))):
                     taken.append(k)
             by_method = [(m, k) for m, k in by_method if k not in taken]
             if not taken:
@@ -170,6 +178,8 @@ class Composites:
     def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition | None, str, Instance | None]:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
         layer's instance, or the one class a registry function constructs; (None, why, None) when not known."""
+        if spec.get("layer"):  # the layer itself (the runner joins what its parts ran)
+            return sub.cls, f"{sub.cls.name} itself", sub
         if "class" in spec:  # built by the runtime (the attention backend's implementation): the named class
             mod, _, name = spec["class"].rpartition(".")
             cls = self.index.lookup(mod, name)

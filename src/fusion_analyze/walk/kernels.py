@@ -36,22 +36,24 @@ class Backends:
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
-        self._own = False  # while kernels_of_instance(own_calls=True) runs: see _own_call
+        self._own: tuple = ()  # while kernels_of_instance(own_calls=...) runs: see own_calls.py
+        self._own_only = False
         # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
         # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
         self._by_instance: dict = index.memo.setdefault(("kernels_by_instance", device), {})
 
     def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
-                            collectives: list | None = None, own_calls: bool = False) -> list[Kernel]:
+                            collectives: list | None = None, own_calls: tuple = (), own_only: bool = False) -> list[Kernel]:
         """The kernels `impl.method` runs for one built instance (a MoE layer's router, a linear layer): its
         `self.x` tests are decided with the values its construction gave it (scoring_func, reduce_results),
         the configuration's too. `collectives` (a list) receives each collective the code calls, as an op of
         its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's.
-        `own_calls`: the method's own GEMM calls count too (see _own_call)."""
+        `own_calls`: the method's own calls of these op kinds count too (own_calls.py); `own_only`: and only
+        they, not what its other calls run."""
         facts = facts or Bindings()
         # memo: per implementation, the walks already done, each with what it read of its instance (self.x
         # values, submodules' classes); one whose reads give the same for this instance has its kernels
-        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls), [])
+        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls, own_only), [])
         for reads, kernels, found in entries:
             if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
                 if collectives is not None:
@@ -59,14 +61,14 @@ class Backends:
                 return list(kernels)
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
-        self._subs, self._own = {}, own_calls
+        self._subs, self._own, self._own_only = {}, own_calls, own_only
         self.ctor.reads, self.ctor.reads_of = {}, inst
         try:
             kernels = self.kernels_of(impl, facts, method=method)
             entries.append((dict(self.ctor.reads), kernels, list(got)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
-            self._subs, self._own = {}, False
+            self._subs, self._own, self._own_only = {}, (), False
             self.ctor.reads = self.ctor.reads_of = None
         if collectives is not None:
             collectives.extend(got)
@@ -244,7 +246,8 @@ class Backends:
     def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: dict,
               caller: cst.FunctionDef | None = None) -> None:
         func = call.func
-        if self._own and depth == 0 and own_call(self, impl, module, call, cond, facts, out, seen, caller):
+        if self._own and depth == 0 and (own_call(self, impl, module, call, cond, facts, out, seen, caller)
+                                         or self._own_only):
             return
         vo = None
         if self._of_instance(impl):  # `self.x` arguments: the instance's values

@@ -222,7 +222,7 @@ class Layers:
             if found is None:
                 continue
             kernels = self.backends.kernels_of_instance(Instance(moe, sub.call, sub.scope, sub.condition), moe,
-                                                        method, Bindings(), own_calls=True)
+                                                        method, Bindings(), own_calls=("matmul",))
             if not kernels:
                 return False
             owner, fn = found

@@ -1,5 +1,5 @@
-"""The calls a composite layer's method runs with a module it is given, counted where that method is walked
-on its own (Backends.kernels_of_instance(own_calls=True)): the MoE runner's router GEMM."""
+"""The calls a composite layer's method makes itself, counted where that method is walked on its own
+(Backends.kernels_of_instance(own_calls=kinds)): the MoE runner's router GEMM, its shared + routed add."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from .values import as_text
 
 
 def own_call(backends, impl, module, call: cst.Call, cond, facts, out: list, seen: dict, caller) -> bool:
-    """In the method a composite layer runs a module it is given with (AscendMoERunner._apply_router_linear:
-    `F.linear(router_input, gate.weight_fp32)`, else `gate = self.gate` ... `gate(router_input)`), calls
-    that elsewhere are plain PyTorch or a submodule's forward are what it runs: a GEMM function (leaf_ops.yaml
-    `functions`, kind matmul) is a kernel at its call, and a local that holds `self.x`, called, runs x's
-    forward. Only at the method's own level, so no other walk's kernels change."""
+    """In the method where a composite layer runs a module it is given (AscendMoERunner._apply_router_linear:
+    `F.linear(router_input, gate.weight_fp32)`, else `gate = self.gate` ... `gate(router_input)`) or joins
+    what it ran (`torch._foreach_add([shared_output], [fused_output])`), calls that elsewhere are plain
+    PyTorch or a submodule's forward are what it runs: a torch function of one of the walk's kinds
+    (leaf_ops.yaml `functions`: matmul, add) is a kernel at its call, and a local that holds `self.x`, called,
+    runs x's forward. Only at the method's own level, so no other walk's kernels change."""
     func = call.func
     dotted = backends.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-    if dotted and dotted.startswith("torch.") and function_kind(dotted) == "matmul":
+    if dotted and dotted.startswith("torch.") and function_kind(dotted) in backends._own:
         out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
         return True
     if type(func) is cst.Name and caller is not None:
@@ -27,10 +28,10 @@ def own_call(backends, impl, module, call: cst.Call, cond, facts, out: list, see
         if (len(values) == 1 and type(values[0]) is cst.Attribute and type(values[0].value) is cst.Name
                 and values[0].value.value == "self"):
             forward = call.with_changes(func=cst.Attribute(value=values[0], attr=cst.Name("forward")))
-            backends._own = False  # (the submodule's own code is walked as anywhere else)
+            kinds, backends._own = backends._own, ()  # (the submodule's own code is walked as anywhere else)
             try:
                 backends._call(impl, module, forward, cond, facts, out, 0, seen, caller)
             finally:
-                backends._own = True
+                backends._own = kinds
             return True
     return False
