@@ -188,6 +188,10 @@ def test_on_cuda_the_router_is_vllms_own(hf):
     # environment variable is unset by default)
     assert router.layer_class == "FusedTopKRouter"
     assert experts.layer_class == "RoutedExperts" and "def forward_modular" in _line(s, experts)
+    # the gate it is handed runs inline in MoERunner._forward_impl (`router_logits, _ = self.gate(hidden_states)`)
+    (gate,) = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    assert gate.attrs["runs"] == "MoERunner._forward_impl" and "def _forward_impl" in _line(s, gate)
+    assert not any(k.name.endswith("functional.linear") for k in gate.kernels)  # no shared expert gate to fuse
 
 
 def test_deepseek_v3_dense_first_layers_are_the_moe_layers_alternative(session, hf):

@@ -212,8 +212,9 @@ class Layers:
     def _router_where_run(self, frame, sub: Instance, key, gate: Instance, path, inputs, cond, steady) -> bool:
         """The router GEMM of a MoE layer given its gate, as an op in the method of the layer's backend class
         that runs it (composites.yaml `router_gemm`: AscendMoERunner._apply_router_linear, FP32 `F.linear` on
-        a pre-cast weight or the gate's own forward, each under its test), with what that method runs; False
-        when the backend names no such method or it runs nothing known (the op stays at the model's call)."""
+        a pre-cast weight or the gate's own forward, each under its test; MoERunner._forward_impl on CUDA), with
+        what that method runs with it; False when the backend names no such method (the op stays at the
+        model's call)."""
         from .frame import _Frame
 
         moe = self.backends.implementation(sub.cls)
@@ -221,10 +222,10 @@ class Layers:
             found = self.ctor.method(moe, method)
             if found is None:
                 continue
+            # only what the method itself runs with the gate, not the rest of it (vLLM's runner applies the
+            # gate inline in its _forward_impl)
             kernels = self.backends.kernels_of_instance(Instance(moe, sub.call, sub.scope, sub.condition), moe,
-                                                        method, Bindings(), own_calls=("matmul",))
-            if not kernels:
-                return False
+                                                        method, Bindings(), own_calls=("matmul",), own_only=True)
             owner, fn = found
             at = _Frame(frame.inst, frame.cls, fn, owner.module, path, Bindings())
             at.scope = frame.scope
