@@ -167,12 +167,16 @@ class Composites:
 
     def _part_op(self, frame, spec, cls_name, module, fn, inputs, cond, steady, attrs, path):
         """An op whose line is the part's method in the tree (where its code is), not the model's call."""
+        return self._op_in_method(frame, spec["kind"], spec["part"], cls_name, module, fn, inputs,
+                                  [f"{spec['part']}_out"], cond, steady, attrs, path)
+
+    def _op_in_method(self, frame, kind, name, cls_name, module, fn, inputs, hint, cond, steady, attrs, path):
+        """An op at the line of method `fn` of `module` (a part's, the router GEMM's), in the model's scope."""
         from .frame import _Frame
 
         at = _Frame(frame.inst, frame.cls, fn, module, path, Bindings())
         at.scope = frame.scope
-        self._op(at, spec["kind"], spec["part"], cls_name, fn, inputs, [f"{spec['part']}_out"], cond, steady,
-                 attrs=attrs, path=path)
+        self._op(at, kind, name, cls_name, fn, inputs, hint, cond, steady, attrs=attrs, path=path)
         return self.ops[-1]
 
     def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition | None, str, Instance | None]:

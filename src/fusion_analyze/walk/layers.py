@@ -215,8 +215,6 @@ class Layers:
         a pre-cast weight or the gate's own forward, each under its test; MoERunner._forward_impl on CUDA), with
         what that method runs with it; False when the backend names no such method (the op stays at the
         model's call)."""
-        from .frame import _Frame
-
         moe = self.backends.implementation(sub.cls)
         for method in catalog().composites.get("moe", {}).get(self.index.backend, {}).get("router_gemm", ()):
             found = self.ctor.method(moe, method)
@@ -227,16 +225,14 @@ class Layers:
             kernels = self.backends.kernels_of_instance(Instance(moe, sub.call, sub.scope, sub.condition), moe,
                                                         method, Bindings(), own_calls=("matmul",), own_only=True)
             owner, fn = found
-            at = _Frame(frame.inst, frame.cls, fn, owner.module, path, Bindings())
-            at.scope = frame.scope
             impl = self.backends.implementation(gate.cls)
             attrs = {"role": "router", "inside": sub.cls.name, "runs": f"{owner.name}.{method}"}
             if impl is not gate.cls:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
             attrs.update(self._weight_dtype(impl, gate))
-            self._op(at, "matmul", key, gate.cls.name, fn, inputs, ["router_logits"], cond, steady, attrs=attrs,
-                     path=f"{path}.{key}")
-            self.ops[-1].kernels = kernels
+            op = self._op_in_method(frame, "matmul", key, gate.cls.name, owner.module, fn, inputs, ["router_logits"],
+                                    cond, steady, attrs, f"{path}.{key}")
+            op.kernels = kernels
             return True
         return False
 
