@@ -56,7 +56,7 @@ def main() -> None:
     # (b) and (c) are the command a user types too, over the registry's text-generation architectures (the
     # Transformers backend's ones need --hf-root, which the bench does not pass)
     from fusion_analyze.locate.registry import TEXT_TABLE
-    from fusion_analyze.session import Session
+    from fusion_analyze.analysis.session import Session
 
     listing = Session.open(vroot, aroot, cache=False)
     archs = ",".join(sorted({e.architecture for e in listing.resolver.entries if e.table == TEXT_TABLE}))

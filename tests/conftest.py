@@ -59,6 +59,7 @@ def tree_index(tmp_path: Path, files: dict, backend: str = "ascend"):
     """A ModuleIndex over a small vllm tree made of `files` (path under vllm/ -> source text or bytes), every
     folder a package: for tests of one idiom."""
     from fusion_analyze.index.modules import ModuleIndex
+    from fusion_analyze.semantics.evaluator import binding_decider
     from fusion_analyze.sources.trees import open_tree
 
     pkg = tmp_path / "vllm"
@@ -72,7 +73,7 @@ def tree_index(tmp_path: Path, files: dict, backend: str = "ascend"):
             (folder / "__init__.py").touch()
         path.write_bytes(source if isinstance(source, bytes) else source.encode("utf-8"))
     (pkg / "__init__.py").touch()
-    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)], backend=backend)
+    return ModuleIndex([open_tree(str(tmp_path), "vllm", required=True)], backend=backend, decider=binding_decider)
 
 
 _SCHEMA = None
@@ -95,7 +96,7 @@ def validate_report(doc: dict) -> None:
 def session():
     """The primary pair, vLLM 0.30.0 with vllm-ascend 0.30.0rc2, one session for every test that reads it
     (a test module that needs other trees defines its own `session`)."""
-    from fusion_analyze.session import Session
+    from fusion_analyze.analysis.session import Session
 
     return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
 

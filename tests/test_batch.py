@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from fusion_analyze.batch import BatchJob, run_batch
-from fusion_analyze.diff import diff_paths, to_markdown
+from fusion_analyze.commands.batch import BatchJob, run_batch
+from fusion_analyze.commands.diff import diff_paths, to_markdown
 from fusion_analyze.walk.walker import Walker
 
-from fusion_analyze import batch
+from fusion_analyze.commands import batch
 
 from .conftest import MINI, validate_report
 
@@ -173,7 +173,7 @@ def _report(arch, opps, ops):
 
 
 def test_diff_pairs_a_scenario_that_changed_to_its_fused_form_and_puts_transitions_first():
-    from fusion_analyze.diff import diff_model
+    from fusion_analyze.commands.diff import diff_model
 
     old = _report("Qwen3VL", [("qknorm_rope@Qwen3Attention.forward", "open"), ("gate_act_mul@MLP.forward", "open")],
                   [("a", 10), ("b", 20)])
@@ -199,8 +199,8 @@ def test_workers_take_models_close_to_what_they_read_and_far_from_the_others(tmp
     """schedule.py: a model is described by its model module's imports (relative ones made absolute); a worker
     takes the pending model that brings it the fewest modules another worker read, then the one closest to
     its own; each model is taken once, and a replaced worker starts afresh."""
-    from fusion_analyze.schedule import Affinity, features
-    from fusion_analyze.session import Session
+    from fusion_analyze.commands.schedule import Affinity, features
+    from fusion_analyze.analysis.session import Session
 
     session = Session.open(str(MINI), str(MINI), cache=False)
     feats = features(session, ["Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "NotAnArchitecture"])

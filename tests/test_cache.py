@@ -3,7 +3,7 @@ a damaged entry is parsed again."""
 
 from __future__ import annotations
 
-from fusion_analyze.pipeline import analyze, render
+from fusion_analyze.analysis.pipeline import analyze, render
 
 from .conftest import MINI
 

@@ -9,7 +9,7 @@ import ast
 import libcst as cst
 
 from fusion_analyze.index.modules import ModuleIndex, split_chunks
-from fusion_analyze.pipeline import analyze, render
+from fusion_analyze.analysis.pipeline import analyze, render
 
 from .conftest import MINI, tree_index
 
@@ -183,7 +183,7 @@ def test_a_method_is_parsed_alone_with_its_file_lines_and_the_class_only_when_it
     """ModuleInfo.method_alone: the walk reads most classes for their __init__ and forward only, so those are
     parsed without the rest of the class; node for node they are the method as the class holds it, with the
     same file lines, and asked again give the same node, also once the class itself has been parsed."""
-    from fusion_analyze.walk.tables import class_method
+    from fusion_analyze.semantics.function_bodies import class_method
 
     info = _index(tmp_path, METHODS).get("vllm.m")
     b = info.defs["B"][-1]
@@ -211,7 +211,7 @@ def test_a_method_is_parsed_alone_with_its_file_lines_and_the_class_only_when_it
 
 
 def test_a_method_libcst_rejects_alone_is_read_from_its_class(tmp_path, monkeypatch):
-    from fusion_analyze.walk.tables import class_method
+    from fusion_analyze.semantics.function_bodies import class_method
 
     info = _index(tmp_path, METHODS).get("vllm.m")
     _reject(monkeypatch, b"class _:")

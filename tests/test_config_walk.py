@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.walk.facts import ConfigClass, ConfigFacts
+from fusion_analyze.config.model_config import ConfigClass, ConfigFacts
 from fusion_analyze.walk.walker import Walker
 
 from .conftest import tree_index

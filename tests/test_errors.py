@@ -76,7 +76,7 @@ def test_error_matrix(run, tmp_path, mini, row):
 
 
 def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    from fusion_analyze.pipeline import write_text
+    from fusion_analyze.analysis.pipeline import write_text
 
     def interrupted(self, target):
         raise KeyboardInterrupt

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fusion_analyze.walk.construct import Constructor
-from fusion_analyze.walk.mro import c3_linearization
+from fusion_analyze.walk.construction.constructor import Constructor
+from fusion_analyze.semantics.mro import c3_linearization
 from fusion_analyze.walk.walker import Walker
 
 from .conftest import tree_index

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from fusion_analyze.locate.pass_guards import decide_guards
-from fusion_analyze.locate.passes import read_pass_module
-from fusion_analyze.pipeline import Options, analyze_in
-from fusion_analyze.session import Session
-from fusion_analyze.walk.facts import ConfigFacts
-from fusion_analyze.walk.ir import Op
+from fusion_analyze.passes.guards import decide_guards
+from fusion_analyze.passes.ascend_passes import read_pass_module
+from fusion_analyze.analysis.pipeline import Options, analyze_in
+from fusion_analyze.analysis.session import Session
+from fusion_analyze.config.model_config import ConfigFacts
+from fusion_analyze.ir.ops import Op
 
 from .conftest import FIXTURES, real_tree, tree_index, validate_report
 
@@ -170,7 +170,7 @@ def test_a_float32_checkpoint_runs_in_the_platforms_first_dtype(session, tmp_pat
 
 
 def test_the_devices_hardware_profile_is_read_from_the_tree(session):
-    from fusion_analyze.locate.hardware import read_profiles
+    from fusion_analyze.passes.hardware import read_profiles
 
     profiles = read_profiles(session.index)
     assert {"A2", "A3", "_310P", "A5"} <= set(profiles)
@@ -184,12 +184,12 @@ def test_the_ascend_moe_factory_patch_builds_the_fused_gating_router(session):
     """vllm-ascend replaces FusedMoEFactory (patch_fused_moe.py); its router factory, decided with the device's
     profile and check_npu_moe_gating_top_k run on the model's arguments, builds AscendFusedTopKRouter."""
     from fusion_analyze.walk.walker import Walker
-    from fusion_analyze.locate.hardware import read_profiles
+    from fusion_analyze.passes.hardware import read_profiles
 
     loc = session.resolver.resolve("Qwen3MoeForCausalLM")
     walker = Walker(session.index, session.resolver.patches, hardware=read_profiles(session.index)["A2"])
     root = walker.ctor.attr
-    from fusion_analyze.walk.construct import Instance
+    from fusion_analyze.walk.construction.constructor import Instance
 
     layer = root(root(root(Instance(loc.definition), "model"), "layers").element, "mlp")
     experts = root(layer, "experts")

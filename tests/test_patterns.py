@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from fusion_analyze.match.patterns import PatternError, load_pattern, load_patterns
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.session import Session
 from fusion_analyze.status.derive import derive
 from fusion_analyze.walk.walker import Walker
 

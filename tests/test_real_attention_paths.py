@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.pipeline import Options, analyze_in
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.pipeline import Options, analyze_in
+from fusion_analyze.analysis.session import Session
 
 from .conftest import real_tree, validate_report
 
@@ -90,9 +90,9 @@ def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf):
 def test_vllm_ascend_023_each_device_takes_its_adaptor(soc, adaptor):
     import libcst as cst
 
-    from fusion_analyze.walk.defaults import device_calls
-    from fusion_analyze.walk.evaluator import Evaluator
-    from fusion_analyze.walk.scope import Scope
+    from fusion_analyze.semantics.runtime_defaults import device_calls
+    from fusion_analyze.semantics.evaluator import Evaluator
+    from fusion_analyze.semantics.scope import Scope
 
     s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     ev = Evaluator("ascend", calls=device_calls(None, s.index, soc))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fusion_analyze.pipeline import Options, analyze_in, render
+from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 
 from .conftest import FIXTURES, real_tree, validate_report
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from fusion_analyze.batch import BatchJob, run_batch
+from fusion_analyze.commands.batch import BatchJob, run_batch
 from fusion_analyze.locate.registry import TEXT_TABLE, served_text_model
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.session import Session
 
 from .completeness import figures
 from .conftest import real_tree

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fusion_analyze.locate.registry import TEXT_TABLE
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.session import Session
 
 from .conftest import real_tree
 

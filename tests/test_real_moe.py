@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.pipeline import Options, analyze_in, render
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.pipeline import Options, analyze_in, render
+from fusion_analyze.analysis.session import Session
 
 from .conftest import real_tree, validate_report
 

@@ -4,7 +4,7 @@ attrs of the ops (from constructor arguments and configuration values)."""
 
 from __future__ import annotations
 
-from fusion_analyze.pipeline import Options, analyze_in
+from fusion_analyze.analysis.pipeline import Options, analyze_in
 
 
 def _opp(a, scenario):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.pipeline import analyze_in
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.pipeline import analyze_in
+from fusion_analyze.analysis.session import Session
 
 from .conftest import real_tree
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fusion_analyze.errors import UserError
-from fusion_analyze.pipeline import Options, analyze_in
+from fusion_analyze.analysis.pipeline import Options, analyze_in
 
 from .conftest import real_tree, validate_report
 
@@ -148,7 +148,7 @@ def test_smollm3_rope_stays_under_its_per_layer_condition(session, hf):
 
 
 def test_a_backend_model_without_a_transformers_tree_is_an_error_not_an_empty_report(tmp_path):
-    from fusion_analyze.session import Session
+    from fusion_analyze.analysis.session import Session
 
     s = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
     if s.hf_tree(None) is not None:
@@ -170,7 +170,7 @@ def test_all_includes_the_backend_architectures(run, hf, tmp_path):
 
 @pytest.fixture(scope="module")
 def session34():
-    from fusion_analyze.session import Session
+    from fusion_analyze.analysis.session import Session
 
     return Session.open(str(real_tree("vllm==0.34.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
 
@@ -196,9 +196,9 @@ def test_tp_plan_styles_that_differ_by_path_are_said(session, hf, tmp_path):
     that knows only the attribute name takes the first and says the other, rather than choosing silently."""
     import json
     from fusion_analyze.sources.trees import open_tree
-    from fusion_analyze.walk.construct import Constructor
-    from fusion_analyze.walk.facts import load_facts
-    from fusion_analyze.walk.hf_fusers import LoadTime
+    from fusion_analyze.walk.construction.constructor import Constructor
+    from fusion_analyze.config.model_config import load_facts
+    from fusion_analyze.walk.hf.fusers import LoadTime
 
     tree = open_tree(hf, "transformers", required=True)
     config = tmp_path / "config.json"

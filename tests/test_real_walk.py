@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from fusion_analyze.locate.registry import TEXT_TABLE
-from fusion_analyze.pipeline import analyze_in
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.pipeline import analyze_in
+from fusion_analyze.analysis.session import Session
 
 from .completeness import figures
 from .conftest import real_tree
@@ -241,7 +241,7 @@ def test_the_other_branch_of_an_undecided_test_is_listed_apart(ascend):
     the HPC kernel, else q_norm, k_norm, rope and attention. The walk follows the `if` branch; the `else`
     branch, which may be the one that runs, is kept with its ops (marked `other_branch`) and the report lists
     it apart; a decided test's other side and a first-layer-only branch (`residual is None`) are not."""
-    from fusion_analyze.pipeline import render
+    from fusion_analyze.analysis.pipeline import render
 
     a = analyze_in(ascend, "HYV3ForCausalLM")
     other = [(op.kind, op.name, op.line) for op in a.walk.ops if op.attrs.get("other_branch")]

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fusion_analyze.pipeline import analyze_in, render
-from fusion_analyze.session import Session
+from fusion_analyze.analysis.pipeline import analyze_in, render
+from fusion_analyze.analysis.session import Session
 from fusion_analyze.walk.walker import Walker
 
 from .conftest import MINI
@@ -70,7 +70,7 @@ def test_a_failed_analysis_leaves_no_child(monkeypatch):
 
 def test_a_bad_option_after_the_child_started_leaves_no_child():
     from fusion_analyze.errors import UserError
-    from fusion_analyze.pipeline import Options, analyze
+    from fusion_analyze.analysis.pipeline import Options, analyze
 
     with pytest.raises(UserError, match="--tp 0"):
         analyze("qwen3", str(MINI), str(MINI), None, options=Options(tp=0), cache=False)
@@ -114,7 +114,7 @@ def test_the_passes_child_goes_on_with_its_helper_work_until_stopped_and_is_reap
 
 
 def test_the_batch_prefetch_fills_the_parse_cache_with_the_next_models_files_and_stops_when_told(tmp_path, monkeypatch):
-    from fusion_analyze.batch import _prefetch
+    from fusion_analyze.commands.batch import _prefetch
 
     monkeypatch.setenv("FUSION_ANALYZE_PARSE_CACHE", str(tmp_path / "pc"))
     entries = lambda: {p.name for p in (tmp_path / "pc").rglob("*.pkl")}  # noqa: E731

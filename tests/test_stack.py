@@ -2,7 +2,7 @@ import sys
 
 import pytest
 
-from fusion_analyze.stack import _SLOTS, _anchor, on_large_stack_chunk
+from fusion_analyze.commands.stack import _SLOTS, _anchor, on_large_stack_chunk
 
 
 def test_the_call_goes_through_with_its_arguments_and_result():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fusion_analyze.pipeline import analyze
+from fusion_analyze.analysis.pipeline import analyze
 
 from .conftest import MINI, validate_report
 
@@ -83,7 +83,7 @@ def test_separate_kernels_name_what_always_runs_for_each_part():
     """An open scenario's note names, per part, the kernels that run for it unconditionally; a kernel that runs
     only under a test (the mrope kernel of a RoPE layer) is named only when nothing runs the part always."""
     from fusion_analyze.status.derive import _separate_kernels
-    from fusion_analyze.walk.ir import Kernel, Op
+    from fusion_analyze.ir.ops import Kernel, Op
 
     def op(name, *kernels):
         return Op(name, "rope", name, None, "m.py", 1, "S.forward", name, "layer", kernels=list(kernels))

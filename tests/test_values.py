@@ -6,9 +6,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from fusion_analyze.walk.evaluator import evaluator
-from fusion_analyze.walk.values import (Bindings, Condition, Known, OneOf, Truth, Unknown, join,
-                                        literal)
+from fusion_analyze.semantics.evaluator import evaluator
+from fusion_analyze.semantics.values import Bindings, Known, OneOf, Unknown, literal
+from fusion_analyze.ir.conditions import Condition, Truth, join
 
 
 class _Module:
@@ -164,7 +164,7 @@ GLOBALS_TABLE = [
 
 @pytest.mark.parametrize("snippet,expected", GLOBALS_TABLE, ids=[t[0] for t in GLOBALS_TABLE])
 def test_module_level_values(tmp_path, snippet, expected):
-    from fusion_analyze.walk.construct import Scope
+    from fusion_analyze.walk.construction.constructor import Scope
 
     from .conftest import tree_index
 
@@ -177,7 +177,7 @@ def test_module_level_values(tmp_path, snippet, expected):
 def test_module_level_values_that_are_not_constants_stay_unknown(tmp_path, snippet):
     """A name rebound by `global` (set lazily at run time), one assigned twice, what an outside library knows
     only on the machine, an unbound local: never a value."""
-    from fusion_analyze.walk.construct import Scope
+    from fusion_analyze.walk.construction.constructor import Scope
 
     from .conftest import tree_index
 
@@ -221,7 +221,7 @@ CALLS_TABLE = [
 
 @pytest.mark.parametrize("snippet,expected", CALLS_TABLE, ids=[t[0] for t in CALLS_TABLE])
 def test_calls_the_evaluator_can_run(tmp_path, snippet, expected):
-    from fusion_analyze.walk.construct import Scope
+    from fusion_analyze.walk.construction.constructor import Scope
 
     from .conftest import tree_index
 
@@ -231,7 +231,7 @@ def test_calls_the_evaluator_can_run(tmp_path, snippet, expected):
 
 @pytest.mark.parametrize("snippet", ["with_side_effects(1)", "make_router(x)", "check(k)"])
 def test_calls_it_cannot_run_stay_unknown(tmp_path, snippet):
-    from fusion_analyze.walk.construct import Scope
+    from fusion_analyze.walk.construction.constructor import Scope
 
     from .conftest import tree_index
 
@@ -298,9 +298,9 @@ DEFAULTS_TABLE = [
 def test_backend_configuration_is_its_declared_defaults(tmp_path, snippet, expected):
     """`get_ascend_config()` with no --additional-config: each field its class's declared default, a nested
     configuration built by its default_factory; a field a validator derives from other settings is unknown."""
-    from fusion_analyze.walk.construct import Scope
-    from fusion_analyze.walk.evaluator import Evaluator
-    from fusion_analyze.walk.values import Defaults
+    from fusion_analyze.walk.construction.constructor import Scope
+    from fusion_analyze.semantics.evaluator import Evaluator
+    from fusion_analyze.semantics.values import Defaults
 
     from .conftest import tree_index
 
@@ -317,9 +317,9 @@ def test_a_dict_literal_with_unknown_values_still_reads_its_known_items():
     item decides the factory's branch, an unknown one stays unknown (never a default)."""
     import libcst as cst
 
-    from fusion_analyze.walk.evaluator import evaluator
-    from fusion_analyze.walk.scope import Scope
-    from fusion_analyze.walk.values import Known, Unknown
+    from fusion_analyze.semantics.evaluator import evaluator
+    from fusion_analyze.semantics.scope import Scope
+    from fusion_analyze.semantics.values import Known, Unknown
 
     ev = evaluator(None)
     scope = Scope(module=None, values={"x": Unknown("x")})

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fusion_analyze.pipeline import analyze
+from fusion_analyze.analysis.pipeline import analyze
 
 from .conftest import MINI
 
@@ -258,7 +258,8 @@ def test_conditional_import_bindings_per_backend():
     import libcst as cst
 
     from fusion_analyze.index.modules import ImportBinding, ModuleIndex
-    from fusion_analyze.walk.values import Condition
+    from fusion_analyze.ir.conditions import Condition
+    from fusion_analyze.semantics.evaluator import binding_decider
 
     def c(test: str):  # the `if` test around the import, as code
         return Condition.of(cst.parse_expression(test), None)
@@ -269,7 +270,7 @@ def test_conditional_import_bindings_per_backend():
             ImportBinding("m.other", "X", 0, c("not (current_platform.is_cuda_alike())"))]
     typing = [ImportBinding("m.real", "X", 0, None), ImportBinding("m.stub", "X", 0, c("TYPE_CHECKING"))]
     for backend in ("ascend", "cuda"):
-        index = ModuleIndex([], backend=backend)
+        index = ModuleIndex([], backend=backend, decider=binding_decider)
         assert index.choose(rocm).module == "m.nvidia"  # neither walked backend is ROCm
         assert index.choose(cuda).module == ("m.cuda" if backend == "cuda" else "m.other")
         assert index.choose(typing).module == "m.real"

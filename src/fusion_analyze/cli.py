@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .errors import UserError
-from .stack import on_large_stack_chunk
+from .commands.stack import on_large_stack_chunk
 
 
 class _DefaultToAnalyze(TyperGroup):
@@ -80,7 +80,7 @@ def locate_cmd(
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
     """Resolve a model to its file and class, with the lines that prove it."""
-    from .session import Session
+    from .analysis.session import Session
 
     try:
         session = Session.open(vllm_root, ascend_root)
@@ -114,7 +114,7 @@ def list_models_cmd(
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
     """List every architecture of the tree's registry with its file."""
-    from .session import Session
+    from .analysis.session import Session
 
     try:
         session = Session.open(vllm_root, ascend_root)
@@ -166,7 +166,7 @@ def analyze_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Parse every file again (do not read or write the parse cache)."),
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
-    from .pipeline import Options, analyze, write_output, write_stubs
+    from .analysis.pipeline import Options, analyze, write_output, write_stubs
 
     try:
         if template is not None and not Path(template).is_file():
@@ -207,9 +207,9 @@ def all_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the parse cache."),
 ) -> None:
     """Analyze every architecture of the registry: one report per architecture plus index.md."""
-    from .batch import BatchJob, run_batch, select
+    from .commands.batch import BatchJob, run_batch, select
     from .locate.registry import TEXT_TABLE, served_text_model
-    from .session import Session
+    from .analysis.session import Session
 
     try:
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
@@ -256,7 +256,7 @@ def diff_cmd(
     fail_on: str = typer.Option("any", "--fail-on", help="Which changes exit 1: any, regression, status, opportunities, ops, none."),
 ) -> None:
     """Ops added/removed/moved and opportunities added/removed/changed between two reports. Exit 0: no change."""
-    from .diff import diff_paths
+    from .commands.diff import diff_paths
 
     try:
         diffs = diff_paths(old, new)
@@ -267,8 +267,8 @@ def diff_cmd(
 
 
 def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str) -> int:
-    from .diff import exit_code, to_json, to_markdown
-    from .pipeline import write_text
+    from .commands.diff import exit_code, to_json, to_markdown
+    from .analysis.pipeline import write_text
 
     code = exit_code(diffs, fail_on)
     if fmt not in ("md", "json"):
@@ -295,8 +295,8 @@ def compare_cmd(
     """Analyze MODEL on two trees and diff the reports in one command."""
     import tempfile
 
-    from .diff import diff_paths
-    from .pipeline import Options, analyze, render, write_text
+    from .commands.diff import diff_paths
+    from .analysis.pipeline import Options, analyze, render, write_text
 
     try:
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..config.reader import ConfigRead
 from ..errors import UserError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "int8": 1}
@@ -40,12 +39,6 @@ class Shapes:
         return d
 
 
-def presets() -> dict:
-    from ..catalog import catalog
-
-    return catalog().presets
-
-
 def _from_config(cfg: dict, source: str) -> Shapes:
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     g = lambda *names, default=None: next((text[n] for n in names if text.get(n) is not None), default)  # noqa: E731
@@ -71,30 +64,12 @@ def _from_config(cfg: dict, source: str) -> Shapes:
     return Shapes({k: v for k, v in dims.items() if v is not None}, source, DTYPE_BYTES.get(dtype, 2))
 
 
-def load_shapes(spec: str | None, fallback_config: str | None = None) -> Shapes:
-    """--config PATH | preset name; else the model query's config.json if it was one; else symbolic."""
-    if spec is None and fallback_config is None:
+def load_shapes(read: ConfigRead | None) -> Shapes:
+    """The estimate's dimensions from the configuration read once per analysis (config.reader); symbolic
+    without one."""
+    if read is None:
         return Shapes()
-    cfg, source, _complete = read_config(spec or fallback_config)
-    return _from_config(cfg, source)
-
-
-def read_config(spec: str) -> tuple[dict, str, bool]:
-    """(config, where it came from, complete?) of a config.json path or a preset name. A preset holds only the
-    published fields the estimate reads (not complete); a config.json is the checkpoint's whole configuration."""
-    if spec in presets():
-        p = presets()[spec]
-        return dict(p["config"]), f"preset {spec} ({p['source']})", False
-    path = Path(spec)
-    if not path.is_file():
-        raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"--config {spec}: not valid JSON ({exc}); give an HF config.json")
-    if not isinstance(cfg, dict):
-        raise UserError(f"--config {spec}: not a JSON object; give an HF config.json")
-    return cfg, path.name, True
+    return _from_config(read.values, read.source)
 
 
 _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Constant, ast.Name,

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from ..walk.values import Condition, join
+from ..ir.conditions import Condition, join
 from .chunks import Chunk, ast_statements
 from .module_info import Definition, ImportBinding, ModuleInfo
 

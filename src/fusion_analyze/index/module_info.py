@@ -16,7 +16,7 @@ import libcst as cst
 from .chunks import Chunk, method_text
 
 if TYPE_CHECKING:
-    from ..walk.values import Condition
+    from ..ir.conditions import Condition
     from .modules import ModuleIndex
 
 

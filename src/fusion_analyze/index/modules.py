@@ -15,8 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from ..sources.trees import SourceTree
-from ..walk.evaluator import Evaluator
-from ..walk.values import Truth
+from ..ir.conditions import Truth
 from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
 from .chunks import Chunk, split_chunks
@@ -49,10 +48,13 @@ def _check_nesting(source: bytes) -> None:
 class ModuleIndex:
     """Module name -> parsed module, for the vllm and vllm_ascend trees of one run."""
 
-    def __init__(self, trees: list[SourceTree], backend: str = "ascend", cache=None):
+    def __init__(self, trees: list[SourceTree], backend: str = "ascend", cache=None, *, decider):
         self.trees = {t.package: t for t in trees if t is not None}
         self.backend = backend
         self.cache = cache  # a ParseCache, or None (--no-cache)
+        # (index, backend) -> a function deciding a binding's Condition to a Truth: handed in by the layer that
+        # knows values (semantics.binding_decider), so the binder itself knows none
+        self._decider = decider
         self.parse_count = 0
         self._modules: dict[str, ModuleInfo | None] = {}
         self.errors: dict[str, FileError] = {}
@@ -208,7 +210,7 @@ class ModuleIndex:
         backend = backend or self.backend
         if len(items) == 1:
             return items[0]
-        decide = self._chooser(backend).condition_truth
+        decide = self._chooser(backend)
         # a binding whose condition holds on this backend first, then one that may hold; the last of equals,
         # as at runtime (`if TYPE_CHECKING or not current_platform.is_rocm():` holds: TYPE_CHECKING is false)
         rank = {Truth.TRUE: 2, Truth.UNKNOWN: 1, Truth.FALSE: 0}
@@ -216,12 +218,10 @@ class ModuleIndex:
         return items[best]
 
     def _chooser(self, backend: str):
-        """The backend's evaluator, knowing the vLLM version (vllm-ascend imports one class per version)."""
+        """The backend's decider of binding conditions (semantics.binding_decider), made once per backend."""
         key = ("chooser", backend)
         if key not in self.memo:
-            from ..walk.defaults import version_calls
-
-            self.memo[key] = Evaluator(backend, calls=version_calls(self))
+            self.memo[key] = self._decider(self, backend)
         return self.memo[key]
 
     def lookup(self, module: str, name: str, _seen: set | None = None):

@@ -13,7 +13,7 @@ from ..index.bindings import _absolute
 from ..index.chunks import ast_statements
 from ..index.modules import ImportBinding, ModuleIndex
 from ..index.nodes import find_all
-from ..walk.values import Condition, join
+from ..ir.conditions import Condition, join
 
 ASCEND_MODELS = "vllm_ascend.models"
 

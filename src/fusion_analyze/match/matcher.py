@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..catalog import kernel_covers, kernel_fuses
-from ..walk.ir import Op
+from ..ir.ops import Op
 from .patterns import Form, Node, Pattern
 
 MAX_MATCHES = 200  # per form; a model has tens of layers' worth of ops at most once

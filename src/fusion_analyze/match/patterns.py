@@ -15,7 +15,7 @@ import yaml
 
 from ..errors import UserError
 from ..resources import data_dir
-from ..status.states import STATUSES
+from ..ir.states import STATUSES
 
 CATEGORIES = ("norm", "matmul", "moe", "attention", "activation", "vector")
 SEVERITIES = ("high", "medium", "low")

@@ -8,7 +8,7 @@ from pathlib import Path
 import jinja2
 
 from ..resources import data_dir, load_yaml
-from ..status.states import ORDER
+from ..ir.states import ORDER
 
 ROLES = [
     ("model", "主模型类"),

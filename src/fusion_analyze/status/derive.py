@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import Pattern
-from ..walk.ir import Op
-from .states import Status
+from ..ir.ops import Op
+from ..ir.states import Status
 
 if TYPE_CHECKING:  # the passes the session read from the trees: only their data is used here
-    from ..locate.passes import GraphPass
+    from ..passes.ascend_passes import GraphPass
 
 
 @dataclass

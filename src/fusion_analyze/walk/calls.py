@@ -10,12 +10,13 @@ import libcst as cst
 
 from ..catalog import is_dispatcher, kernel_covers
 from ..index.modules import Definition
-from .construct import Instance
+from .construction.constructor import Instance
 from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
-from .ir import Kernel
-from .tables import class_method, tables
+from ..ir.ops import Kernel
+from ..semantics.function_bodies import class_method, tables
 from .taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
-from .values import Bindings, Truth, join
+from ..semantics.values import Bindings
+from ..ir.conditions import Truth, join
 
 
 MAX_OTHER_LAYERS = 4  # other layer classes walked per layer list

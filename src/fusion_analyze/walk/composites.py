@@ -13,11 +13,12 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
-from .construct import Instance
-from .ir import Kernel, Op
-from .scope import Scope
-from .tables import tables
-from .values import Bindings, Known, Truth
+from .construction.constructor import Instance
+from ..ir.ops import Kernel, Op
+from ..semantics.scope import Scope
+from ..semantics.function_bodies import tables
+from ..semantics.values import Bindings, Known
+from ..ir.conditions import Truth
 
 
 class Composites:

@@ -8,9 +8,9 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
-from .construct import Instance, Scope
-from .evaluator import evaluator
-from .values import Bindings
+from .construction.constructor import Instance, Scope
+from ..semantics.evaluator import evaluator
+from ..semantics.values import Bindings
 
 MAX_DEPTH = catalog().limit("expand_depth")  # nested expansions (patterns/catalog/walk.yaml)
 MAX_OPS = catalog().limit("max_ops")

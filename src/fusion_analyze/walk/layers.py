@@ -12,13 +12,14 @@ import libcst as cst
 from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
-from .construct import Instance
+from .construction.constructor import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
-from .ir import Kernel
-from .paths import attention_paths, place_on_paths
+from ..ir.ops import Kernel
+from .kernels.runtime_paths import attention_paths, place_on_paths
 from .taxonomy import leaf_for_class_names, taxonomy
-from .tables import bind_arguments, class_method, none_defaults, tables
-from .values import Bindings, Known, as_text, join, selecting
+from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
+from ..semantics.values import Bindings, Known, selecting
+from ..ir.conditions import as_text, join
 
 
 class Layers:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .ir import Kernel
-from .tables import tables
+from ..ir.ops import Kernel
+from ..semantics.function_bodies import tables
 from .taxonomy import function_kind
-from .values import as_text
+from ..ir.conditions import as_text
 
 
 def own_call(backends, impl, module, call: cst.Call, cond, facts, out: list, seen: dict, caller) -> bool:

@@ -4,10 +4,11 @@ meets the modules that play them."""
 from __future__ import annotations
 
 from ..catalog import catalog
-from .construct import Instance
+from .construction.constructor import Instance
 from .frame import _Frame
-from .ir import RoleLocation
-from .values import as_text, selecting
+from ..ir.ops import RoleLocation
+from ..semantics.values import selecting
+from ..ir.conditions import as_text
 
 
 class Roles:

@@ -9,10 +9,11 @@ import libcst as cst
 
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
-from .construct import Instance
+from .construction.constructor import Instance
 from .taxonomy import leaf_for_class_names, operator_kind
-from .tables import exits_at_end
-from .values import Known, Bindings, Condition, Truth, join
+from ..semantics.function_bodies import exits_at_end
+from ..semantics.values import Known, Bindings
+from ..ir.conditions import Condition, Truth, join
 
 
 class Statements:

@@ -12,16 +12,17 @@ from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch
 from .calls import Calls
 from .composites import Composites
-from .construct import Constructor, Instance
-from .defaults import device_calls
+from .hf.fusers import LoadTime
+from .construction.constructor import Constructor, Instance
+from ..semantics.runtime_defaults import device_calls
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
-from .ir import Op, RoleLocation, WalkResult
-from .kernels import Backends
+from ..ir.ops import Op, RoleLocation, WalkResult
+from .kernels.backend_kernels import Backends
 from .layers import Layers
 from .roles import Roles
 from .statements import Statements
-from .tables import bind_arguments, class_method, none_defaults, signature
-from .values import Bindings
+from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, signature
+from ..semantics.values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Composites, Roles):
@@ -30,7 +31,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
         # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)
         # soc: the device's SoC family (devices.yaml), also where the tree has no profile table (vllm-ascend 0.23)
         soc = hardware.soc if hardware is not None else soc
-        self.ctor = Constructor(index, config, calls=device_calls(hardware, index, soc))
+        self.ctor = Constructor(index, config, calls=device_calls(hardware, index, soc), load_time=LoadTime)
         self.backends = Backends(index, self.ctor, device=soc)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ctor.patches = self.patches

@@ -1,0 +1,199 @@
+"""The pipeline: sources -> locate -> index -> walk -> match -> status -> estimate -> render."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+from ..locate.resolve import Location
+from .session import Session
+from ..render.json import to_json
+from ..ir.ops import WalkResult
+from ..walk.walker import Walker
+
+
+@dataclass
+class Analysis:
+    session: Session
+    location: Location
+    walk: WalkResult
+    opportunities: list = field(default_factory=list)
+    passes: dict = field(default_factory=dict)
+    benefits: dict = field(default_factory=dict)  # opportunity id -> Benefit
+    shapes: object = None
+    device: dict = field(default_factory=dict)
+    tp: int | None = None
+    errors: list = field(default_factory=list)  # files of the trees this analysis could not read
+    configuration: object = None  # walk.facts.ConfigFacts: what decided the walk
+    report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
+
+
+@dataclass
+class Options:
+    """What the estimate needs besides the trees: shapes, TP degree and the device profile."""
+
+    config: str | None = None
+    tp: int | None = None
+    device: str | None = None
+    device_profile: str | None = None
+    hf_root: str | None = None  # a transformers tree (path or transformers==X) for configuration defaults
+
+
+def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
+            cache: bool = True) -> Analysis:
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True)
+    try:
+        return analyze_in(session, model, options)
+    finally:
+        session.stop_passes()  # a bad option fails before analyze_in collects the passes
+
+
+def analyze_in(session: Session, model: str, options: Options | None = None) -> Analysis:
+    from ..estimate.benefit import device_profile
+
+    options = options or Options()
+    if options.tp is not None and options.tp < 1:
+        raise UserError(f"--tp {options.tp}: the tensor-parallel size is a positive integer")
+    device = device_profile(options.device, options.device_profile)
+    index = session.index
+    # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
+    # its unreadable files belong to every report, the rest only to the model that asked for them
+    session.start_passes()  # in a child, while this process reads the rest and walks the model
+    try:
+        session.resolver.overrides, session.resolver.patches
+        hf = session.hf_tree(options.hf_root)
+        if hf is not None:  # the Transformers backend's models live there (walk/hf_model.py)
+            index.trees.setdefault("transformers", hf)
+        if session.shared_errors is None:
+            session.shared_errors = set(index.touched)
+        index.touched = set(session.shared_errors)
+        loc = session.resolver.resolve(model)
+        return _analyze_located(session, model, options, loc, device)
+    finally:
+        session.stop_passes()
+
+
+def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
+    from ..estimate.benefit import estimate
+    from ..config.reader import read_config
+    from ..estimate.shapes import Shapes, load_shapes
+    from ..passes.hardware import read_profiles
+    from ..passes.guards import decide_guards
+    from ..status.derive import derive
+
+    index = session.index
+    # --config (or the model query's config.json), read once: the walk's facts and the estimate's shapes
+    spec = options.config or (model if model.endswith(".json") else None)
+    read = read_config(spec) if spec else None
+    shapes = load_shapes(read) if options.config is not None else Shapes()
+    if options.config is None and read is not None:
+        try:  # the model was named by its config.json: its dimensions serve the estimate too
+            shapes = load_shapes(read)
+        except UserError:
+            pass
+    facts = _facts(session, loc, options, spec, read)
+    _served_by_transformers(session, loc, facts)
+    hardware = read_profiles(index).get(device.get("soc")) if session.backend == "ascend" else None
+    walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware,
+                    soc=device.get("soc") if session.backend == "ascend" else None)
+    result = walker.walk_model(loc.definition)
+    ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
+    ascend = decide_guards(index, ascend, result.ops, facts, hardware)  # what each pass's __init__ checks, for this model
+    opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
+    benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
+    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
+                 index.errors_touched(), configuration=facts)
+    a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
+    session.index.save_lines()
+    return a
+
+
+def _served_by_transformers(session: Session, loc: Location, facts) -> None:
+    """An architecture vLLM serves through its Transformers modeling backend: its layers are in the transformers
+    tree's modeling file. Without that tree it cannot be analyzed (an empty report would be a wrong answer);
+    with it, the registry line and the modeling file's class are the evidence."""
+    from ..catalog import catalog
+    from ..locate.resolve import Evidence
+    from ..config.transformers_auto import find_class
+
+    if loc.entry.module != catalog().hf_fusers.get("backend_module"):
+        return
+    reg = session.index.get("vllm.model_executor.models.registry")
+    registry = [Evidence(reg.rel, loc.entry.line, reg.text().splitlines()[loc.entry.line - 1].strip())] if reg else []
+    tree = session.index.trees.get(catalog().hf_fusers["package"])
+    if tree is None:
+        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend ({loc.entry.table} in "
+                        f"registry.py L{loc.entry.line}): its layers are in transformers' modeling file; pass "
+                        f"--hf-root PATH or --hf-root transformers==X")
+    cls = find_class(session.index, tree, facts.model_type, loc.architecture) if facts.model_type else None
+    if cls is None:
+        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend, but transformers "
+                        f"{tree.version or ''} has no class {loc.architecture} (model type {facts.model_type}); pass "
+                        f"--hf-root with a transformers release that has it")
+    loc.verification = registry + [Evidence(cls.module.rel, cls.line, f"class {cls.name}")] + [
+        e for e in loc.verification if e.file != cls.module.rel]
+
+
+def _facts(session: Session, loc: Location, options: Options, spec: str | None, read):
+    """What decides the walk: --config (or the model query's config.json) over the defaults of the model type's
+    configuration class, read from vLLM's configs and the transformers tree (--hf-root, else an installed one)."""
+    from pathlib import Path
+
+    from ..config.model_config import load_facts
+
+    trees = [session.vllm] + [t for t in (session.hf_tree(options.hf_root),) if t is not None]
+    return load_facts(loc.architecture, Path(loc.file).stem, trees, spec, read)
+
+
+def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:
+    if fmt == "json":
+        from ..render.json_text import dumps
+
+        return dumps(a.report) + "\n"  # json.dumps(indent=2, sort_keys=True, ensure_ascii=False), byte for byte
+    if fmt == "md":
+        from ..render.markdown import render_markdown
+
+        return render_markdown(a, template, lang)
+    raise UserError(f"unknown --format {fmt}: use md or json")
+
+
+def write_output(a: Analysis, fmt: str, output: str | None, template: str | None = None, lang: str = "zh") -> None:
+    write_text(render(a, fmt, template, lang), output)
+
+
+def write_stubs(a: Analysis, output: str) -> None:
+    """One importable module: a stub and a PyTorch reference for every open opportunity of the report."""
+    from ..render.stubs import stubs_module
+
+    items = [(o.pattern, o.matches[0]) for o in a.opportunities
+             if o.status == "open" and not a.benefits[o.id].rejected]
+    write_text(stubs_module(items, a.location.architecture), output)
+
+
+def write_text(text: str, output: str | None) -> None:
+    """Plain file I/O (never a rich console); a temporary file renamed into place."""
+    if output in (None, "-"):
+        sys.stdout.write(text)
+        return
+    from pathlib import Path
+
+    path = Path(output)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # a Ctrl-C never leaves a half-written report
+    except OSError as exc:
+        _discard(tmp)
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}; choose a writable -o path")
+    except BaseException:  # Ctrl-C while writing: no partial report is left behind
+        _discard(tmp)
+        raise
+
+
+def _discard(path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

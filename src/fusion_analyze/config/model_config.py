@@ -1,0 +1,318 @@
+"""What is known of the model's configuration: a config.json (or a preset of one), and the defaults of its
+configuration class, read statically (never imported) from vLLM's own configs or a transformers tree.
+
+transformers 5 declares a field as an annotated class attribute (`hidden_act: str = "silu"`); older classes and
+vLLM's own configs take it as an `__init__` parameter (`hidden_act="silu"`, then `self.hidden_act = hidden_act`).
+A field that `__post_init__` / `__init__` computes from others (`self.sliding_window = ... if ... else None`) has
+no default to read: it stays unknown. `getattr(config, "x", d)` of a field the class does not declare is `d`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ..semantics.values import Known, Unknown, Value
+from .reader import ConfigRead, read_config
+
+# Fields that transformers standardizes after reading a checkpoint (modeling_rope_utils.standardize_rope_params):
+# a legacy `rope_scaling` (with `type`) and `rope_theta` become `rope_parameters` with `rope_type`.
+_ROPE = "rope_parameters"
+
+
+@dataclass
+class ConfigClass:
+    """A configuration class read with CPython ast: its defaults and which fields it computes instead."""
+
+    name: str
+    file: str  # relative to its tree
+    line: int
+    package: str  # "vllm" or "transformers"
+    version: str | None
+    defaults: dict = field(default_factory=dict)  # field -> literal default
+    declared: set = field(default_factory=set)  # every field it declares (literal default or not)
+    computed: set = field(default_factory=set)  # fields __post_init__ / __init__ reassign from other values
+    attribute_map: dict = field(default_factory=dict)  # alias -> field (GPT-2: hidden_size -> n_embd)
+
+    def to_json(self) -> dict:
+        return {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
+                "version": self.version}
+
+
+class ConfigFacts:
+    """Answers `config.x` for the evaluator. `complete`: `values` is a checkpoint's whole config.json (a field it
+    lacks is the class default, or absent); a preset holds only some published fields."""
+
+    def __init__(self, values: dict | None = None, source: str | None = None, complete: bool = False,
+                 cls: ConfigClass | None = None, model_type: str | None = None):
+        self.values = normalize(dict(values)) if values else {}
+        self.source, self.complete, self.cls, self.model_type = source, complete, cls, model_type
+
+    def _values(self, text: bool) -> dict:
+        sub = self.values.get("text_config") if text else None
+        return normalize(dict(sub)) if isinstance(sub, dict) else self.values
+
+    def attr(self, name: str, text: bool = False) -> Value:
+        values, cls = self._values(text), self.cls
+        real = cls.attribute_map.get(name, name) if cls else name
+        for key in (name, real):
+            if key in values:
+                return Known(values[key])
+        if cls is not None and not (text and "text_config" in self.values):
+            if real in cls.computed:
+                return Unknown(f"config.{name} is computed by {cls.name} from other fields")
+            if real in cls.defaults:
+                default = cls.defaults[real]
+                if real == _ROPE and default is None:  # standardized to the default rope when not given
+                    rope = {"rope_type": "default"}
+                    if isinstance(cls.defaults.get("default_theta"), (int, float)):
+                        rope["rope_theta"] = cls.defaults["default_theta"]
+                    return Known(rope)
+                return Known(default)
+            if real in cls.declared:
+                return Unknown(f"the default of config.{name} in {cls.name} is not a literal")
+        if self.complete and name == _ROPE:
+            return Known({"rope_type": "default"})
+        return Unknown(f"config.{name} is not known ({self.describe_source()})")
+
+    def getattr(self, name: str, default: Value, text: bool = False) -> Value:
+        """`getattr(config, name, default)`: the field, or `default` where the configuration cannot have it: a
+        whole checkpoint config.json that lacks it. A configuration class's defaults alone do not say: a
+        checkpoint may carry a key its class does not declare (Qwen3-MoE's `head_dim`), and transformers keeps
+        every extra key as an attribute."""
+        value = self.attr(name, text)
+        if isinstance(value, Known):
+            return value
+        if self.complete and name not in self._values(text):
+            return default
+        return value
+
+    def describe_source(self) -> str:
+        parts = []
+        if self.source:
+            parts.append(self.source)
+        if self.cls is not None:
+            where = f"{self.cls.package} {self.cls.version}" if self.cls.version else self.cls.package
+            parts.append(f"defaults of {where}'s {self.cls.name}")
+        return " + ".join(parts) if parts else "no configuration: branches listed as alternatives"
+
+    def to_json(self) -> dict:
+        return {"decided_by": self.describe_source(), "config": self.source, "complete": self.complete,
+                "model_type": self.model_type, "class": self.cls.to_json() if self.cls else None}
+
+
+def normalize(cfg: dict) -> dict:
+    """A published config.json read the way transformers standardizes it: rope_scaling -> rope_parameters."""
+    if _ROPE not in cfg and ("rope_scaling" in cfg or "rope_theta" in cfg):
+        rope = dict(cfg.get("rope_scaling") or {})
+        rope["rope_type"] = rope.pop("type", None) or rope.get("rope_type") or "default"
+        if "rope_theta" in cfg:
+            rope.setdefault("rope_theta", cfg["rope_theta"])
+        cfg[_ROPE] = rope
+    return cfg
+
+
+# -- reading configuration classes ---------------------------------------------------------------------
+def find_config_class(model_type: str, trees: list) -> ConfigClass | None:
+    """The class whose `model_type = "<model_type>"`: vLLM's own (vllm/transformers_utils/configs/) first, as
+    vLLM registers them over transformers', then transformers/models/<type>/configuration_<type>.py."""
+    for tree in trees:
+        if tree.package == "vllm":
+            folder = tree.package_dir / "transformers_utils" / "configs"
+            files = sorted(folder.glob("*.py")) if folder.is_dir() else []
+        else:  # models/<type>/configuration_<type>.py, else the folder a sub-type lives in (gemma3 for gemma3_text)
+            models = tree.package_dir / "models"
+            files = [models / model_type / f"configuration_{model_type}.py"]
+            files += sorted(p for p in models.glob("*/configuration_*.py")
+                            if model_type.startswith(p.parent.name) and p.parent.name != model_type)
+        for path in files:
+            found = _read_class(str(path), model_type, tree.package, tree.version, str(tree.root))
+            if found is not None:
+                return _with_base(found, trees)
+    return None
+
+
+def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
+    """Fields of transformers' PreTrainedConfig count as declared too (`getattr(config, "x", d)` of one of them
+    is not `d`), with its literal defaults where the class has none."""
+    base = next((_read_base(str(t.package_dir / "configuration_utils.py"), str(t.root)) for t in trees
+                 if t.package == "transformers"), None)
+    if base is None:
+        return cls
+    merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
+                         set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map))
+    merged.defaults.update(cls.defaults)
+    for name in cls.computed:
+        merged.defaults.pop(name, None)
+    return merged
+
+
+@lru_cache(maxsize=4)
+def _read_base(path: str, root: str) -> ConfigClass | None:
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in ("PreTrainedConfig", "PretrainedConfig"):
+            cls = ConfigClass(node.name, Path(path).relative_to(root).as_posix(), node.lineno, "transformers", None)
+            _read_body(node, cls)
+            cls.computed.clear()  # what the base computes is overridden by each model's fields
+            return cls
+    return None
+
+
+def model_type_of(architecture: str, trees: list, stem: str | None = None) -> str | None:
+    """The model type transformers' auto mappings (modeling_auto.py `*_MAPPING_NAMES`) give an architecture.
+    Several types may name one class (llama, internlm3, ... -> LlamaForCausalLM): the one spelled like the
+    vLLM model file or the architecture wins; with no such one the type is not known."""
+    for tree in trees:
+        if tree.package == "transformers":
+            found = _auto_mapping(str(tree.package_dir / "models" / "auto" / "modeling_auto.py")).get(architecture, [])
+            if len(found) == 1:
+                return found[0]
+            plain = architecture.lower()
+            for suffix in ("forcausallm", "lmheadmodel", "forconditionalgeneration", "model"):
+                plain = plain.removesuffix(suffix)
+            for cand in found:
+                if cand == stem or cand.replace("_", "").replace("-", "") == plain:
+                    return cand
+    return None
+
+
+@lru_cache(maxsize=8)
+def _auto_mapping(path: str) -> dict:
+    """class name -> the model types every `*_MAPPING_NAMES` table maps to it."""
+    from .transformers_auto import mapping_pairs
+
+    out: dict = {}
+    for table, model_type, name in mapping_pairs(path):
+        if table.endswith("_MAPPING_NAMES"):
+            types = out.setdefault(name, [])
+            if model_type not in types:
+                types.append(model_type)
+    return out
+
+
+@lru_cache(maxsize=256)
+def _read_class(path: str, model_type: str, package: str, version: str | None, root: str) -> ConfigClass | None:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError:
+        return None
+    if model_type.encode() not in data:  # most files of the configs folder are other models'
+        return None
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and _class_model_type(node) == model_type:
+            cls = ConfigClass(node.name, p.relative_to(root).as_posix(), node.lineno, package, version)
+            _read_body(node, cls)
+            return cls
+    return None
+
+
+def _class_model_type(node: ast.ClassDef) -> str | None:
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        value = getattr(stmt, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == "model_type" for t in targets) and isinstance(value, ast.Constant):
+            return value.value
+    return None
+
+
+def _literal(node):
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if "ClassVar" in ast.unparse(stmt.annotation):
+                continue
+            cls.declared.add(stmt.target.id)
+            ok, value = _literal(stmt.value) if stmt.value is not None else (False, None)
+            if ok:
+                cls.defaults[stmt.target.id] = value
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            ok, value = _literal(stmt.value)
+            if name == "attribute_map" and ok and isinstance(value, dict):
+                cls.attribute_map = value
+            elif name == "default_theta" and ok:
+                cls.defaults[name] = value
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name in ("__init__", "__post_init__"):
+            _read_init(stmt, cls)
+
+
+def _other_than_default(test, cls: ConfigClass) -> bool:
+    """`self.x == literal` where x's declared default is another literal."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"):
+        return False
+    ok, value = _literal(right)
+    return ok and left.attr in cls.defaults and cls.defaults[left.attr] != value
+
+
+def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
+    params = fn.args.args[1:] + fn.args.kwonlyargs
+    defaults = [None] * (len(fn.args.args) - 1 - len(fn.args.defaults)) + list(fn.args.defaults) + list(fn.args.kw_defaults)
+    param_defaults = {}
+    for p, d in zip(params, defaults):
+        if fn.name == "__init__" and d is not None:
+            ok, value = _literal(d)
+            param_defaults[p.arg] = (ok, value)
+    # `if self.hidden_act == "gelu": self.hidden_act = ...` does not run at a default that is another value
+    idle = {id(n) for test in ast.walk(fn) if isinstance(test, ast.If) and _other_than_default(test.test, cls)
+            for s in test.body for n in ast.walk(s)}
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign) or id(node) in idle:
+            continue
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                name = t.attr
+                if isinstance(node.value, ast.Name) and node.value.id == name and name in param_defaults:
+                    ok, value = param_defaults[name]  # self.x = x: the parameter's default is the field's
+                    cls.declared.add(name)
+                    if ok:
+                        cls.defaults[name] = value
+                else:
+                    cls.declared.add(name)
+                    cls.computed.add(name)
+                    cls.defaults.pop(name, None)
+
+
+# -- what decides one analysis's walk ----------------------------------------------------------------
+def load_facts(architecture: str, stem: str, trees: list, config_spec: str | None,
+               read: ConfigRead | None = None) -> ConfigFacts:
+    """The facts of one analysis: `config_spec` (a config.json path or preset name, or None; `read`, its
+    content when the caller has read it already) over the defaults of the model type's configuration class in
+    `trees` (vLLM's, then transformers' when given)."""
+    from ..errors import UserError
+
+    if read is None and config_spec:
+        read = read_config(config_spec)
+    values, source, complete = read if read is not None else (None, None, False)
+    if values is not None:
+        archs = values.get("architectures")
+        if isinstance(archs, list) and archs and architecture not in archs:
+            raise UserError(f"--config {config_spec}: it is the configuration of {', '.join(map(str, archs))}, "
+                            f"not {architecture}; give this model's config.json")
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
+            if key in values and not (isinstance(values[key], int) and not isinstance(values[key], bool)):
+                raise UserError(f"--config {config_spec}: {key} is {values[key]!r}, not a whole number; "
+                                f"give an HF config.json")
+    model_type = values.get("model_type") if values else None
+    model_type = model_type if isinstance(model_type, str) else model_type_of(architecture, trees, stem)
+    cls = find_config_class(model_type, trees) if model_type else None
+    return ConfigFacts(values, source, complete, cls, model_type)

@@ -1,0 +1,40 @@
+"""The one reader of a model's configuration: a config.json path or a preset name (patterns/catalog/presets.yaml),
+read once per analysis; the walk's facts (config.model_config) and the estimate's shapes both take its result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from ..errors import UserError
+
+
+class ConfigRead(NamedTuple):
+    values: dict  # the configuration's fields
+    source: str  # where it came from, as a report says it
+    complete: bool  # a checkpoint's whole config.json (a preset holds only the published fields the estimate reads)
+
+
+def presets() -> dict:
+    from ..catalog import catalog
+
+    return catalog().presets
+
+
+def read_config(spec: str) -> ConfigRead:
+    """(config, where it came from, complete?) of a config.json path or a preset name. A preset holds only the
+    published fields the estimate reads (not complete); a config.json is the checkpoint's whole configuration."""
+    if spec in presets():
+        p = presets()[spec]
+        return ConfigRead(dict(p["config"]), f"preset {spec} ({p['source']})", False)
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--config {spec}: not valid JSON ({exc}); give an HF config.json")
+    if not isinstance(cfg, dict):
+        raise UserError(f"--config {spec}: not a JSON object; give an HF config.json")
+    return ConfigRead(cfg, path.name, True)

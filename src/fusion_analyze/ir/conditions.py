@@ -1,0 +1,123 @@
+"""Conditions kept as code and three-valued truth: the data a binding, a branch and a report share.
+
+A test (an `if`, a guard, a platform check) is kept as the code the model writes (a libcst node and the module
+it is in); the evaluator (semantics/evaluator.py) decides it to TRUE, FALSE or UNKNOWN, and a report prints what
+is left of it. Data only: no values are inferred here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+import libcst as cst
+
+
+class Truth(Enum):
+    """Three-valued, as in mypy's reachability: FALSE and TRUE are known, UNKNOWN is not a guess."""
+
+    FALSE = 0
+    TRUE = 1
+    UNKNOWN = -1
+
+    @staticmethod
+    def of(value: bool | None) -> "Truth":
+        return Truth.UNKNOWN if value is None else (Truth.TRUE if value else Truth.FALSE)
+
+    def as_bool(self) -> bool | None:
+        return None if self is Truth.UNKNOWN else self is Truth.TRUE
+
+    def negate(self) -> "Truth":
+        return {Truth.TRUE: Truth.FALSE, Truth.FALSE: Truth.TRUE}.get(self, Truth.UNKNOWN)
+
+    def and_(self, other: "Truth") -> "Truth":
+        if Truth.FALSE in (self, other):
+            return Truth.FALSE
+        return Truth.TRUE if self is other is Truth.TRUE else Truth.UNKNOWN
+
+    def or_(self, other: "Truth") -> "Truth":
+        if Truth.TRUE in (self, other):
+            return Truth.TRUE
+        return Truth.FALSE if self is other is Truth.FALSE else Truth.UNKNOWN
+
+
+# -- conditions as code --------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Term:
+    """One conjunct: the code of an `if` test (or a note with no code), possibly negated."""
+
+    text: str  # the test's source text, as the model writes it
+    expr: cst.BaseExpression | None = None
+    module: object = None  # the ModuleInfo the expression is in (for names)
+    negated: bool = False
+    prefix: str = ""  # "built when "
+    suffix: str = ""  # " [is_moe = ...]": what a local flag was computed from
+
+    def render(self) -> str:
+        body = f"not ({self.text})" if self.negated else self.text
+        return f"{self.prefix}{body}{self.suffix}"
+
+
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """A conjunction of terms; equal when it reads the same."""
+
+    terms: tuple[Term, ...]
+
+    @staticmethod
+    def of(expr: cst.BaseExpression, module, text: str | None = None) -> "Condition":
+        return Condition((Term(text if text is not None else code_of(module, expr), expr, module),))
+
+    @staticmethod
+    def note(text: str) -> "Condition":
+        return Condition((Term(text),))
+
+    def negate(self) -> "Condition":
+        """`not (test)` of a single test; a conjunction negates as one note."""
+        if len(self.terms) == 1 and not self.terms[0].negated and not self.terms[0].prefix and not self.terms[0].suffix:
+            return Condition((replace(self.terms[0], negated=True),))
+        return Condition((Term(f"not ({self})", None),))
+
+    def with_prefix(self, prefix: str) -> "Condition":
+        first = self.terms[0]
+        return Condition((replace(first, prefix=prefix + first.prefix),) + self.terms[1:])
+
+    def with_suffix(self, suffix: str) -> "Condition":
+        last = self.terms[-1]
+        return Condition(self.terms[:-1] + (replace(last, suffix=last.suffix + suffix),))
+
+    def __str__(self) -> str:
+        return " and ".join(t.render() for t in self.terms)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Condition) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __bool__(self) -> bool:
+        return bool(self.terms)
+
+
+def join(a: Condition | None, b: Condition | None) -> Condition | None:
+    """Both hold (either may be absent)."""
+    if a and b:
+        return Condition(a.terms + b.terms)
+    return a or b
+
+
+def as_text(cond: Condition | str | None) -> str | None:
+    """The condition as a report prints it: on one line (a test written over several keeps its words)."""
+    return None if cond is None else " ".join(str(cond).split())
+
+
+def any_of_text(rests: list[str]) -> str:
+    """`(a or b)`; beyond three paths or a few hundred characters, how many: a report line, not a proof."""
+    text = "(" + " or ".join(rests) + ")"
+    return text if len(rests) <= 3 and len(text) <= 400 else f"(one of {len(rests)} call paths)"
+
+
+def code_of(module, expr) -> str:
+    if module is not None:
+        return module.code(expr).strip()
+    return cst.Module([]).code_for_node(expr).strip()

@@ -1,0 +1,189 @@
+"""Graph-pass guards decided for one model: the `if`s a pass's __init__ tests before it registers a pattern
+(`dtype not in (torch.bfloat16,)`, `layer.head_size != 128`), with the values the walk read from the
+model's configuration and layers.
+
+The passes are read once per session (in a child process, as data); each guard is read again here from its
+file and line, and asked of the one evaluator with what vLLM's runtime hands the pass: `vllm_config` (the
+model dtype `--dtype auto` picks, the configuration) and the model's layers (`get_layers_from_vllm_config`),
+each with the values its op keeps (attrs.values). A guard that stops the registration makes the pattern fail
+for this model; one the values do not decide stays a condition of the fused state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from ..catalog import catalog
+from ..index.modules import ModuleIndex
+from ..index.nodes import find_all
+from ..walk.construction.constructor import Scope
+from ..semantics.runtime_defaults import device_calls
+from ..semantics.evaluator import Evaluator
+from ..ir.ops import Op
+from ..semantics.function_bodies import tables
+from ..walk.taxonomy import taxonomy
+from ..semantics.values import Known, Symbol, Unknown, Value
+from ..ir.conditions import Truth
+from .registrations import PassGuard, _init_of
+from .ascend_passes import GraphPass
+
+
+def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config, hardware=None) -> list[GraphPass]:
+    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model (and device: `hardware`,
+    its profile, decides `get_current_hardware_profile().supports(...)`)."""
+    if not any(pat.guards or pat.keywords for p in passes for pat in p.patterns):
+        return passes
+    runtime = _Runtime(index, ops, config, hardware)
+    out = []
+    for p in passes:
+        pats = []
+        for pat in p.patterns:
+            failed, undecided = [], []
+            for g in pat.guards:
+                truth, shown = runtime.decide(g)
+                where = f"{g.file}:{g.line}"
+                if truth is Truth.UNKNOWN:
+                    undecided.append(f"{g.wanted()} ({where})")
+                elif (truth is Truth.TRUE) == g.stops:
+                    verb = "holds" if g.stops else "is false"
+                    failed.append(f"`{g.text}` {verb}{shown} ({where})")
+            values = tuple((kw, runtime.value(module, cls, code)) for kw, code, module, cls in pat.keywords)
+            pats.append(replace(pat, failed=tuple(failed), undecided=tuple(undecided), keyword_values=values))
+        out.append(replace(p, patterns=pats))
+    return out
+
+
+class _Runtime:
+    def __init__(self, index: ModuleIndex, ops: list[Op], config, hardware=None):
+        self.index, self.ops, self.config = index, ops, config
+        calls = {n: self._layers_of for n in catalog().runtime.get("layers_of", [])}
+        self.evaluator = Evaluator(index.backend, config, calls={**device_calls(hardware, index), **calls})
+        dtype = self._dtype()
+        model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
+        self.vllm_config = Known({"model_config": model_config})
+        self._scopes: dict = {}
+
+    def decide(self, g: PassGuard) -> tuple[Truth, str]:
+        """The guard's truth for this model, and the values it read (` (layer.head_size = 256)`)."""
+        found = self._scope(g)
+        if found is None:
+            return Truth.UNKNOWN, ""
+        test, scope = found
+        truth = self.evaluator.truth(test, scope.module, scope=scope)
+        return truth, _shown(self.evaluator, test, scope) if truth is not Truth.UNKNOWN else ""
+
+    def value(self, module: str, cls: str, code: str):
+        """A registration keyword's value for this model (`routed_scaling_factor`, read in the pass's __init__
+        with its locals); None when not known or not a number / string / bool."""
+        found = _pass_init(self.index, module, cls)
+        if found is None:
+            return None
+        info, _fn, local_values = found
+        scope = self._init_scope(info, local_values)
+        try:
+            got = self.evaluator.infer(cst.parse_expression(code), scope)
+        except cst.ParserSyntaxError:
+            return None
+        return got.value if isinstance(got, Known) and type(got.value) in (int, float, str, bool) else None
+
+    def _scope(self, g: PassGuard):
+        key = (g.module, g.cls, g.line)
+        if key not in self._scopes:
+            self._scopes[key] = self._read(g)
+        return self._scopes[key]
+
+    def _read(self, g: PassGuard):
+        key = ("pass_guard", g.module, g.cls, g.line)  # the code is the session's; only the values are the model's
+        if key not in self.index.memo:
+            self.index.memo[key] = _guard_code(self.index, g)
+        found = self.index.memo[key]
+        if found is None:
+            return None
+        info, test, local_values = found
+        return test, self._init_scope(info, local_values)
+
+    def _init_scope(self, info, local_values) -> Scope:
+        """The pass's __init__ as vLLM runs it for this model: its locals, and the model's vllm_config."""
+        scope = Scope(module=info, values={"vllm_config": self.vllm_config})
+        for name, value, cond in local_values:
+            scope.locals.setdefault(name, []).append((value, cond))
+        return scope
+
+    def _layers_of(self, call: cst.Call, scope) -> Value:
+        """`get_layers_from_vllm_config(vllm_config, Attention)`: the model's layers of that class, by path."""
+        args = [a.value for a in call.args if a.keyword is None]
+        if len(args) < 2 or not isinstance(args[1], cst.Name):
+            return Unknown("layers of an unnamed class")
+        entry = taxonomy()["classes"].get(args[1].value)
+        if not entry or "values" not in entry:
+            return Unknown(f"the model's {args[1].value} layers are not read")
+        layers = {}
+        for op in self.ops:
+            if op.kind == entry["kind"] and "values" in op.attrs and op.path not in layers:
+                layers[op.path] = dict(op.attrs["values"])
+        return Known(layers)
+
+    def _dtype(self) -> Value:
+        """The model dtype under vLLM's `--dtype auto`: the checkpoint's `dtype` (`torch_dtype`), a float32 one
+        cast to the platform's first supported dtype; unknown without a checkpoint config that states it."""
+        facts = self.config
+        stated = None
+        for sub in (facts.values, facts.values.get("text_config")) if facts is not None else ():
+            if isinstance(sub, dict):
+                stated = stated or sub.get("dtype") or sub.get("torch_dtype")
+        if not isinstance(stated, str):
+            return Unknown("the checkpoint's dtype is not stated")
+        name = stated.removeprefix("torch.")
+        if name == "float32":
+            return self._platform_default()
+        return Known(Symbol(f"torch.{name}"))
+
+    def _platform_default(self) -> Value:
+        qual = catalog().runtime.get("platform", {}).get(self.index.backend)
+        if not qual:
+            return Unknown("no platform class")
+        mod, _, name = qual.rpartition(".")
+        info = self.index.get(mod)
+        cls = info.classes().get(name) if info is not None else None
+        for stmt in cls.node.body.body if cls is not None else ():
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "supported_dtypes":
+                for ret in find_all(stmt, cst.Return):
+                    got = self.evaluator.infer(ret.value, Scope(module=info))
+                    if isinstance(got, Known) and isinstance(got.value, tuple) and got.value:
+                        return Known(got.value[0])
+        return Unknown("the platform's supported dtypes are not read")
+
+
+def _pass_init(index: ModuleIndex, module: str, cls: str):
+    """(module, the pass's __init__, its locals) read once per session; None when the class is not found."""
+    key = ("pass_init", module, cls)
+    if key not in index.memo:
+        info = index.get(module)
+        found = info.classes().get(cls) if info is not None else None
+        fn = _init_of(found.node) if found is not None else None
+        index.memo[key] = (info, fn, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
+    return index.memo[key]
+
+
+def _guard_code(index: ModuleIndex, g: PassGuard):
+    """(module, the guard's test, the __init__'s locals) read from the pass's file."""
+    found = _pass_init(index, g.module, g.cls)
+    if found is None:
+        return None
+    info, fn, local_values = found
+    tests = [n.test for n in find_all(fn, cst.If) if info.line_of(n.test) == g.line]
+    return (info, tests[0], local_values) if tests else None
+
+
+def _shown(evaluator: Evaluator, test, scope) -> str:
+    """The value of a comparison's left side (` (layer.head_size = 256)`), to say why a guard decided."""
+    while isinstance(test, cst.UnaryOperation):
+        test = test.expression
+    if not isinstance(test, cst.Comparison):
+        return ""
+    got = evaluator.infer(test.left, scope)
+    if not isinstance(got, Known):
+        return ""
+    return f" ({scope.module.code(test.left).strip()} = {got.value!r})"

@@ -1,0 +1,500 @@
+"""The one place that decides: an expression becomes a known value (or Unknown), a test becomes a Truth.
+
+Every choice of the walk asks it: `if` branches of a forward or a factory, conditional constructions in an
+`__init__`, registry lookups keyed by a config string, per-platform dispatch, the conditions that enable a graph
+pass. What it knows: literals; parameters through the call that bound them (`super().__init__` chains, factory
+calls, parameter defaults); `self.x` through the `__init__` that assigns it; the model's configuration
+(`--config`, a preset, or the defaults of its configuration class: facts.py); the backend (assume table).
+What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import lru_cache
+
+import libcst as cst
+
+from .runtime_defaults import config_default
+from .known_calls import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
+                    _is_unbound_chain, _is_unbound_chain_self, _rebound, isinstance_test, none_test)
+from .values import Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, assumed, literal
+from ..ir.conditions import Condition, Term, Truth, code_of
+
+_EMPTY = Bindings()
+_CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
+_COMPARE = {cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt,
+            cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge,
+            cst.Is: operator.is_, cst.IsNot: operator.is_not,
+            cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b}
+_MAX_INFER = 24  # hops through parameters, locals and attributes for one expression
+_ARITH = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+          cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv, cst.Modulo: operator.mod,
+          cst.Power: operator.pow}
+_NOT_GLOBAL = Unknown("not a module-level constant")
+
+
+class Evaluator:
+    """Decides tests and infers values for one analysis: the backend walked, the model's configuration facts
+    (or None: nothing is known of it) and `attrs`, which reads `self.x` from an instance's `__init__`."""
+
+    def __init__(self, backend: str | None = None, config=None, attrs=None, calls=None):
+        self.backend = backend
+        self.config = config  # facts.ConfigFacts | None
+        self.attrs = attrs  # construct.Constructor | None
+        self.calls = calls or {}  # function name -> (call, scope) -> Value: what vLLM's runtime returns
+        # the value of a local, per (scope, its version, name); only what is computed with no local hidden
+        # (`x = x or d` hides x while its right side is read) is kept, so a kept value is the same anywhere
+        self._locals: dict = {}
+        self._terms: dict = {}  # (test, scope, its version, bindings) -> truth, kept the same way
+        self._hiding = 0
+        self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
+
+    # -- truth ----------------------------------------------------------------------------------
+    def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
+        env = env or _EMPTY
+        kind = type(expr)
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
+            return self.truth(expr.expression, module, env, scope).negate()
+        if kind is cst.BooleanOperation:
+            left, right = self.truth(expr.left, module, env, scope), self.truth(expr.right, module, env, scope)
+            return left.and_(right) if type(expr.operator) is cst.And else left.or_(right)
+        decided = none_test(expr, env)
+        if decided is not Truth.UNKNOWN:
+            return decided
+        decided = isinstance_test(expr, module, env)
+        if decided is not Truth.UNKNOWN:
+            return decided
+        if scope is not None:
+            decided = truth_of(self.infer(expr, scope))
+            if decided is not Truth.UNKNOWN:
+                return decided
+        return assumed(code_of(module, expr), self.backend)
+
+    def residual(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
+        """(truth, condition) of an `if` test: an `a and b and c` whose known parts hold keeps only its
+        undecided conjuncts (`self.reduce_results and self.tp_size > 1` with reduce_results True is
+        `self.tp_size > 1`), so a printed condition never carries a decided part."""
+        parts, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
+                stack += [e.right, e.left]
+            else:
+                parts.append(e)
+        kept = []
+        for part in parts:
+            value = self.truth(part, module, env, scope)
+            if value is Truth.FALSE:
+                return Truth.FALSE, None
+            if value is Truth.UNKNOWN:
+                kept.append(part)
+        if not kept:
+            return Truth.TRUE, None
+        if len(kept) == len(parts):
+            return Truth.UNKNOWN, Condition.of(expr, module)
+        return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
+
+    def _config_read(self, key: tuple, read) -> Value:
+        """A value of the model's configuration; noted when a memo of an instance's kernels depends on it."""
+        if self.config is None:
+            return Unknown(f"config.{key[1]}: no configuration")
+        value = read(self.config)
+        reads = getattr(self.attrs, "reads", None)
+        if reads is not None:
+            reads[("config",) + key] = (lambda ctor, _i: repr(read(ctor.evaluator.config)) if ctor.evaluator.config
+                                        is not None else None, repr(value))
+        return value
+
+    def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False, scope=None) -> Truth:
+        if term.expr is None:
+            return Truth.UNKNOWN
+        if none_only:
+            value = none_test(term.expr, env or _EMPTY)
+        else:
+            # one factory's elif chain repeats the same tests in every branch's condition: decided once
+            key = (id(term.expr), id(scope), getattr(scope, "version", 0), id(env))
+            kept = self._terms.get(key) if self._hiding == 0 else None
+            if kept is not None and kept[0] is term.expr and kept[1] is scope and kept[2] is env:
+                value = kept[3]
+            else:
+                value = self.truth(term.expr, term.module, env, scope)
+                if self._hiding == 0:
+                    self._terms[key] = (term.expr, scope, env, value)
+        return value.negate() if term.negated else value
+
+    def condition_truth(self, cond: Condition | None, env: Bindings | None = None, scope=None) -> Truth:
+        out = Truth.TRUE
+        for term in cond.terms if cond else ():
+            out = out.and_(self.term_truth(term, env, scope=scope))
+        return out
+
+    def decide(self, cond: Condition | None, env: Bindings, none_only: bool = False, scope=None) -> Condition | Truth:
+        """The condition less the terms that are known to hold; FALSE if one is known not to; TRUE if none is
+        left. A decided term never reaches a report."""
+        if not cond:
+            return Truth.TRUE
+        kept = []
+        for term in cond.terms:
+            value = self.term_truth(term, env, none_only, scope)
+            if value is Truth.FALSE:
+                return Truth.FALSE
+            if value is Truth.UNKNOWN:
+                kept.append(term)
+        return Condition(tuple(kept)) if kept else Truth.TRUE
+
+    # -- values ---------------------------------------------------------------------------------
+    def infer(self, expr: cst.BaseExpression | None, scope=None, depth: int = 0) -> Value:
+        """What `expr` evaluates to where `scope` (a construct.Scope) binds its names."""
+        if expr is None:
+            return Unknown("no expression")
+        if depth > _MAX_INFER:
+            return Unknown("too many steps to follow")
+        lit = literal(expr)
+        if lit is not None:
+            return lit
+        step = depth + 1
+        kind = type(expr)  # libcst's node classes are ABCs: an isinstance chain costs here, on every step
+        if kind is cst.Name:
+            return self._name(expr.value, scope, step)
+        if kind is cst.Attribute:
+            return self._attribute(expr, scope, step)
+        if kind is cst.Call:
+            return self._call(expr, scope, step)
+        if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
+            return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
+        if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
+            left, out = self.infer(expr.left, scope, step), None
+            for comp in expr.comparisons:
+                right = self.infer(comp.comparator, scope, step)
+                got = _compare(type(comp.operator), left, right)
+                if isinstance(got, Known) and got.value is False:
+                    return got
+                out = got if out is None or not isinstance(got, Known) else out
+                left = right
+            return out
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
+            t = truth_of(self.infer(expr.expression, scope, step))
+            return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
+        if kind is cst.BooleanOperation:
+            return self._boolean(expr, scope, step)
+        if kind is cst.BinaryOperation and type(expr.operator) in _ARITH:
+            left, right = self.infer(expr.left, scope, step), self.infer(expr.right, scope, step)
+            if isinstance(left, Known) and isinstance(right, Known):
+                try:
+                    return Known(_ARITH[type(expr.operator)](left.value, right.value))
+                except (TypeError, ZeroDivisionError, OverflowError):
+                    return Unknown("arithmetic on values that do not combine")
+            return Unknown("arithmetic on an unknown value")
+        if kind is cst.IfExp:
+            t = truth_of(self.infer(expr.test, scope, step))
+            if t is Truth.TRUE:
+                return self.infer(expr.body, scope, step)
+            if t is Truth.FALSE:
+                return self.infer(expr.orelse, scope, step)
+            return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
+        if kind is cst.Tuple or kind is cst.List:
+            items = [self.infer(e.value, scope, step) for e in expr.elements]
+            if all(isinstance(i, Known) for i in items):
+                return Known(tuple(i.value for i in items))
+        if kind is cst.Dict and all(type(e) is cst.DictElement for e in expr.elements):
+            pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
+            if all(isinstance(k, Known) for k, _v in pairs):
+                try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
+                    return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
+                except TypeError:  # an unhashable key
+                    pass
+        return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def _name(self, name: str, scope, depth: int) -> Value:
+        if scope is not None:
+            handed = getattr(scope, "values", None)
+            if handed and name in handed:
+                return handed[name]
+            if name in scope.locals:
+                key = (id(scope), getattr(scope, "version", 0), name)
+                kept = self._locals.get(key) if self._hiding == 0 else None
+                if kept is not None and kept[0] is scope:
+                    return kept[1]
+                values = scope.locals.pop(name)  # `x = x or default` reads the parameter x on the right
+                self._hiding += 1
+                try:
+                    before = self._name(name, scope, depth) if (name in scope.params or name in scope.defaults) else None
+                    value = self._assigned(values, scope, depth, before)
+                finally:
+                    scope.locals[name] = values
+                    self._hiding -= 1
+                if self._hiding == 0:
+                    self._locals[key] = (scope, value)
+                return value
+            if name in scope.params:
+                expr, where = scope.params[name]
+                return self.infer(expr, where, depth)
+            if name in scope.defaults:
+                from .scope import Scope
+
+                return self.infer(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth)
+        if name in _CONFIG_NAMES:  # an unbound `config`: the model's configuration handed to every layer
+            return ConfigRef(_CONFIG_NAMES[name])
+        found = self._global(cst.Name(name), scope, depth)
+        return found if found is not _NOT_GLOBAL else Unknown(f"`{name}` is not bound statically")
+
+    def _global(self, expr: cst.Name | cst.Attribute, scope, depth: int) -> Value:
+        """A module-level name assigned once (`_ENABLED = True`), a class's constant (`AttentionType.DECODER`),
+        or an outside library's listed constant (`torch.bfloat16`), as the module of `scope` sees it."""
+        module = getattr(scope, "module", None)
+        index = getattr(module, "_index", None)
+        if index is None:
+            return _NOT_GLOBAL
+        text = _dotted_text(expr)
+        key = (module.name, text)
+        if key in self._globals:
+            return self._globals[key]
+        self._globals[key] = _NOT_GLOBAL  # while it is read: a constant defined by itself is not one
+        value = self._read_global(index, module, expr, text, depth)
+        self._globals[key] = value
+        return value
+
+    def _read_global(self, index, module, expr, text, depth: int) -> Value:
+        from ..catalog import catalog
+        from .scope import Scope
+
+        if text is None:
+            return _NOT_GLOBAL
+        dotted = index.dotted(module, expr)
+        if dotted in catalog().symbols:
+            return Known(Symbol(dotted))
+        for env in catalog().runtime.get("environment") or ():
+            if dotted and dotted.startswith(env["module"] + ".") and dotted.count(".") == env["module"].count(".") + 1:
+                return self._environment_default(index, env, dotted.rsplit(".", 1)[1], depth)
+        if type(expr) is cst.Attribute:
+            owner = index.resolve_expr(module, expr.value)
+            if getattr(owner, "kind", None) == "class":
+                return _class_constant(owner, expr.attr.value)
+        target = index.resolve_expr(module, expr)
+        if getattr(target, "kind", None) == "class":
+            return Known(ClassRef(target))
+        if getattr(target, "kind", None) == "function" and getattr(target, "condition", None) is None:
+            return NotNone(f"function {target.name}")  # a function object (custom_routing_function=fn)
+        if getattr(target, "kind", None) != "assign" or target.condition is not None:
+            return _NOT_GLOBAL
+        if len(target.module.defs.get(target.name, ())) != 1:
+            return Unknown(f"`{target.name}` is assigned more than once")
+        if _rebound(target.module, target.name):
+            return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
+        return self.infer(target.node, Scope(module=target.module), depth)
+
+    def _environment_default(self, index, env: dict, name: str, depth: int) -> Value:
+        """`envs.VLLM_X` in the default environment: its entry's lambda in vLLM's `environment_variables`
+        table, with every `os.getenv(key, default)` at its default."""
+        from .scope import Scope
+
+        info = index.get(env["module"])
+        table = [d for d in (info.defs.get(env["table"], ()) if info is not None else ()) if d.kind == "assign"]
+        node = table[0].node if len(table) == 1 else None
+        for el in node.elements if type(node) is cst.Dict else ():
+            if type(el) is cst.DictElement and literal(el.key) == Known(name) and type(el.value) is cst.Lambda:
+                return self.infer(el.value.body, Scope(module=info), depth)
+        return Unknown(f"{name} is not in {env['module']}.{env['table']}")
+
+    def _assigned(self, values: list, scope, depth: int, before: Value | None = None) -> Value:
+        """The value of a local assigned (value, condition) in order: the last assignment whose condition
+        holds, as long as no undecided one comes after it; `before`, the parameter of that name, where none
+        runs."""
+        result: Value = before if before is not None else Unknown("assigned under a condition that is not decided")
+        for value, cond in values:
+            t = self.condition_truth(cond, scope=scope)
+            if t is Truth.TRUE:
+                result = self.infer(value, scope, depth)
+            elif t is Truth.UNKNOWN:
+                result = Unknown("assigned under a condition that is not decided")
+        return result
+
+    def _attribute(self, expr: cst.Attribute, scope, depth: int) -> Value:
+        attr = expr.attr.value
+        if type(expr.value) is cst.Name and expr.value.value == "self":
+            if scope is not None and scope.owner is not None and self.attrs is not None:
+                return self.attrs.self_value(scope.owner, attr, self, depth)
+            return _carried(scope, attr) or Unknown(f"self.{attr} outside a construction")
+        if attr in ("hf_config", "hf_text_config"):
+            return ConfigRef(attr == "hf_text_config")
+        base = self.infer(expr.value, scope, depth)
+        carried = _carried(scope, attr) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
+        if carried is not None:
+            return carried
+        if isinstance(base, ConfigRef):
+            return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
+        if isinstance(base, Known) and isinstance(base.value, dict):
+            return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
+        if isinstance(base, Known) and isinstance(base.value, Defaults):
+            return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, depth + 1))
+        if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
+            return Known(Symbol(base.value.fields[attr]))  # a hardware profile's family / policy member
+        if _is_unbound_chain(expr, scope):
+            found = self._global(expr, scope, depth)
+            if found is not _NOT_GLOBAL:
+                return found
+        return Unknown(f"`.{attr}` of an unknown value")
+
+    def _call(self, call: cst.Call, scope, depth: int) -> Value:
+        func, args = call.func, [a.value for a in call.args if a.keyword is None and not a.star]
+        if type(func) is cst.Name and func.value == "getattr" and len(args) in (2, 3):
+            base, key = self.infer(args[0], scope, depth), literal(args[1])
+            if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str):
+                if self.config is None:
+                    return Unknown(f"config.{key.value}: no configuration")
+                default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
+                return self._config_read(("getattr", key.value, base.text, repr(default)),
+                                         lambda config: config.getattr(key.value, default, base.text))
+            if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
+                default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
+                return _held(base.value[key.value]) if key.value in base.value else default
+            return Unknown("getattr of an unknown object")
+        if type(func) is cst.Name and func.value in self.calls:
+            return self.calls[func.value](call, scope)
+        if type(func) is cst.Attribute and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
+            # the default environment: every variable unset
+            return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
+        if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
+            return _BUILTINS[func.value](self.infer(args[0], scope, depth))
+        if type(func) is cst.Attribute:
+            name = func.attr.value
+            base = self.infer(func.value, scope, depth)
+            if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
+                if name != "keys" and any(isinstance(v, Unknown) for v in base.value.values()):
+                    return Unknown("a dict with values that are not known")
+                return Known(tuple(getattr(base.value, name)()))
+            if isinstance(base, ConfigRef) and name == "get_text_config":
+                return ConfigRef(True)
+            if isinstance(base, Known) and name == "supports" and hasattr(base.value, "capabilities") and len(args) == 1:
+                wanted = args[0]  # profile.supports(HardwareCapability.X): the device's capability table decides
+                if type(wanted) is cst.Attribute:
+                    return Known(base.value.supports(wanted.attr.value))
+            if isinstance(base, Known) and isinstance(base.value, dict) and name == "get" and args:
+                key = self.infer(args[0], scope, depth)
+                if isinstance(key, Known):
+                    if key.value in base.value:
+                        return _held(base.value[key.value])
+                    return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
+            if isinstance(base, Known) and isinstance(base.value, str) and name in ("lower", "upper", "strip") and not args:
+                return Known(getattr(base.value, name)())
+            if isinstance(base, Known) and isinstance(base.value, str) and name in ("startswith", "endswith") and len(args) == 1:
+                arg = self.infer(args[0], scope, depth)
+                if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
+                    return Known(getattr(base.value, name)(arg.value))
+        return self._called(call, scope, depth)
+
+    def _called(self, call: cst.Call, scope, depth: int) -> Value:
+        """What calling a class or a function of the trees gives: an instance (never None); a small decision
+        function (only ifs, assignments and returns) run on its arguments; a factory whose every return builds
+        an object; else unknown."""
+        from .scope import Scope, bind_params
+        from .function_bodies import tables
+
+        module = getattr(scope, "module", None)
+        index = getattr(module, "_index", None)
+        if index is None or not isinstance(call.func, (cst.Name, cst.Attribute)) or _is_unbound_chain_self(call.func):
+            return Unknown("the result of a call")
+        target = index.resolve_expr(module, call.func)
+        kind = getattr(target, "kind", None)
+        if kind == "class":
+            return NotNone(target.name)
+        if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
+            return NotNone(index.dotted(module, call.func))
+        if kind != "function" or depth > _MAX_INFER // 2:
+            return Unknown("the result of a call")
+        fn = target.node
+        table = tables(fn, target.module)
+        if _decision_function(fn, target.module):
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for name, value, cond, _pos in table.local_assignments:
+                inner.locals.setdefault(name, []).append((value, cond))
+            returns = table.returns_decided(_EMPTY, self, inner)
+            if returns and returns[0][1] is None:  # the first return that can run does
+                return self.infer(returns[0][0], inner, depth)
+            # a function that ends in a return always returns one of the returns left: when they all give one
+            # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
+            last = fn.body.body[-1] if fn.body.body else None
+            if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
+                got = [self.infer(v, inner, depth) for v, _c in returns]
+                if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
+                    return got[0]
+        if _builds_objects(target, index):
+            return NotNone(f"what {target.name}() builds")
+        return Unknown("the result of a call")
+
+    def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
+        left = self.infer(expr.left, scope, depth)
+        t = truth_of(left)
+        if t is Truth.UNKNOWN and scope is not None:  # a test the platform decides (rocm_aiter_ops.is_enabled())
+            t = self.truth(expr.left, scope.module, scope=scope)
+            left = Known(t is Truth.TRUE)  # its truth is all that `and` / `or` return when they stop at it
+        if t is Truth.UNKNOWN:
+            return Unknown("and / or of an unknown value")
+        is_and = type(expr.operator) is cst.And
+        if (t is Truth.TRUE) == is_and:  # `a and b` with a true, `a or b` with a false: b decides
+            return self.infer(expr.right, scope, depth)
+        return left
+
+    def origin(self, expr: cst.BaseExpression, scope):
+        """(expr, scope) where a name is set: through the parameters a call bound, then the defaults it left
+        (bias=qkv_bias -> getattr(config, "attention_bias", False))."""
+        from ..catalog import catalog
+
+        for _ in range(catalog().limit("param_chain")):
+            if not type(expr) is cst.Name or scope is None:
+                break
+            if expr.value in scope.params:
+                expr, scope = scope.params[expr.value]
+            elif expr.value in scope.defaults and expr.value not in scope.locals:
+                expr = scope.defaults[expr.value]
+            else:
+                break
+        return (expr, scope) if scope is not None else None
+
+def truth_of(value: Value) -> Truth:
+    """Python's truth of a value, when it is known."""
+    if isinstance(value, Known):
+        try:
+            return Truth.of(bool(value.value))
+        except Exception:  # a value whose truth Python itself would not decide
+            return Truth.UNKNOWN
+    if isinstance(value, ConfigRef):
+        return Truth.TRUE
+    if isinstance(value, OneOf):
+        truths = {truth_of(v) for v in value.options}
+        return truths.pop() if len(truths) == 1 else Truth.UNKNOWN
+    return Truth.UNKNOWN
+
+
+def _compare(op: type, left: Value, right: Value) -> Value:
+    if isinstance(left, Known) and isinstance(right, Known) and op in _COMPARE:
+        try:
+            return Known(bool(_COMPARE[op](left.value, right.value)))
+        except TypeError:
+            return Unknown("values that do not compare")
+    if op in (cst.Is, cst.IsNot) and isinstance(right, Known) and right.value is None and isinstance(left, (ConfigRef, NotNone)):
+        return Known(op is cst.IsNot)
+    return Unknown("a comparison of unknown values")
+
+
+def _carried(scope, attr: str) -> Value | None:
+    """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else None."""
+    fields = getattr(scope, "fields", None)
+    return fields.get(attr) if fields else None
+
+
+@lru_cache(maxsize=4)
+def evaluator(backend: str | None) -> Evaluator:
+    """The evaluator of one backend ("ascend", "cuda") that knows no configuration; None knows only what holds
+    on both (import bindings, pass managers, tests)."""
+    return Evaluator(backend)
+
+
+def binding_decider(index, backend: str):
+    """What the binder (index.ModuleIndex.choose) asks of an import binding's condition: the backend's evaluator
+    that knows the vLLM version (vllm-ascend imports one class per version) and no configuration."""
+    from .runtime_defaults import version_calls
+
+    return Evaluator(backend, calls=version_calls(index)).condition_truth

@@ -1,0 +1,329 @@
+"""What one function body says, read once: its assignments, returns, `self.m()` calls and container fills.
+
+Each table keeps the path condition of every entry as code (values.Condition): the `if` tests around it,
+negated on `else` paths, decided only when an evaluator is asked.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from ..index.nodes import find_all, iter_nodes
+from .values import Bindings
+from ..ir.conditions import Condition, Truth, join
+
+
+class FunctionTables:
+    """The tables of one function (a libcst FunctionDef in a ModuleInfo); get one with `tables(fn, module)`."""
+
+    def __init__(self, fn: cst.FunctionDef, module):
+        self.fn = fn
+        self.module = module
+
+    @cached_property
+    def statements(self) -> list[tuple[cst.CSTNode, Condition | None]]:
+        """(statement, path condition) through if/else/try/with/for blocks; the position is the list index."""
+        return list(_walk_stmts(self.fn.body.body, self.module))
+
+    def _small(self):
+        for pos, (stmt, cond) in enumerate(self.statements):
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    yield pos, cond, small
+
+    @cached_property
+    def assignments(self) -> list[tuple]:
+        """(target expr, value, condition, position); a tuple target yields each element with the value's item
+        (`a, b, self.layers = make_layers(...)`: self.layers is `make_layers(...)[2]`)."""
+        out = []
+        for pos, cond, small in self._small():
+            if type(small) is cst.Assign:
+                targets = [t.target for t in small.targets]
+            elif type(small) is cst.AnnAssign and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            for t in targets:
+                if not isinstance(t, (cst.Tuple, cst.List)):
+                    out.append((t, small.value, cond, pos))
+                    continue
+                for k, el in enumerate(e.value for e in t.elements):  # the k-th item of what the right side gives
+                    item = cst.Subscript(value=small.value, slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
+                    out.append((el, item, cond, pos))
+        return out
+
+    @cached_property
+    def self_assignments(self) -> dict[str, list[tuple]]:
+        """name -> [(value, condition, position)] of each `self.<name> = value`."""
+        out: dict = {}
+        for t, v, c, p in self.assignments:
+            if type(t) is cst.Attribute and _is_self(t.value):
+                out.setdefault(t.attr.value, []).append((v, c, p))
+        return out
+
+    @cached_property
+    def self_attr_names(self) -> list[str]:
+        """Every `self.<name>` assigned anywhere in the body (nested blocks and functions too)."""
+        return sorted({node.target.attr.value for node in find_all(self.fn, cst.AssignTarget)
+                       if type(node.target) is cst.Attribute and _is_self(node.target.value)})
+
+    @cached_property
+    def local_assignments(self) -> list[tuple]:
+        """(name, value, condition, position) of plain `x = ...` locals; a tuple-unpacked local is a runtime
+        value, not a constructor. A nested `def get_layer(prefix): return Layer(...)` is recorded as a lambda
+        (a layer factory passed by name), and its own locals resolve that call."""
+        out, nested = [], []
+        for pos, (stmt, cond) in enumerate(self.statements):
+            if type(stmt) is cst.FunctionDef:
+                inner = tables(stmt, self.module)
+                rets = inner.returns
+                if rets and type(rets[0][0]) is cst.Call:
+                    out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+                nested += [(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
+                continue
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) is cst.Assign:
+                        out += [(t.target.value, small.value, cond, pos) for t in small.targets if type(t.target) is cst.Name]
+                    elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
+                        out.append((small.target.value, small.value, cond, pos))
+        outer = {t for t, *_ in out}
+        return out + [n for n in nested if n[0] not in outer]
+
+    @cached_property
+    def returns(self) -> list[tuple]:
+        """(value, condition) of each `return value`."""
+        return [(small.value, cond) for _pos, cond, small in self._small()
+                if type(small) is cst.Return and small.value is not None]
+
+    @cached_property
+    def self_calls(self) -> list[tuple]:
+        """(position, call) of each `self.<method>(...)` expression statement."""
+        out = []
+        for pos, _cond, small in self._small():
+            call = small.value if type(small) is cst.Expr else None
+            if type(call) is cst.Call and type(call.func) is cst.Attribute and _is_self(call.func.value):
+                out.append((pos, call))
+        return out
+
+    @cached_property
+    def container_fills(self) -> dict[str, list[tuple]]:
+        """name -> [(position, condition, value)] of `self.<name>.append(value)` and `self.<name>[k] = value`."""
+        return {name: fills for (where, name), fills in self._fills.items() if where == "self"}
+
+    @cached_property
+    def local_fills(self) -> dict[str, list[tuple]]:
+        """The same for a local list or dict (`layers.append(value)`), later wrapped: nn.ModuleList(layers)."""
+        return {name: fills for (where, name), fills in self._fills.items() if where == "local"}
+
+    @cached_property
+    def _fills(self) -> dict:
+        out: dict = {}
+        for pos, cond, small in self._small():
+            target = value = None
+            if (type(small) is cst.Expr and type(small.value) is cst.Call and small.value.args
+                    and type(small.value.func) is cst.Attribute and small.value.func.attr.value == "append"):
+                target, value = small.value.func.value, small.value.args[0].value
+            elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
+                target, value = small.targets[0].target.value, small.value
+            if type(target) is cst.Attribute and _is_self(target.value):
+                out.setdefault(("self", target.attr.value), []).append((pos, cond, value))
+            elif type(target) is cst.Name:
+                out.setdefault(("local", target.value), []).append((pos, cond, value))
+        return out
+
+    @cached_property
+    def super_init_call(self) -> cst.Call | None:
+        """`super().__init__(...)` (or `Base.__init__(self, ...)`, less `self`), not looking into nested functions."""
+        for node in iter_nodes(self.fn, lambda n: type(n) is cst.FunctionDef):
+            if not type(node) is cst.Call:
+                continue
+            f = node.func
+            if type(f) is cst.Attribute and f.attr.value == "__init__":
+                v = f.value
+                if type(v) is cst.Call and type(v.func) is cst.Name and v.func.value == "super":
+                    return node
+                if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
+                    return node.with_changes(args=node.args[1:])
+        return None
+
+    @cached_property
+    def memo_names(self) -> frozenset[str]:
+        """Names of dicts the function stores into (`_ROPE_DICT[key] = rotary_emb`): its memo."""
+        out = set()
+        for _pos, _cond, small in self._small():
+            if type(small) is cst.Assign:
+                for t in small.targets:
+                    if type(t.target) is cst.Subscript and type(t.target.value) is cst.Name:
+                        out.add(t.target.value.value)
+        return frozenset(out)
+
+    def _memo_hit(self, body) -> bool:
+        """`if key in MEMO: return MEMO[key]`: a call that returns what an earlier call built, not another
+        choice; what follows is not under its negation."""
+        last = body[-1] if len(body) == 1 and type(body[-1]) is cst.SimpleStatementLine else None
+        ret = last.body[0] if last is not None and len(last.body) == 1 else None
+        value = ret.value if type(ret) is cst.Return else None
+        return (type(value) is cst.Subscript and type(value.value) is cst.Name
+                and value.value.value in self.memo_names)
+
+    def returns_decided(self, env: Bindings, evaluator, scope=None, ruled_out: list | None = None) -> list[tuple]:
+        """(value, condition) of each return; branches the bindings decide are dropped or implied. `ruled_out`
+        collects (value, condition, statement) of the returns in branches a decided test skips, each under
+        the tests that would select it (what another configuration value builds)."""
+        module, out = self.module, []
+
+        def visit(body, cond, skipped: bool):
+            for stmt in body:
+                if type(stmt) is cst.If:
+                    value = Truth.UNKNOWN if skipped else evaluator.truth(stmt.test, module, env, scope)
+                    test = Condition.of(stmt.test, module)
+                    if value is not Truth.FALSE or ruled_out is not None:
+                        visit(stmt.body.body, cond if value is Truth.TRUE else join(cond, test),
+                              skipped or value is Truth.FALSE)
+                    if stmt.orelse is not None and (value is not Truth.TRUE or ruled_out is not None):
+                        neg = cond if value is Truth.FALSE else join(cond, test.negate())
+                        visit([stmt.orelse] if type(stmt.orelse) is cst.If else stmt.orelse.body.body, neg,
+                              skipped or value is Truth.TRUE)
+                    if (stmt.orelse is None and exits_at_end(stmt.body.body, raises=False)
+                            and value is not Truth.FALSE and not self._memo_hit(stmt.body.body)):
+                        # `if test: return A` then `return B`: B runs only where the test fails (a `raise`
+                        # is an error, not another choice: what follows is what runs)
+                        if value is Truth.TRUE:
+                            skipped = True
+                        cond = join(cond, test.negate())
+                elif isinstance(stmt, (cst.With, cst.For, cst.While, cst.Try)):
+                    visit(stmt.body.body, cond, skipped)
+                elif type(stmt) is cst.SimpleStatementLine:
+                    for small in stmt.body:
+                        if type(small) is cst.Return and small.value is not None:
+                            if not skipped:
+                                out.append((small.value, cond))
+                            elif ruled_out is not None:
+                                ruled_out.append((small.value, cond, stmt))
+
+        visit(self.fn.body.body, None, False)
+        return out
+
+
+def exits_at_end(stmts, raises: bool = True) -> bool:
+    """The block ends in `return` (or `raise`): what follows it runs only when it is not taken."""
+    last = stmts[-1] if stmts else None
+    kinds = (cst.Return, cst.Raise) if raises else (cst.Return,)
+    return type(last) is cst.SimpleStatementLine and any(isinstance(s, kinds) for s in last.body)
+
+
+def tables(fn: cst.FunctionDef, module) -> FunctionTables:
+    """The tables of `fn`, built once per session (kept on its module)."""
+    key = ("tables", fn)
+    found = module.memo.get(key)
+    if found is None:
+        found = module.memo[key] = FunctionTables(fn, module)
+    return found
+
+
+def _walk_stmts(body, module, cond: Condition | None = None):
+    """Yield (stmt, condition) through if/else/try/with/for blocks of a function body."""
+    for stmt in body:
+        yield stmt, cond
+        if type(stmt) is cst.If:
+            test = Condition.of(stmt.test, module)
+            yield from _walk_stmts(stmt.body.body, module, join(cond, test))
+            orelse, neg = stmt.orelse, test.negate()
+            while orelse is not None:
+                if type(orelse) is cst.If:
+                    t2 = Condition.of(orelse.test, module)
+                    yield from _walk_stmts(orelse.body.body, module, join(cond, join(neg, t2)))
+                    neg = join(neg, t2.negate())
+                    orelse = orelse.orelse
+                else:
+                    yield from _walk_stmts(orelse.body.body, module, join(cond, neg))
+                    orelse = None
+        elif isinstance(stmt, (cst.With, cst.For, cst.While)):
+            yield from _walk_stmts(stmt.body.body, module, cond)
+        elif type(stmt) is cst.Try:
+            yield from _walk_stmts(stmt.body.body, module, cond)
+
+
+def signature(fn: cst.FunctionDef, skip_self: bool = True) -> tuple[list[cst.Param], list[cst.Param]]:
+    """(positional parameters, positional-only ones included, less a leading self/cls; keyword-only ones)."""
+    positional = list(fn.params.posonly_params) + list(fn.params.params)
+    if skip_self and positional and positional[0].name.value in ("self", "cls"):
+        positional = positional[1:]
+    return positional, list(fn.params.kwonly_params)
+
+
+def bind_arguments(fn: cst.FunctionDef, args: list, kwargs: dict, skip_self: bool = True) -> list[tuple[str, object]]:
+    """(parameter name, argument) as Python binds a call: positional arguments in order, then keywords that name
+    a parameter (positional-only parameters take no keyword). The one binder every reader of calls uses."""
+    positional, kwonly = signature(fn, skip_self)
+    out = [(p.name.value, a) for p, a in zip(positional, args)]
+    by_keyword = {p.name.value for p in positional if p not in fn.params.posonly_params} | {p.name.value for p in kwonly}
+    return out + [(k, v) for k, v in kwargs.items() if k in by_keyword]
+
+
+def none_defaults(fn: cst.FunctionDef, skip_self: bool = True) -> list[str]:
+    """Parameters whose default is None."""
+    positional, kwonly = signature(fn, skip_self)
+    return [p.name.value for p in positional + kwonly if type(p.default) is cst.Name and p.default.value == "None"]
+
+
+def call_arguments(call: cst.Call) -> tuple[list, dict]:
+    """The positional and keyword argument expressions of a call (starred ones are not bound statically)."""
+    return ([a.value for a in call.args if a.keyword is None and not a.star],
+            {a.keyword.value: a.value for a in call.args if a.keyword is not None})
+
+
+def class_method(cls, name: str) -> cst.FunctionDef | None:
+    """The method `name` defined in the body of class `cls` (a Definition); the last definition wins."""
+    if not cls.may_define(name):
+        return None
+    key = ("class_method", cls.identity, name)  # asked for at every step up every MRO
+    if key not in cls.module.memo:  # the same node all run long, whether parsed alone or with its class
+        cls.module.memo[key] = cls.method_alone(name) or _class_method(cls, name)
+    return cls.module.memo[key]
+
+
+def _class_method(cls, name: str) -> cst.FunctionDef | None:
+    body = cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []
+    found = None
+    for stmt in body:
+        if type(stmt) is cst.FunctionDef and stmt.name.value == name:
+            found = stmt  # the last definition wins, as at runtime
+        elif type(stmt) is cst.If:
+            for s in stmt.body.body:
+                if type(s) is cst.FunctionDef and s.name.value == name and found is None:
+                    found = s
+    return found
+
+
+def imports_in(fn: cst.FunctionDef, module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from m import X` inside one function (a later import of a name wins, as at run time)."""
+    key = ("imports_in", fn)
+    found = module.memo.get(key)
+    if found is None:
+        from ..index.bindings import import_from_bindings
+
+        found = module.memo[key] = dict(import_from_bindings(module, fn))
+    return found
+
+
+def function_imports(module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
+    names were tried before this, so what is left are imports inside functions."""
+    key = ("function_imports", None)
+    found = module.memo.get(key)
+    if found is None:
+        from ..index.bindings import all_import_from_bindings
+
+        found = {}
+        for bound, where in all_import_from_bindings(module):
+            found.setdefault(bound, where)
+        module.memo[key] = found
+    return found
+
+
+def _is_self(expr) -> bool:
+    return type(expr) is cst.Name and expr.value == "self"

@@ -1,0 +1,236 @@
+"""What the evaluator knows of calls and module-level names without running anything: Python builtins on
+known values, small decision functions (only ifs, assignments and returns), factories whose every return
+builds an object, module-level constants (not ones a function rebinds with `global`), class constants."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .values import Known, Symbol, Unknown, Value, _is_none, literal
+from ..ir.conditions import Truth, code_of
+
+
+def _dotted_text(expr) -> str | None:
+    parts = []
+    while type(expr) is cst.Attribute:
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not type(expr) is cst.Name:
+        return None
+    return ".".join([expr.value] + parts[::-1])
+
+
+def _rebound(module, name: str) -> bool:
+    """A function of the module declares `global name`: the module-level value is only the initial one."""
+    key = ("global_names", None)
+    names = module.memo.get(key)
+    if names is None:  # read once per module: every `global a, b` statement's names
+        source = module.source if module.source is not None else module.path.read_bytes()
+        names = module.memo[key] = {n.decode() for line in re.findall(rb"\bglobal\s+([^\n#;]+)", source)
+                                    for n in re.findall(rb"\w+", line)}
+    return name in names
+
+
+def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
+    """`a.b.c` whose root name is no local or parameter of `scope`: a module, class or import."""
+    root = expr
+    while type(root) is cst.Attribute:
+        root = root.value
+    if not type(root) is cst.Name or root.value == "self":
+        return False
+    return scope is None or not (root.value in scope.locals or root.value in scope.params or root.value in scope.defaults)
+
+
+def _class_constant(cls, name: str) -> Value:
+    """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
+    found = [s.body[0].value for s in cls.node.body.body
+             if type(s) is cst.SimpleStatementLine and len(s.body) == 1 and type(s.body[0]) is cst.Assign
+             and len(s.body[0].targets) == 1 and type(s.body[0].targets[0].target) is cst.Name
+             and s.body[0].targets[0].target.value == name]
+    value = literal(found[0]) if len(found) == 1 else None
+    if value is None and len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases):
+        return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
+    if not found and any(type(s) is cst.FunctionDef and s.name.value == name for s in cls.node.body.body):
+        from .values import NotNone
+
+        return NotNone(f"{cls.name}.{name}")  # a method read off the class (custom_routing_function=Cls.fn)
+    return value if value is not None else Unknown(f"{cls.name}.{name} is not a literal constant")
+
+
+def _base_text(arg) -> str:
+    node = arg.value
+    while type(node) is cst.Attribute:
+        node = node.attr
+    return node.value if type(node) is cst.Name else ""
+
+
+def _known_items(value: Value):
+    if isinstance(value, Known) and isinstance(value.value, (tuple, list, dict, str, set, frozenset)):
+        return value.value
+    return None
+
+
+def _len(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(len(items)) if items is not None else Unknown("len of an unknown value")
+
+
+def _first(value: Value) -> Value:
+    """next(iter(x)): the first item of a known sequence."""
+    items = _known_items(value)
+    if isinstance(value, Known) and isinstance(value.value, _Iter):
+        return Known(value.value.items[0]) if value.value.items else Unknown("next of an empty iterator")
+    return Known(tuple(items)[0]) if items else Unknown("next of an unknown iterator")
+
+
+@dataclass(frozen=True)
+class _Iter:
+    items: tuple
+
+
+def _iter(value: Value) -> Value:
+    items = _known_items(value)
+    return Known(_Iter(tuple(items))) if items is not None else Unknown("iter of an unknown value")
+
+
+def _sorted(value: Value) -> Value:
+    items = _known_items(value)
+    try:
+        return Known(tuple(sorted(items))) if items is not None else Unknown("sorted of an unknown value")
+    except TypeError:
+        return Unknown("sorted of values that do not compare")
+
+
+def _convert(kind):
+    def convert(value: Value) -> Value:
+        if isinstance(value, Known) and isinstance(value.value, (str, int, float, bool)):
+            try:
+                return Known(kind(value.value))
+            except ValueError:
+                return Unknown(f"{kind.__name__}() of {value.value!r}")
+        return Unknown(f"{kind.__name__}() of an unknown value")
+    return convert
+
+
+_BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
+             "int": _convert(int), "bool": _convert(bool), "float": _convert(float), "str": _convert(str),
+             "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
+
+
+def _is_unbound_chain_self(func) -> bool:
+    """`self.m(...)`: a method, which needs the instance (read by the constructor, not here)."""
+    root = func
+    while type(root) is cst.Attribute:
+        root = root.value
+    return type(root) is cst.Name and root.value == "self"
+
+
+def _decision_function(fn: cst.FunctionDef, module) -> bool:
+    """Only ifs, assignments, returns, imports, a docstring and pass: running it on known arguments is safe."""
+    key = ("decision_function", fn)
+    if key not in module.memo:
+        module.memo[key] = _only_decisions(fn.body.body)
+    return module.memo[key]
+
+
+def _only_decisions(body) -> bool:
+    for stmt in body:
+        if type(stmt) is cst.If:
+            orelse = stmt.orelse
+            if not _only_decisions(stmt.body.body):
+                return False
+            while type(orelse) is cst.If:
+                if not _only_decisions(orelse.body.body):
+                    return False
+                orelse = orelse.orelse
+            if type(orelse) is cst.Else and not _only_decisions(orelse.body.body):
+                return False
+        elif type(stmt) is cst.SimpleStatementLine:
+            for small in stmt.body:
+                if isinstance(small, (cst.Return, cst.Assign, cst.Pass, cst.ImportFrom, cst.Import)):
+                    continue
+                if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                    continue
+                return False
+        else:
+            return False
+    return True
+
+
+def _builds_objects(fn_def, index) -> bool:
+    """Every return of the function is a class's construction (a factory of routers, layers, ...)."""
+    module = fn_def.module
+    key = ("builds_objects", fn_def.node)
+    if key not in module.memo:
+        from .function_bodies import tables
+
+        rets = [value for value, _cond in tables(fn_def.node, module).returns]
+        ok = bool(rets)
+        for value in rets:
+            func = value.func if type(value) is cst.Call else None
+            target = index.resolve_expr(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if target is None and type(func) is cst.Name:  # imported inside the function
+                from .function_bodies import function_imports
+
+                local = function_imports(module).get(func.value)
+                target = index.lookup(*local) if local else None
+            if getattr(target, "kind", None) != "class":
+                ok = False
+                break
+        module.memo[key] = ok
+    return module.memo[key]
+
+
+@lru_cache(maxsize=1)
+def _never_none() -> frozenset[str]:
+    """Dotted callables outside the trees whose result is never None (walk.yaml never_none)."""
+    from ..catalog import catalog
+
+    return frozenset(catalog().walk.get("never_none", []))
+
+
+def _held(value) -> Value:
+    """An item of a known dict: Known, unless the dict holds it as Unknown (a literal with unknown values)."""
+    return value if isinstance(value, Unknown) else Known(value)
+
+
+def _item(base: Value, key: Value) -> Value:
+    if isinstance(base, Known) and isinstance(key, Known):
+        try:
+            return _held(base.value[key.value])
+        except (KeyError, IndexError, TypeError):
+            return Unknown("no such item")
+    return Unknown("an item of an unknown value")
+
+
+# -- tests the bindings decide ------------------------------------------------------------------
+def none_test(expr, env) -> Truth:
+    """`p is None` / `p is not None` for a parameter whose None-ness the call decides."""
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1 and type(expr.left) is cst.Name:
+        comp = expr.comparisons[0]
+        if _is_none(comp.comparator) and expr.left.value in env.none:
+            state = env.none[expr.left.value]
+            if type(comp.operator) is cst.Is:
+                return Truth.of(state)
+            if type(comp.operator) is cst.IsNot:
+                return Truth.of(not state)
+    return Truth.UNKNOWN
+
+
+def isinstance_test(expr, module, env) -> Truth:
+    """`isinstance(self.x, C)` when the walk knows which class built self.x."""
+    if not (type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "isinstance"
+            and len(expr.args) == 2):
+        return Truth.UNKNOWN
+    classes = env.attr_classes.get(code_of(module, expr.args[0].value))
+    if classes is None:
+        return Truth.UNKNOWN
+    wanted = expr.args[1].value
+    names = [e.value for e in wanted.elements] if type(wanted) is cst.Tuple else [wanted]
+    tails = {code_of(module, n).rsplit(".", 1)[-1] for n in names}
+    return Truth.of(bool(tails & set(classes)))

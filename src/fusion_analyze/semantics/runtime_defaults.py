@@ -1,0 +1,162 @@
+"""What vLLM's runtime hands the code with no user input: the device's hardware profile for
+`get_current_hardware_profile()`, and a backend configuration built from no --additional-config
+(`get_ascend_config()`) whose attributes are its classes' declared field defaults, or in older classes what
+`self.x = additional_config.get("x", default)` reads from an empty dict (walk.yaml `runtime`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..index.nodes import find_all
+from .known_calls import _dotted_text
+from .scope import Scope
+from .values import Defaults, Known, Unknown, Value, literal
+
+
+def device_calls(profile, index=None, soc: str | None = None) -> dict:
+    """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
+    (locate/hardware.py; no device profile: the tests on it stay unknown), `get_ascend_device_type()` the
+    member of the device-type Enum its SoC family names, and each `defaults` function (`get_ascend_config()`)
+    is its configuration class with no user input (walk.yaml runtime)."""
+    from ..catalog import catalog
+    from .known_calls import _class_constant
+
+    out = {}
+    if profile is not None:
+        out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
+    soc = soc or getattr(profile, "soc", None)
+    for name, qualname in (catalog().runtime.get("device_type") or {}).items() if index is not None and soc else ():
+        mod, _, cls_name = qualname.rpartition(".")
+        target = index.lookup(mod, cls_name)
+        if getattr(target, "kind", None) == "class":
+            member = _class_constant(target, soc)
+            if isinstance(member, Known):
+                out[name] = lambda _call, _scope, member=member: member
+    out.update(version_calls(index))
+    for name, qualname in (catalog().runtime.get("defaults") or {}).items() if index is not None else ():
+        mod, _, cls_name = qualname.rpartition(".")
+        target = index.lookup(mod, cls_name)
+        if getattr(target, "kind", None) == "class":
+            out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
+    return out
+
+def version_calls(index) -> dict:
+    """`vllm_version_is("0.23.0")` (walk.yaml runtime.vllm_version_test): whether the argument is the --vllm-root
+    tree's version; vllm-ascend picks classes and registrations by it."""
+    from ..catalog import catalog
+
+    version = getattr((getattr(index, "trees", None) or {}).get("vllm"), "version", None)
+    if not version:
+        return {}
+
+    def holds(call, _scope):
+        arg = literal(call.args[0].value) if len(call.args) == 1 else None
+        return Known(arg.value == version) if arg is not None and isinstance(arg.value, str) else Unknown("not a version")
+
+    return {name: holds for name in catalog().runtime.get("vllm_version_test", [])}
+
+
+def _assigned_by_methods(cls) -> dict[str, list]:
+    """name -> values of each `self.<name> = value` in the class's methods (a validator deriving the field)."""
+    module = cls.module
+    key = ("derived_fields", cls.node)
+    if key not in module.memo:
+        names: dict[str, list] = {}
+        for node in find_all(cls.node, cst.Assign):
+            for t in node.targets:
+                t = t.target
+                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
+                    names.setdefault(t.attr.value, []).append(node.value)
+        module.memo[key] = names
+    return module.memo[key]
+
+
+def _keeps(name: str, default: Value, assigned: list) -> bool:
+    """A falsy default no derivation can change: each assignment sets the default again (a downgrade,
+    `self.x = 0`) or `self.x and ...`, which is the default while it is falsy."""
+    if not isinstance(default, Known) or default.value or not isinstance(default.value, (bool, int, type(None), str)):
+        return False
+    for value in assigned:
+        lit = literal(value)
+        if lit is not None and lit.value == default.value and type(lit.value) is type(default.value):
+            continue
+        left = value
+        while type(left) is cst.BooleanOperation and type(left.operator) is cst.And:
+            left = left.left
+        if left is not value and type(left) is cst.Attribute and type(left.value) is cst.Name \
+                and left.value.value == "self" and left.attr.value == name:
+            continue
+        return False
+    return True
+
+
+def config_default(defaults, name: str, infer) -> Value:
+    """The declared default of field `name` of a configuration class built from no user input: a literal (or
+    a module constant), `field(default=...)`, or a nested configuration (`field(default_factory=C)`,
+    `default_factory=lambda: C()`, `C()`). A field a method derives from other settings is unknown."""
+    cls = defaults.definition
+    found = _declared_default(defaults, name, infer)
+    derived = _assigned_by_methods(cls).get(name)
+    if isinstance(found, Unknown) and derived:  # older classes: `self.x = additional_config.get("x", False)`
+        gets = [v for v in derived if _dict_get_default(v) is not None]
+        if gets:
+            found = infer(_dict_get_default(gets[0]), Scope(module=cls.module))
+            derived = [v for v in derived if v is not gets[0]]
+    if derived and not _keeps(name, found, derived):
+        return Unknown(f"{cls.name}.{name} is derived from other settings when the configuration is built")
+    return found
+
+
+def _dict_get_default(value) -> cst.BaseExpression | None:
+    """`options.get("key", default)`: what it reads from a configuration dict the user left empty."""
+    if (type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "get"
+            and len(value.args) == 2 and type(value.args[0].value) is cst.SimpleString):
+        return value.args[1].value
+    return None
+
+
+def _declared(cls) -> dict:
+    """name -> the value the class body gives it (`x: int = 1`, `x = 1`; the last wins), read once per class."""
+    key = ("declared", cls.node)
+    found = cls.module.memo.get(key)
+    if found is None:
+        found = cls.module.memo[key] = {}
+        for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+            for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
+                if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
+                    found[small.target.value] = small.value  # a bare annotation: no default
+                elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                    found[small.targets[0].target.value] = small.value
+    return found
+
+
+def _declared_default(defaults, name: str, infer) -> Value:
+    cls = defaults.definition
+    index = cls.module._index
+    value = _declared(cls).get(name)
+    if value is None:
+        return Unknown(f"{cls.name} declares no default for {name}")
+
+    def nested(expr) -> Value | None:
+        if type(expr) is cst.Lambda and type(expr.body) is cst.Call and not expr.body.args:
+            expr = expr.body.func
+        elif type(expr) is cst.Call and not expr.args:
+            expr = expr.func
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            target = index.resolve_expr(cls.module, expr)
+            if getattr(target, "kind", None) == "class":
+                return Known(Defaults(target))
+            if type(expr) is cst.Name and expr.value in ("dict", "list"):
+                return Known({} if expr.value == "dict" else ())
+        return None
+
+    if type(value) is cst.Call and _dotted_text(value.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
+        for arg in value.args:
+            if arg.keyword is not None and arg.keyword.value == "default":
+                return infer(arg.value, Scope(module=cls.module))
+            if arg.keyword is not None and arg.keyword.value == "default_factory":
+                return nested(arg.value) or Unknown(f"{cls.name}.{name} is built by a factory")
+        return Unknown(f"{cls.name}.{name} has no default")
+    if type(value) is cst.Call:
+        return nested(value) or Unknown(f"{cls.name}.{name} is computed when the configuration is built")
+    return infer(value, Scope(module=cls.module))

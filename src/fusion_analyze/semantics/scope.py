@@ -1,0 +1,67 @@
+"""Names visible while code is read statically (an __init__, a factory, a helper), and how a call binds
+them: its arguments (each read later where it was written), the defaults it leaves, and the keywords a
+`**kwargs` parameter collects for a call that passes them on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .function_bodies import bind_arguments, call_arguments, signature
+
+
+@dataclass
+class Scope:
+    """Names visible while evaluating an __init__ or factory body."""
+
+    module: object  # ModuleInfo the code lives in
+    params: dict[str, tuple] = field(default_factory=dict)  # name -> (expr, Scope) bound at the call
+    defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
+    owner: object = None  # the construct.Instance whose __init__ this is (for self.y)
+    values: dict = field(default_factory=dict)  # name -> Value handed in as such (what vLLM's runtime passes)
+    star_kwargs: dict = field(default_factory=dict)  # `**kwargs` param -> {keyword: (expr, Scope)} it collected
+    fills: dict[str, list[tuple]] = field(default_factory=dict)  # local list -> [(appended expr, Condition | None)]
+    version: int = 0  # bumped whenever `locals` changes: the evaluator's memo of names is keyed by it
+    fields: dict = field(default_factory=dict)  # attribute -> Value every unknown object carries (Bindings.fields)
+
+
+def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
+    """The parameters of `fn` in `scope`: their defaults, and the argument expressions `call` binds (each read
+    later in `call_scope`, where it was written)."""
+    positional, kwonly = signature(fn, skip_self)
+    for p in positional + kwonly:
+        if p.default is not None:
+            scope.defaults[p.name.value] = p.default
+    if call is None or call_scope is None:
+        return
+    args, keywords = call_arguments(call)
+    given = {k: (v, call_scope) for k, v in keywords.items()}
+    for a in call.args:  # f(..., **kwargs) inside a function that collected them: the caller's own keywords
+        if a.star == "**" and type(a.value) is cst.Name:
+            for k, found in getattr(call_scope, "star_kwargs", {}).get(a.value.value, {}).items():
+                given.setdefault(k, found)
+    bound = set()
+    for name, expr in bind_arguments(fn, args, {k: v for k, (v, _w) in given.items()}, skip_self=skip_self):
+        scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)
+        bound.add(name)
+    star = fn.params.star_kwarg
+    if type(star) is cst.Param:  # the keywords no parameter takes, for a `**kwargs` passed on
+        scope.star_kwargs[star.name.value] = {k: w for k, w in given.items() if k not in bound}
+
+
+def copy_chain(chain: list[tuple]) -> list[tuple]:
+    """A bound __init__ chain [(class, fn, Scope)] with scopes of its own (their locals get filled), sharing
+    the bindings; an argument read in an earlier scope of the chain is read in that scope's copy."""
+    copies: dict[int, Scope] = {}
+    out = []
+    for c, fn, scope in chain:
+        def mine(bound: tuple) -> tuple:
+            return (bound[0], copies[id(bound[1])]) if id(bound[1]) in copies else bound
+        fresh = Scope(module=scope.module, params={k: mine(v) for k, v in scope.params.items()},
+                      defaults=scope.defaults, owner=scope.owner,
+                      star_kwargs={k: {kw: mine(v) for kw, v in got.items()} for k, got in scope.star_kwargs.items()})
+        copies[id(scope)] = fresh
+        out.append((c, fn, fresh))
+    return out

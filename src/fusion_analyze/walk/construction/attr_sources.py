@@ -1,0 +1,208 @@
+"""Where else `self.x` comes from when no `__init__` of the chain assigns it: a method `__init__` calls, a
+container `__init__` fills, a class attribute; and the value the constructor reads for an item of a
+factory's tuple. A mixin of construct.Constructor (its `attr`, `evaluate`, `init_scopes` and `method`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ...catalog import catalog
+from ...index.modules import Definition
+from .default_choice import pick
+from ...semantics.scope import Scope, bind_params
+from ...semantics.function_bodies import tables
+from ...ir.conditions import join
+
+if TYPE_CHECKING:
+    from .constructor import Instance
+
+
+class AttrSources:
+    """Mixin of Constructor: the other sources of `self.<name>`."""
+
+    @property
+    def hf(self):
+        """The Transformers backend's load-time rewrites, when the walk can meet transformers classes."""
+        if self._hf is False:
+            make = self.load_time  # handed in by the walker (walk.hf.fusers.LoadTime): construction knows no backend
+            self._hf = make(self) if make is not None and catalog().hf_fusers["package"] in self.index.trees else None
+        return self._hf
+
+    def _provided(self, target: Definition):
+        """`RMSNorm = _resolve("layernorm", "RMSNorm")`: the vLLM layer a provider names (hf_fusers.yaml)."""
+        spec = catalog().hf_fusers.get("layer_providers") or {}
+        call = target.node
+        if not (type(call) is cst.Call and target.module.code(call.func).strip() in spec.get("calls", ())
+                and len(call.args) == 2 and all(type(a.value) is cst.SimpleString for a in call.args)):
+            return target
+        module, name = (a.value.evaluated_value for a in call.args)
+        return self.index.lookup(f"{spec['package']}.{module}", name)
+
+
+    def _built_value(self, inst: Instance, name: str, unknown):
+        """What the constructor reads for self.<name>: None, or an object (never None), when it is certain."""
+        from ...semantics.values import Known, NotNone
+
+        built = self.attr(inst, name)
+        if built is None or built.condition:
+            return unknown
+        return Known(None) if built.cls is None else NotNone(built.cls.name)
+
+    def _init_self_calls(self, inst: Instance):
+        """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, call in tables(fn, c.module).self_calls:
+                yield c, fn, scope, pos, call
+
+    def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
+        for c, fn, scope in self.init_scopes(inst):
+            for pos, cond, value in tables(fn, c.module).container_fills.get(name, ()):
+                self._fill_locals(fn, scope, c.module, before=pos)
+                element = pick(self.evaluate(value, scope, depth + 1))
+                if element is not None and element.cls is not None:
+                    element.condition = join(cond, element.condition)
+                    from .constructor import _layer_list
+
+                    return _layer_list(element, None)
+        return None
+
+    def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
+        for c, fn, scope, pos, call in self._init_self_calls(inst):
+            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
+            if found is None or found[1].name.value == "__init__":
+                continue
+            owner, helper = found
+            assigned = tables(helper, owner.module).self_assignments.get(name, ())
+            if not assigned:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            hscope = Scope(module=owner.module, owner=inst)
+            bind_params(helper, call, scope, hscope, skip_self=True)
+            options = []
+            for expr, cond, hpos in assigned:
+                self._fill_locals(helper, hscope, owner.module, before=hpos)
+                for alt in self.evaluate(expr, hscope, depth + 1):
+                    alt.condition = join(cond, alt.condition)
+                    options.append(alt)
+            if options:
+                return pick(options)
+        return None
+
+    def external_class(self, inst: Instance, name: str) -> str | None:
+        """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)):
+                    dotted = self.index.dotted(c.module, expr.func)
+                    if dotted and dotted.split(".")[0] not in self.index.trees:
+                        return dotted
+            return None
+        return None
+
+    def nested_attr(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
+        """`self.layer.quant_method`: the attribute of a module the walk built (None: not such an expression)."""
+        root = expr.value
+        while type(root) is cst.Attribute:
+            root = root.value
+        if not (type(root) is cst.Name and root.value == "self" and type(expr.value) is cst.Attribute):
+            return None
+        bases = [b for b in self.evaluate(expr.value, scope, depth + 1) if b.cls is not None]
+        found = [self.attr(b, expr.attr.value, depth + 1) for b in bases[:1]]
+        return [f for f in found if f is not None]
+
+    def _late_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.x = None` in __init__, set by another method of the class its owner calls
+        (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
+        options = []
+        for c in self.mro(inst.cls):
+            if not c.mentions(f"self.{name}".encode()):
+                continue  # no method of it can set the attribute: its body need not be parsed
+            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
+            for fn in body:
+                if not type(fn) is cst.FunctionDef or fn.name.value == "__init__":
+                    continue
+                for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                    options += [i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
+                                if i.cls is not None]
+        return pick(options)  # several: the default, the others listed as alternatives
+
+    def partial_function(self, inst: Instance, name: str) -> str | None:
+        """`self.<name> = functools.partial(f, ...)`: the dotted name of f."""
+        for c, fn, _scope in self.init_scopes(inst):
+            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if type(expr) is cst.Call and expr.args and isinstance(expr.args[0].value, (cst.Name, cst.Attribute)):
+                    return self.index.dotted(c.module, expr.args[0].value)
+        return None
+
+    def _class_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`model_cls = DeepseekV2Model` in a class body, read through `self.model_cls`."""
+        for c in self.mro(inst.cls):
+            if not c.may_assign(name):
+                continue  # `ast` saw no such assignment: its body need not be parsed
+            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
+            for stmt in body:
+                if not type(stmt) is cst.SimpleStatementLine:
+                    continue
+                for small in stmt.body:
+                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else (
+                        [small.target] if type(small) is cst.AnnAssign and small.value is not None else [])
+                    if any(type(t) is cst.Name and t.value == name for t in targets):
+                        found = self.evaluate(small.value, Scope(module=c.module, owner=inst), depth + 1)
+                        return pick(found)
+        return None
+
+    def built_as(self, inst: Instance, name: str, cls):
+        """`self.<name> = impl_cls(...)` where the runtime picks the class (`impl_cls =
+        self.attn_backend.get_impl_cls()`): an instance of `cls` built with that call's arguments, read in the
+        __init__ that makes it (the layer's sinks and sliding window reach the backend's impl this way)."""
+        from .constructor import Instance
+
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if type(expr) is cst.Call and not cond:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    return Instance(cls, expr, scope, None)
+        return None
+
+    def _elements(self, expr, scope: Scope, depth: int) -> list:
+        """What an iterator over `expr` yields: a list's or comprehension's elements, an iterator's own."""
+        if type(expr) is cst.ListComp:
+            return self.evaluate(expr.elt, scope, depth + 1)
+        if type(expr) is cst.List:
+            return [i for e in expr.elements for i in self.evaluate(e.value, scope, depth + 1)]
+        return self.evaluate(expr, scope, depth + 1)
+
+    def _registered_model(self, target, call: cst.Call, scope: Scope) -> list[Instance] | None:
+        """`init_vllm_registered_model(vllm_config, hf_config=config.text_config)` (walk.yaml `runtime.registered_model`):
+        the registry's class for the architecture it names, [] when the configuration does not say which
+        (`unbuilt` keeps why); None for any other function."""
+        from ...catalog import catalog
+        from ...locate.registry import read_registry
+        from .constructor import Instance
+        from ...semantics.function_bodies import call_arguments
+        from ...semantics.values import Known
+
+        if target.qualname not in catalog().runtime.get("registered_model", ()):
+            return None
+        _args, keywords = call_arguments(call)
+        arch_expr = keywords.get("architectures")
+        if arch_expr is None and keywords.get("hf_config") is not None:
+            arch_expr = cst.Attribute(value=keywords["hf_config"], attr=cst.Name("architectures"))
+        value = self.evaluator.infer(arch_expr, scope) if arch_expr is not None else None
+        names = value.value if isinstance(value, Known) and isinstance(value.value, (list, tuple)) else []
+        if self._registry is None:
+            self._registry = {e.architecture: e for e in read_registry(self.index)}
+        entry = self._registry.get(names[0]) if names and isinstance(names[0], str) else None
+        cls = self.index.lookup(entry.module, entry.class_name) if entry is not None else None
+        if cls is None or getattr(cls, "kind", None) != "class":
+            said = scope.module.code(arch_expr).strip() if arch_expr is not None else "the model's own architectures"
+            self.unbuilt[id(call)] = (f"built at run time by {target.name} from {said}, which the configuration "
+                                      f"does not give{': ' + str(names[0]) + ' is not in the registry' if names else ''}"
+                                      f" (pass --config with it)")
+            return []
+        return [Instance(cls, call, scope)]
+

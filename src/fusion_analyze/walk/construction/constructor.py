@@ -1,0 +1,500 @@
+"""Which class builds `self.x`: read __init__ chains, factories, layer lists and conditional construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from ...catalog import catalog
+from ...index.modules import Definition, ModuleIndex
+from ...semantics.mro import c3_linearization
+from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.evaluator import Evaluator
+from ...config.transformers_auto import auto_model_class
+from .default_choice import _dedupe, _explain, _prefer_plain, pick
+from .attr_sources import AttrSources
+from .alternatives import OtherChoices
+from ...semantics.scope import Scope, bind_params, copy_chain
+from ...semantics.values import Bindings
+from ...ir.conditions import Condition, Truth, join
+
+MAX_DEPTH = catalog().limit("construct_depth")
+_NO_BINDINGS = Bindings()
+
+
+@dataclass
+class Instance:
+    cls: Definition | None  # None for a value that is not a module (None, a tensor, ...)
+    call: cst.Call | None = None
+    scope: Scope | None = None  # where `call` was evaluated (to bind the class's __init__ params)
+    condition: Condition | None = None  # when this alternative is built (code until rendered)
+    alternatives: list["Instance"] = field(default_factory=list)
+    element: "Instance | None" = None  # for layer lists
+    repeat: str | None = None  # config name that sets the list length
+    factory: str | None = None  # qualified name of the factory that returned it
+    fused_by: str | None = None  # the Transformers backend's load-time rewrite that built it (hf_fusers.py)
+    # what another configuration value builds here (the choice was decided):
+    # [(class, condition, file, line, [(key, value that selects it)])]
+    decided: list = field(default_factory=list)
+    _attrs: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.cls.name if self.cls else "None"
+
+
+class Constructor(AttrSources, OtherChoices):
+    def __init__(self, index: ModuleIndex, config=None, calls=None, load_time=None):
+        self.index = index
+        self.load_time = load_time  # the Transformers backend's load-time rewrites (walk.hf.fusers.LoadTime), or None
+        # the one evaluator of this analysis: backend, device (calls), configuration facts, `self.x` read here
+        self.evaluator = Evaluator(index.backend, config, attrs=self, calls=calls)
+        # (instance id, name) -> (the instance, value of self.<name>): the instance is kept so that a later
+        # instance given the same id never reads another's value
+        self._values: dict = {}
+        # while kernels.Backends reads one instance's kernels: what it read of that instance and of the model's
+        # configuration, each as (how to read it again for another instance, what it gave): its memo's key
+        self.reads: dict | None = None
+        self.reads_of: Instance | None = None
+        # one walk's MROs: a class is asked for its MRO at every attribute, method and call. Kept per walk
+        # (not per session) so that each analysis still meets, and reports, the unreadable files on the way.
+        self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
+        self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
+        self._blind: Evaluator | None = None
+        self.patches: dict = {}  # target qualname -> Patch (Ascend): set by the Walker
+        self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
+        self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
+        self._hf = False
+        self._outside: list = []  # per attribute being read: calls of classes outside the trees met on the way
+        self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
+
+    # -- classes -----------------------------------------------------------------------------
+    def mro(self, cls: Definition) -> list[Definition]:
+        """Python's C3 linearisation of the bases found in the trees (bases outside them are left out)."""
+        hit = self._mros.get(id(cls))
+        if hit is None or hit[0] is not cls:
+            hit = self._mros[id(cls)] = (cls, c3_linearization(cls, self._bases, self._c3))
+        return list(hit[1])
+
+    def _bases(self, cls: Definition) -> list[Definition]:
+        out = []
+        for base in cls.bases:
+            target = self.index.resolve_expr(cls.module, _strip_subscript(base.value))
+            if isinstance(target, Definition) and target.kind == "assign":
+                target = self._provided(target)
+            if isinstance(target, Definition) and target.kind == "class":
+                out.append(target)
+        return out
+
+    def base_names(self, cls: Definition) -> list[str]:
+        names = [c.name for c in self.mro(cls)]
+        for base in cls.bases:  # bases outside the trees (nn.Module) still count by name
+            expr = _strip_subscript(base.value)
+            if type(expr) is cst.Attribute:
+                names.append(expr.attr.value)
+            elif type(expr) is cst.Name:
+                names.append(expr.value)
+        return names
+
+    def method(self, cls: Definition, name: str) -> tuple[Definition, cst.FunctionDef] | None:
+        for c in self.mro(cls):
+            fn = class_method(c, name)
+            if fn is not None:
+                return c, fn
+        return None
+
+    # -- __init__ chains -----------------------------------------------------------------------
+    def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
+        """(class, __init__, scope) from the most derived class down through super().__init__ calls. The
+        binding is done once per instance; each caller gets scopes of its own (it fills their locals)."""
+        chain = inst._attrs.get(("init_scopes",))
+        if chain is None:
+            chain = inst._attrs[("init_scopes",)] = self._init_scopes(inst)
+        return copy_chain(chain)
+
+    def _init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
+        out = []
+        if inst.cls is None:
+            return out
+        call, call_scope = inst.call, inst.scope
+        mro = self.mro(inst.cls)
+        i = 0
+        while i < len(mro):
+            c = mro[i]
+            fn = class_method(c, "__init__")
+            if fn is None:
+                i += 1
+                continue
+            scope = Scope(module=c.module, owner=inst)
+            bind_params(fn, call, call_scope, scope, skip_self=True)
+            out.append((c, fn, scope))
+            sup = tables(fn, c.module).super_init_call
+            if sup is None:
+                break
+            call, call_scope = sup, scope
+            i += 1
+            named = sup.func.value  # `Base.__init__(self, ...)` runs Base's, which need not be next in the MRO
+            if isinstance(named, (cst.Name, cst.Attribute)):
+                base = self.index.resolve_expr(c.module, named)
+                if getattr(base, "kind", None) == "class" and base is not c:
+                    later = [j for j in range(i, len(mro)) if mro[j] is base]
+                    mro, i = (mro, later[0]) if later else (self.mro(base), 0)
+        return out
+
+    def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
+        """The instance assigned to `self.<name>` in the __init__ chain (most derived assignment wins)."""
+        result = self._attr(inst, name, depth)
+        if self.reads is not None and inst is self.reads_of:  # what a memo of this instance's kernels depends on
+            self.reads[("attr", name)] = (lambda ctor, i: _built_key(ctor.attr(i, name)), _built_key(result))
+        return result
+
+    def _attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
+        if inst.cls is None or depth > MAX_DEPTH:
+            return None
+        key = ("attr", name)
+        if key in inst._attrs:
+            return inst._attrs[key]
+        inst._attrs[key] = None  # cycle guard
+        self._outside.append([])
+        try:
+            result = self._attr_built(inst, name, depth)
+        finally:
+            outside = self._outside.pop()
+        if (result is None or result.cls is None) and outside:
+            inst._attrs[("outside", name)] = outside[0]  # what builds it is a class outside the trees
+        inst._attrs[key] = result
+        return result
+
+    def _attr_built(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        result = None
+        for c, fn, scope in self.init_scopes(inst):
+            found = tables(fn, c.module).self_assignments.get(name, ())
+            if not found:
+                continue
+            options: list[Instance] = []
+            local_text = {t: c.module.code(v).strip() for t, v, _c, _p in tables(fn, c.module).local_assignments}
+            for expr, cond, pos in found:
+                self._fill_locals(fn, scope, c.module, before=pos)
+                decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
+                if decided is Truth.FALSE:
+                    continue  # the configuration rules this assignment out
+                if decided is Truth.TRUE:
+                    options, cond = [], None  # it runs, and replaces what earlier assignments built
+                else:
+                    cond = _explain(decided, local_text)
+                for alt in self.evaluate(expr, scope, depth + 1):
+                    alt.condition = join(cond, alt.condition)
+                    options.append(alt)
+                if id(expr) in self.unbuilt:  # why nothing is known of what it builds
+                    inst._attrs[("why", name)] = self.unbuilt[id(expr)]
+            result = pick(options)
+            break
+        if result is None:
+            result = self._helper_attr(inst, name, depth)
+        if result is None:
+            result = self._filled_container(inst, name, depth)
+        if result is None:
+            result = self._class_attr(inst, name, depth)
+        if result is not None and result.cls is None and result.condition is None:
+            result = self._late_attr(inst, name, depth) or result
+        if self.hf is not None and self.hf.applies(inst.cls):  # what the Transformers backend put there
+            result = self.hf.swap(inst, name, result)
+        return result
+
+    def self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
+        """The value `self.<name>` holds after the __init__ chain (`self.qk_norm = qk_norm`), for the evaluator:
+        the last assignment whose condition holds, unknown when an undecided one may replace it."""
+        result = self._self_value(inst, name, evaluator, depth)
+        if self.reads is not None and inst is self.reads_of:
+            self.reads[("value", name)] = (lambda ctor, i: repr(ctor.self_value(i, name, ctor.evaluator)), repr(result))
+        return result
+
+    def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
+        from ...semantics.values import Unknown
+
+        key = (id(inst), name)
+        kept = self._values.get(key)
+        if kept is not None and kept[0] is inst:
+            return kept[1]
+        self._values[key] = (inst, Unknown(f"self.{name} depends on itself"))
+        result = Unknown(f"self.{name} is not assigned in __init__")
+        scopes = inst._attrs.get(("value_scopes",))
+        if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
+            scopes = inst._attrs[("value_scopes",)] = self.init_scopes(inst)
+        for c, fn, scope in scopes:
+            found = tables(fn, c.module).self_assignments.get(name, ())
+            if not found:
+                continue
+            for expr, cond, pos in found:
+                self._fill_locals(fn, scope, c.module, before=pos)
+                t = evaluator.condition_truth(cond, scope=scope)
+                if t is Truth.TRUE:
+                    result = evaluator.infer(expr, scope, depth)
+                    if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
+                        result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+                elif t is Truth.UNKNOWN:
+                    result = Unknown(f"self.{name} is assigned under a condition that is not decided")
+            break
+        self._values[key] = (inst, result)
+        return result
+
+    def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
+        scope.locals = {}
+        scope.version += 1
+        for expr_target, value, cond, pos in tables(fn, module).local_assignments:
+            if pos < before:
+                scope.locals.setdefault(expr_target, []).append((value, cond))
+        scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
+                       for name, fills in tables(fn, module).local_fills.items()}
+
+    # -- expressions -----------------------------------------------------------------------------
+    def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
+        """Instances an expression builds (several when it is conditional)."""
+        if depth > MAX_DEPTH or expr is None:
+            return []
+        if type(expr) is cst.IfExp:
+            known = self.evaluator.truth(expr.test, scope.module, scope=scope)
+            if known is not Truth.UNKNOWN:  # decided: only the branch that runs
+                return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
+            cond = Condition.of(expr.test, scope.module)
+            out = []
+            for alt in self.evaluate(expr.body, scope, depth + 1):
+                alt.condition = join(cond, alt.condition)
+                out.append(alt)
+            for alt in self.evaluate(expr.orelse, scope, depth + 1):
+                alt.condition = join(cond.negate(), alt.condition)
+                out.append(alt)
+            return out
+        if type(expr) is cst.Name and expr.value == "None":
+            return [Instance(None)]
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return [i for i in self._value_of(expr, scope, depth) if i is not None]
+        if type(expr) is cst.Call:
+            return self._call(expr, scope, depth)
+        if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
+            return self.evaluate(expr.left, scope, depth + 1) or self.evaluate(expr.right, scope, depth + 1)
+        if type(expr) is cst.Subscript:
+            item = _integer_item(expr)
+            if item is not None and type(expr.value) is cst.Call:  # f(...)[k]: item k of what f returns
+                return self._call(expr.value, scope, depth, item=item)
+            if all(type(s.slice) is cst.Slice for s in expr.slice):  # self.layers[a:b] is still the layer list
+                base = [i for i in self.evaluate(expr.value, scope, depth + 1) if i.element is not None]
+                if base:
+                    return base
+            index = expr.slice[0].slice.value if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index else None
+            base = self._dict_values(expr.value, index, scope, depth)  # LAYER_TYPES[config.x]
+            if base:
+                return base
+        return []
+
+    def _value_of(self, expr, scope: Scope, depth: int) -> list[Instance]:
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+            if scope.owner is not None:
+                found = self.attr(scope.owner, expr.attr.value, depth + 1)
+                return [found] if found is not None else []
+            return []
+        if type(expr) is cst.Name and expr.value == "self" and "self" not in scope.params and scope.owner is not None:
+            return [scope.owner]  # `get_replicated_op(disable_tp, prefix, self)`: the instance being built
+        if type(expr) is cst.Attribute and self.nested_attr(expr, scope, depth) is not None:
+            return self.nested_attr(expr, scope, depth)
+        if type(expr) is cst.Name:
+            name = expr.value
+            if name in scope.locals:
+                out: list[Instance] = []
+                values = scope.locals.pop(name)  # `x = x or Default` reads the parameter x on the right
+                scope.version += 1
+                try:
+                    certain = False  # an assignment that surely runs replaces the parameter and what came before
+                    for value, cond in values:
+                        truth = self.evaluator.condition_truth(cond, scope=scope) if cond else Truth.TRUE
+                        if truth is Truth.FALSE:
+                            continue  # `if router is None: router = ...` with a router given
+                        if truth is Truth.TRUE:
+                            out, certain, cond = [], True, None
+                        for alt in self.evaluate(value, scope, depth + 1):
+                            alt.condition = join(cond, alt.condition)
+                            out.append(alt)
+                    if not certain and (name in scope.params or name in scope.defaults):
+                        out = self._value_of(expr, scope, depth + 1) + out  # the parameter, where no assignment ran
+                finally:
+                    scope.locals[name] = values
+                    scope.version += 1
+                return out
+            if name in scope.params:
+                value, where = scope.params[name]
+                return self.evaluate(value, where, depth + 1)
+            if name in scope.defaults:
+                return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
+        target = self.index.resolve_expr(scope.module, expr)
+        if target is None and type(expr) is cst.Name:
+            local = function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
+            target = self.index.lookup(*local) if local else None
+        if isinstance(target, Definition) and target.kind == "class":
+            return [Instance(target)]  # a class object (called later)
+        if isinstance(target, Definition) and target.kind == "assign":
+            return self.evaluate(target.node, Scope(module=target.module), depth + 1)
+        return []
+
+    def _call(self, call: cst.Call, scope: Scope, depth: int, item: int | None = None) -> list[Instance]:
+        func = call.func
+        # Layer lists: make_layers(n, lambda prefix: Layer(...)) and nn.ModuleList([Layer(...) for ...]).
+        lam = next((a.value for a in call.args if type(a.value) is cst.Lambda), None)
+        if lam is None:  # the factory passed by name: a nested def recorded as a lambda in the locals
+            lam = next((v for a in call.args if type(a.value) is cst.Name
+                        for v, _c in scope.locals.get(a.value.value, []) if type(v) is cst.Lambda), None)
+        if item is not None and lam is None:
+            # only a function's returned tuple has items; a layer list (make_layers(n, lambda ...)) is the list
+            target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if isinstance(target, Definition) and target.kind == "function":
+                return self._factory(self._patched(target, scope), call, scope, depth, item=item)
+            return []
+        fname = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+        if lam is not None and type(lam.body) is cst.Call:
+            elems = self.evaluate(lam.body, scope, depth + 1)
+            first = call.args[0].value if call.args else None
+            repeat = scope.module.code(first).strip() if first is not None and first is not lam and not type(first) is cst.Name or (type(first) is cst.Name and first.value not in scope.locals) else None
+            chosen = pick(elems)  # a per-layer class choice: the default, the others listed as alternatives
+            return [_layer_list(chosen, repeat)] if chosen is not None else []
+        if fname == "ModuleList" and call.args:
+            arg = call.args[0].value
+            if isinstance(arg, (cst.ListComp, cst.GeneratorExp)):  # [Layer(...) for ...] or a generator
+                elems = self.evaluate(arg.elt, scope, depth + 1)
+                repeat = _range_arg(arg.for_in, scope.module)
+                return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+            if type(arg) is cst.Name and scope.fills.get(arg.value):  # a local list filled by .append(M(...))
+                elems = []
+                for value, cond in scope.fills[arg.value]:
+                    for alt in self.evaluate(value, scope, depth + 1):
+                        alt.condition = join(cond, alt.condition)
+                        elems.append(alt)
+                chosen = pick(elems)
+                return [_layer_list(chosen, None)] if chosen is not None else []
+            if type(arg) is cst.List and arg.elements:
+                elems = self.evaluate(arg.elements[0].value, scope, depth + 1)
+                return [_layer_list(e, str(len(arg.elements))) for e in elems[:1]] if elems else []
+        if type(func) is cst.Name and fname in ("next", "iter", "cycle") and len(call.args) == 1:
+            return self._elements(call.args[0].value, scope, depth)  # next(cycle([Block(...) for ...])): a Block
+        if type(func) is cst.Attribute and func.attr.value in ("tie_weights", "to", "cuda", "npu"):
+            return self.evaluate(func.value, scope, depth + 1)
+        if (type(func) is cst.Attribute and _is_self(func.value) and scope.owner is not None
+                and scope.owner.cls is not None):
+            found = self.method(scope.owner.cls, func.attr.value)  # self._init_model(...) builds the backbone
+            if found is not None:
+                owner_cls, fn = found
+                as_def = Definition("function", fn.name.value, owner_cls.module, fn)
+                return self._factory(as_def, call, scope, depth, owner=scope.owner, skip_self=True)
+        auto, cls, why = auto_model_class(self.index, call, scope.module, _model_type(self.evaluator))
+        if auto:  # the Transformers backend's AutoModel.from_config(...), read without resolving AutoModel
+            if cls is None:
+                self.unbuilt[id(call)] = why
+            return [Instance(cls, call, scope)] if cls is not None else []
+        # a class named, or returned by a selector function (`_select_attn_cls(vllm_config)(...)`)
+        callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
+        if callees:
+            return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
+        target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, Definition) and target.kind == "function":
+            built = self._registered_model(target, call, scope)
+            return built if built is not None else self._factory(self._patched(target, scope), call, scope, depth)
+        dotted = self.index.dotted(scope.module, func) if target is None and isinstance(func, (cst.Name, cst.Attribute)) else None
+        if dotted and self._outside and dotted.split(".")[0] not in self.index.trees:
+            self._outside[-1].append(dotted)  # `lambda: nn.ReLU()` of a registry: a class outside the trees
+        return []
+
+    def _patched(self, fn: Definition, scope: Scope) -> Definition:
+        """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
+        (`_fused_moe_layer.FusedMoEFactory = _ascend_FusedMoE`), except inside the patch's own module, whose
+        call of the original is the original."""
+        patch = self.patches.get(fn.qualname)
+        if patch is None or scope.module.name == patch.module or not patch.value_name:
+            return fn
+        pmod = self.index.get(patch.module)
+        target = self.index.resolve_expr(pmod, cst.parse_expression(patch.value_name)) if pmod is not None else None
+        return target if isinstance(target, Definition) and target.kind == "function" else fn
+
+    def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
+                 skip_self: bool = False, item: int | None = None) -> list[Instance]:
+        fn = fn_def.node
+        inner = Scope(module=fn_def.module, owner=owner)
+        bind_params(fn, call, scope, inner, skip_self=skip_self)
+        out: list[Instance] = []
+        # Parameters the call leaves at a None default decide some of the factory's branches.
+        env = Bindings(none={p: True for p, d in inner.defaults.items()
+                             if p not in inner.params and type(d) is cst.Name and d.value == "None"})
+        table = tables(fn, fn_def.module)
+        for target, value, cond, _pos in table.local_assignments:  # every local first, then their conditions
+            inner.locals.setdefault(target, []).append((value, cond))
+        inner.version += 1
+        decided_locals: dict = {}
+        ruled_locals: dict = {}  # local -> [(value, condition)] the configuration rules out
+        for target, values in list(inner.locals.items()):
+            inner.locals.pop(target)  # `if x is None: x = Default` tests x as it was before: the parameter
+            inner.version += 1
+            for value, cond in values:
+                decided = self.evaluator.decide(cond, env, scope=inner)
+                if decided is not Truth.FALSE:
+                    decided_locals.setdefault(target, []).append((value, decided if decided is not Truth.TRUE else None))
+                else:
+                    ruled_locals.setdefault(target, []).append((value, cond))
+            inner.locals[target] = values
+            inner.version += 1
+        inner.locals = decided_locals
+        inner.version += 1
+        ruled_out: list | None = [] if self._quiet == 0 else None
+        returns = table.returns_decided(env, self.evaluator, inner, ruled_out)
+        if ruled_out is not None:  # `x = A(...) if ... elif ...: x = B(...)`, then `return x`
+            where = {id(v): table.statements[pos][0] for _t, v, _c, pos in table.local_assignments}
+            for ret, _cond in returns:
+                if type(ret) is cst.Name:
+                    ruled_out += [(v, c, where[id(v)]) for v, c in ruled_locals.get(ret.value, ()) if id(v) in where]
+        if item is not None:  # `return op, rank, size`: its item; a return of one value has none
+            returns = [(r.elements[item].value, c) for r, c in returns
+                       if type(r) is cst.Tuple and item < len(r.elements)]
+        for ret, cond in returns:
+            for alt in self.evaluate(ret, inner, depth + 1):
+                alt.condition = join(cond, alt.condition)
+                alt.factory = fn_def.qualname
+                out.append(alt)
+        out = _prefer_plain(_dedupe(out))
+        if ruled_out and out:
+            # the ruled-out branches read their own locals (`cls = A if ... else B; x = cls(...)`)
+            merged = {k: list(decided_locals.get(k, [])) + list(ruled_locals.get(k, []))
+                      for k in set(decided_locals) | set(ruled_locals)}
+            others = self._others(fn_def.module, ruled_out, replace(inner, locals=merged, values=dict(inner.values)), depth)
+            for alt in out:
+                alt.decided = alt.decided + others
+        return out
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _built_key(inst: Instance | None):
+    """What decides a kernel walk about a submodule: its class and the condition it is built under."""
+    return None if inst is None else (inst.cls.qualname if inst.cls is not None else None, str(inst.condition or ""))
+
+
+def _model_type(evaluator) -> str | None:
+    return getattr(evaluator.config, "model_type", None)
+
+
+def _integer_item(expr: cst.Subscript) -> int | None:
+    if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index and type(expr.slice[0].slice.value) is cst.Integer:
+        return int(expr.slice[0].slice.value.value)
+    return None
+
+
+def _layer_list(element: Instance, repeat: str | None) -> Instance:
+    return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat)
+
+
+def _range_arg(for_in, module) -> str | None:
+    it = for_in.iter
+    if type(it) is cst.Call and type(it.func) is cst.Name and it.func.value == "range" and it.args:
+        return module.code(it.args[-1].value if len(it.args) == 1 else it.args[1].value).strip()
+    return None
+
+
+def _strip_subscript(expr):
+    return expr.value if type(expr) is cst.Subscript else expr
+
+

@@ -1,0 +1,493 @@
+"""Per backend: which class implements a vLLM layer, and which device kernels its forward runs."""
+
+from __future__ import annotations
+
+
+from dataclasses import replace
+
+import libcst as cst
+
+from ...catalog import catalog
+from ...index.modules import Definition, ModuleIndex
+from ...index.nodes import find_all
+from ..construction.constructor import Constructor, Scope
+from ...semantics.evaluator import Evaluator
+from ...semantics.function_bodies import class_method, exits_at_end, imports_in, tables
+from ...semantics.values import Bindings, ClassRef, Known
+from ...ir.conditions import Condition, Truth, any_of_text, as_text, join
+from ...ir.ops import Kernel
+from ..own_calls import own_call
+from ..taxonomy import collective_kind, is_kernel
+from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
+
+MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
+
+
+class Backends:
+    def __init__(self, index: ModuleIndex, ctor: Constructor, device: str | None = None):
+        self.index = index
+        self.ctor = ctor
+        self._oot: RegisteredOps | dict | None = None
+        self._custom_ops: CustomOps | None = None
+        # a layer's kernels are the same for every model on one device: kept per session and device. They are
+        # decided with the platform, the device and the code, not a model's configuration (conditions on it
+        # stay), so one model's values never leak into another's kernels
+        self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
+        self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
+        self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
+        self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
+        self._collectives: list | None = None
+        self._own: tuple = ()  # while kernels_of_instance(own_calls=...) runs: see own_calls.py
+        self._own_only = False
+        # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
+        # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
+        self._by_instance: dict = index.memo.setdefault(("kernels_by_instance", device), {})
+
+    def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
+                            collectives: list | None = None, own_calls: tuple = (), own_only: bool = False) -> list[Kernel]:
+        """The kernels `impl.method` runs for one built instance (a MoE layer's router, a linear layer): its
+        `self.x` tests are decided with the values its construction gave it (scoring_func, reduce_results),
+        the configuration's too. `collectives` (a list) receives each collective the code calls, as an op of
+        its own: (kind, file, line, condition, its kernels), and those kernels are not the layer's.
+        `own_calls`: the method's own calls of these op kinds count too (own_calls.py); `own_only`: and only
+        they, not what its other calls run."""
+        facts = facts or Bindings()
+        # memo: per implementation, the walks already done, each with what it read of its instance (self.x
+        # values, submodules' classes); one whose reads give the same for this instance has its kernels
+        entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls, own_only), [])
+        for reads, kernels, found in entries:
+            if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
+                if collectives is not None:
+                    collectives.extend(found)
+                return list(kernels)
+        got: list = []
+        self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
+        self._subs, self._own, self._own_only = {}, own_calls, own_only
+        self.ctor.reads, self.ctor.reads_of = {}, inst
+        try:
+            kernels = self.kernels_of(impl, facts, method=method)
+            entries.append((dict(self.ctor.reads), kernels, list(got)))
+        finally:
+            self._inst = self._inst_impl = self._collectives = None
+            self._subs, self._own, self._own_only = {}, (), False
+            self.ctor.reads = self.ctor.reads_of = None
+        if collectives is not None:
+            collectives.extend(got)
+        return list(kernels)
+
+
+    # -- out-of-tree replacements -----------------------------------------------------------------
+    @property
+    def oot(self) -> "RegisteredOps | dict":
+        """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
+        if self._oot is None:  # one table per session, not per model
+            memo = self.index.memo
+            if ("registered_ops", None) not in memo:
+                memo[("registered_ops", None)] = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
+            self._oot = memo[("registered_ops", None)]
+        return self._oot
+
+    def implementation(self, cls: Definition) -> Definition:
+        if self.index.backend == "ascend" and cls.module.name.split(".")[0] == "vllm":
+            return self.oot.get(cls.name, cls)  # the registry replaces vLLM's classes (not a transformers namesake)
+        return cls
+
+    def runs_native(self, cls: Definition) -> str | None:
+        """On Ascend, where the forward_oot a CustomOp runs is only forward_native (plain PyTorch ops, one kernel
+        each): CustomOp's own (no forward_oot anywhere on the way), or one that just returns a forward_native
+        call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None."""
+        if self.index.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls)):
+            return None
+        replaced = cls.module.name.startswith("vllm_ascend.")
+        for c in self.ctor.mro(cls):
+            fn = class_method(c, "forward_oot")
+            if c.name == "CustomOp":  # an Ascend class inheriting it may override what forward_native calls
+                return None if replaced else f"{c.module.rel}:{c.module.line_of(fn) if fn is not None else c.line}"
+            if fn is not None:
+                return f"{c.module.rel}:{c.module.line_of(fn)}" if _only_forward_native(fn) else None
+        return None
+
+    def _to_dispatch(self, cls: Definition) -> bool:
+        """A CustomOp subclass whose own forward hands on to `super().forward(...)`, CustomOp's dispatch
+        (the Transformers backend's TPAwareRMSNorm: its registered name is not the one Ascend replaces)."""
+        if "CustomOp" not in self.ctor.base_names(cls):
+            return False
+        for c in self.ctor.mro(cls):
+            fn = class_method(c, "forward")
+            if fn is not None:
+                return c.name != "CustomOp" and "super().forward(" in c.module.code(fn)
+        return False
+
+    def forward_name(self, cls: Definition) -> str:
+        """CustomOp.forward dispatches per backend, unless a subclass overrides forward() itself."""
+        if "CustomOp" not in self.ctor.base_names(cls):
+            return "forward"
+        for c in self.ctor.mro(cls):
+            if c.name == "CustomOp":
+                break
+            if class_method(c, "forward") is not None:
+                return "forward"
+        return "forward_oot" if self.index.backend == "ascend" else "forward_cuda"
+
+    # -- torch.ops.vllm.<name> -> the Python function behind it -----------------------------------
+    @property
+    def custom_ops(self) -> "CustomOps":
+        if self._custom_ops is None:  # the text scan reads every file of both trees: once per session
+            self._custom_ops = self.index.memo.setdefault(("custom_ops", None), CustomOps(self.index))
+        return self._custom_ops
+
+    # -- kernels ----------------------------------------------------------------------------------
+    def kernels_of(self, cls: Definition, facts: Bindings, method: str | None = None) -> list[Kernel]:
+        impl = self.implementation(cls)
+        method = method or self.forward_name(impl)
+        key = (impl.qualname, method, facts.key())
+        if self._inst is not None:  # one instance's kernels: decided with its own values, not shared
+            found = self.ctor.method(impl, method)
+            out: list[Kernel] = []
+            if found is not None:
+                self._collect(impl, found[0].module, found[1], facts, out, 0, {})
+            return _dedupe(out)
+        if key not in self._cache:
+            found = self.ctor.method(impl, method)
+            out: list[Kernel] = []
+            if found is not None:
+                owner, fn = found
+                self._collect(impl, owner.module, fn, facts, out, 0, {})
+            self._cache[key] = _dedupe(out)
+        return list(self._cache[key])
+
+    def kernels_of_function(self, fn_def: Definition, facts: Bindings) -> list[Kernel]:
+        out: list[Kernel] = []
+        self._collect(None, fn_def.module, fn_def.node, facts, out, 0, {})
+        return _dedupe(out)
+
+    def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: dict,
+                 base: Condition | None = None) -> None:
+        """The kernels `fn` runs, each under `base` (the path to the call that reached it) and its own tests. A
+        function reached again under another path condition is not walked again: its kernels are given again
+        under that condition, so that a kernel both sides of a test reach runs whichever way it goes (_dedupe).
+        Reached with other bindings (a call that passes `q_scale_inv=`, another that leaves it None), it is
+        walked again: its tests may go another way."""
+        key = (id(fn), facts.key())
+        if depth > MAX_KERNEL_DEPTH:
+            return
+        if key in seen:
+            if seen[key] is not None and str(seen[key][0] or "") != str(base or ""):
+                _again(seen[key], base, out)
+            return
+        seen[key] = None  # being walked (a recursive call gives nothing)
+        start = len(out)
+        self._walk_body(impl, module, fn, facts, out, depth, seen, base)
+        seen[key] = (base, out, start, len(out))
+
+    def _walk_body(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: dict,
+                   base: Condition | None) -> None:
+        backends = self
+
+        table = tables(fn, module)
+        position = {id(s): pos for pos, (s, _c) in enumerate(table.statements)}
+        handed = facts.as_values()  # read only (a Scope's `values`)
+
+        def scope_at(stmt, owner) -> Scope:
+            """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
+            (and those their values read): a test reading none of them is decided as before, at no cost."""
+            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields)
+            here = position.get(id(stmt), -1)
+            before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
+            if not before:
+                return scope
+            wanted = _names(stmt.test)
+            assigned = {name for name, _v, _c in before}
+            todo = wanted & assigned
+            while todo:
+                name = todo.pop()
+                for n, value, c in before:
+                    if n == name:
+                        scope.locals.setdefault(n, []).append((value, c))
+                        todo |= (_names(value) & assigned) - set(scope.locals)
+            return scope
+
+        def visit_block(stmts, cond):
+            for stmt in stmts:
+                if type(stmt) is cst.If:
+                    if self._of_instance(impl):
+                        value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._inst))
+                    else:
+                        value, test = self._evaluator.residual(stmt.test, module, facts, scope_at(stmt, None))
+                    if value is not Truth.FALSE:
+                        visit_block(stmt.body.body, cond if value is Truth.TRUE else join(cond, test))
+                    neg = test.negate() if test is not None else None
+                    if stmt.orelse is not None and value is not Truth.TRUE:
+                        orelse = stmt.orelse
+                        if type(orelse) is cst.If:  # an elif reads the locals assigned before its `if`
+                            position.setdefault(id(orelse), position.get(id(stmt), -1))
+                            visit_block([orelse], cond if value is Truth.FALSE else join(cond, neg))
+                        else:
+                            visit_block(orelse.body.body, cond if value is Truth.FALSE else join(cond, neg))
+                    if exits_at_end(stmt.body.body):
+                        if value is Truth.TRUE:
+                            return  # early return: what follows does not run on this path
+                        if value is Truth.UNKNOWN:
+                            cond = join(cond, neg)
+                    continue
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+                    visit_expr_in(stmt, cond, shallow=True)
+                    visit_block(stmt.body.body, cond)  # exception handlers are not the steady state
+                    continue
+                visit_expr_in(stmt, cond)
+
+        def visit_expr_in(node, cond, shallow=False):
+            for c in _calls_in(module, node, shallow):
+                backends._call(impl, module, c, cond, facts, out, depth, seen, fn)
+
+        visit_block(fn.body.body, base)
+
+    def _call(self, impl, module, call: cst.Call, cond, facts: Bindings, out: list, depth: int, seen: dict,
+              caller: cst.FunctionDef | None = None) -> None:
+        func = call.func
+        if self._own and depth == 0 and (own_call(self, impl, module, call, cond, facts, out, seen, caller)
+                                         or self._own_only):
+            return
+        vo = None
+        if self._of_instance(impl):  # `self.x` arguments: the instance's values
+            vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
+        # super().m(...): the next class of the implementation's MRO after the one that defines the caller
+        if (impl is not None and caller is not None and type(func) is cst.Attribute and type(func.value) is cst.Call
+                and type(func.value.func) is cst.Name and func.value.func.value == "super"):
+            found = self._super_method(impl, caller, func.attr.value)
+            if found is not None:
+                owner, fn = found
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+            return
+        # kernel[grid](...): a Triton launch; the kernel is the function subscripted
+        if type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func.value)
+            if isinstance(target, Definition) and target.kind == "function":
+                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond), cond=cond))
+            return
+        # SomeFn.apply(...): an autograd Function runs its static forward
+        if type(func) is cst.Attribute and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func.value)
+            if isinstance(target, Definition) and target.kind == "class":
+                found = self.ctor.method(target, "forward")
+                if found is not None:
+                    owner, fn = found
+                    self._collect(None, owner.module, fn, facts, out, depth + 1, seen, cond)
+                return
+        dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
+            dotted = dotted[:-4]
+        if is_kernel(dotted):
+            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
+            if dotted.startswith("torch.ops.vllm."):
+                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
+                if target is not None:  # a layer_dispatch op runs the calling layer's own method
+                    back = impl if target.name in catalog().runtime.get("layer_dispatch", ()) else None
+                    self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)
+            return
+        # self.helper(...) inside the implementation
+        if impl is not None and type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+            found = self.ctor.method(impl, func.attr.value)
+            if found is not None:
+                owner, fn = found
+                start = len(out)
+                self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                self._native(impl, fn, module, call, cond, out, start)
+            return
+        # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
+        if (impl is not None and type(func) is cst.Attribute and type(func.value) is cst.Attribute
+                and type(func.value.value) is cst.Name and func.value.value.value == "self"):
+            from ..construction.constructor import Instance
+
+            owner_inst = (self._inst if self._of_instance(impl)
+                          else self._subs.get(impl.qualname) or Instance(impl))
+            sub = self.ctor.attr(owner_inst, func.value.attr.value)
+            if sub is not None and sub.cls is not None:
+                sub_impl = self.implementation(sub.cls)
+                if self._inst is not None:  # its own `self.x` are read on it (CustomReplicatedOp's quant_method)
+                    self._subs.setdefault(sub_impl.qualname, Instance(sub_impl, sub.call, sub.scope, sub.condition))
+                name = func.attr.value
+                if name == "forward" or name == "__call__":
+                    name = self.forward_name(sub_impl)
+                found = self.ctor.method(sub_impl, name)
+                if found is not None:
+                    owner, fn = found
+                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+            return
+        # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
+        if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
+            maker = self.index.resolve_expr(module, func.value.func)
+            ret = maker.node.returns if isinstance(maker, Definition) and maker.kind == "function" else None
+            if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
+                cls = self.index.resolve_expr(maker.module, ret.annotation)
+                found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
+                if found is not None:
+                    owner_cls, fn = found
+                    self._collect(None, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+            return
+        # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
+            if self.index.resolve_expr(module, func) is None:
+                owner = self._evaluator.infer(func.value, Scope(module=module))
+                if isinstance(owner, Known) and isinstance(owner.value, ClassRef):
+                    found = self.ctor.method(owner.value.definition, func.attr.value)
+                    if found is not None:
+                        owner_cls, fn = found
+                        start = len(out)
+                        self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                        self._native(owner.value.definition, fn, module, call, cond, out, start)
+                    return
+        # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            target = self.index.resolve_expr(module, func)
+            if target is None and type(func) is cst.Name and caller is not None:
+                target = self._imported_in(module, caller, func.value)
+            kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
+            if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
+                found: list[Kernel] = []
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, {})
+                self._collectives.append((kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
+                return
+            if isinstance(target, Definition) and target.kind == "function":
+                self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
+
+
+    def _imported_in(self, module, fn: cst.FunctionDef, name: str):
+        """What `from m import name` inside the function being walked binds (a Triton helper imported where it
+        is called, under `if HAS_TRITON:`), else None."""
+        where = imports_in(fn, module).get(name)
+        return self.index.lookup(*where) if where is not None else None
+
+    def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:
+        """A call of a CustomOp's forward_native whose walk found no kernel (out[start:]) runs the layer as plain
+        PyTorch ops, one launch each: listed as `native:<Class>.forward_native` at the call (it covers no
+        scenario), so the path shows what it runs. (FusedMoE's forward_native is its custom-op path: not so.)"""
+        if (fn.name.value == "forward_native" and len(out) == start
+                and "CustomOp" in self.ctor.base_names(cls)):
+            out.append(Kernel(f"native:{cls.name}.forward_native", module.rel, module.line_of(call), as_text(cond), cond=cond))
+
+    def _of_instance(self, impl) -> bool:
+        """`self` in impl's code is the instance kernels_of_instance reads: its class or a base of it
+        (`AscendFusedMoE.forward_impl(self, ...)` from AscendSharedFusedMoE)."""
+        return self._inst is not None and impl is not None and (
+            impl is self._inst_impl or any(c is impl for c in self.ctor.mro(self._inst_impl)))
+
+    def _super_method(self, impl: Definition, caller: cst.FunctionDef, name: str):
+        mro = self.ctor.mro(impl)
+        at = next((i for i, c in enumerate(mro) if class_method(c, caller.name.value) is caller), None)
+        if at is None:
+            return None
+        for c in mro[at + 1:]:
+            fn = class_method(c, name)
+            if fn is not None:
+                return c, fn
+        return None
+
+
+def _only_forward_native(fn: cst.FunctionDef) -> bool:
+    """The body (past a docstring) is one `return <...>.forward_native(...)`."""
+    body = [st for st in fn.body.body if not (type(st) is cst.SimpleStatementLine and type(st.body[0]) is cst.Expr
+                                              and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+    if len(body) != 1 or not type(body[0]) is cst.SimpleStatementLine or not type(body[0].body[0]) is cst.Return:
+        return False
+    value = body[0].body[0].value
+    return (type(value) is cst.Call and type(value.func) is cst.Attribute
+            and value.func.attr.value == "forward_native")
+
+
+def _again(walked, base, out: list) -> None:
+    """The kernels a function gave under one path condition, given again under `base`."""
+    old_base, found, start, end = walked
+    n = len(old_base.terms) if old_base else 0
+    for k in found[start:end]:
+        own = Condition(k.cond.terms[n:]) if k.cond is not None and len(k.cond.terms) > n else None
+        cond = join(base, own)
+        out.append(replace(k, condition=as_text(cond), cond=cond, paths=None))
+
+
+def _calls_in(module, node, shallow: bool) -> list[cst.Call]:
+    """The calls of a statement, lambdas left out; `shallow`: of a compound statement's header only. Kept
+    with the module: a function's kernels are walked again for each binding of its parameters and each model."""
+    key = ("calls in", node, shallow)
+    found = module.memo.get(key)
+    if found is not None:
+        return found
+
+    def prune(n) -> bool:
+        return type(n) is cst.Lambda or (shallow and type(n) is cst.IndentedBlock)
+
+    found = []
+    if shallow:
+        for part in ("iter", "items", "test"):
+            sub = getattr(node, part, None)
+            if isinstance(sub, cst.CSTNode):
+                found += find_all(sub, cst.Call, prune)
+    else:
+        found = find_all(node, cst.Call, prune)
+    module.memo[key] = found
+    return found
+
+
+def _names(node) -> set[str]:
+    return {n.value for n in find_all(node, cst.Name)}
+
+
+def _dedupe(items: list[Kernel]) -> list[Kernel]:
+    """One kernel per call site. Reached on both sides of one test (`if self.custom_op is not None:` and its
+    else both end in the GEMM), it runs whichever way the test goes: the test is dropped from its condition.
+    Reached on paths whose conditions do not merge so, it runs on any of them: its condition is the tests
+    they share and the rest of each, `or`-ed (its `alts` keep each path's, for placing it on runtime paths);
+    reached on one path with no test at all, it runs whenever that path runs."""
+    seen: dict = {}
+    out: list[Kernel] = []
+    conds: dict[int, list] = {}  # index -> the conditions of the paths it was reached on, when they differ
+    for k in items:
+        key = (k.name, k.file, k.line)
+        if key not in seen:
+            seen[key] = len(out)
+            out.append(k)
+            continue
+        i = seen[key]
+        kept = out[i]
+        if i not in conds:
+            either = _either(kept.cond, k.cond)
+            if either is not False:
+                out[i] = replace(kept, condition=as_text(either), cond=either, paths=None)
+                continue
+            conds[i] = [kept.cond]
+        if all(str(c or "") != str(k.cond or "") for c in conds[i]):
+            conds[i].append(k.cond)
+    for i, alts in conds.items():
+        out[i] = _any_of(out[i], alts)
+    return out
+
+
+def _any_of(k: Kernel, alts: list) -> Kernel:
+    """The kernel under `a or b or ...`: the tests every condition has, then what is left of each."""
+    if any(c is None for c in alts):  # one path reaches it with no test of its own
+        return replace(k, condition=None, cond=None, paths=None)
+    shared = [t for t in alts[0].terms if all(any(u.render() == t.render() for u in c.terms) for c in alts[1:])]
+    names = {t.render() for t in shared}
+    rests = [[t for t in c.terms if t.render() not in names] for c in alts]
+    common = Condition(tuple(shared)) if shared else None
+    if any(not r for r in rests):  # one path needs only the shared tests
+        return replace(k, condition=as_text(common), cond=common, paths=None)
+    either = any_of_text([as_text(Condition(tuple(r))) for r in rests])
+    text = f"{as_text(common)} and {either}" if common is not None else either
+    return replace(k, condition=text, cond=common, paths=None, alts=tuple(alts))
+
+
+def _either(a, b):
+    """The condition of `a or b` when they differ in one test taken both ways (else False)."""
+    if a is None or b is None or len(a.terms) != len(b.terms):
+        return False
+    differ = [i for i, (x, y) in enumerate(zip(a.terms, b.terms)) if x.render() != y.render()]
+    if len(differ) != 1:
+        return False
+    x, y = a.terms[differ[0]], b.terms[differ[0]]
+    if x.text != y.text or x.negated == y.negated or x.prefix or y.prefix or x.suffix or y.suffix:
+        return False
+    rest = a.terms[:differ[0]] + a.terms[differ[0] + 1:]
+    return Condition(rest) if rest else None
