@@ -1,4 +1,9 @@
-"""Shared fixtures: the hand-written mini trees and released trees fetched (and cached) with pip."""
+"""Shared fixtures: the hand-written mini trees and released trees fetched (and cached) with pip.
+
+Lanes (docs/testing.md): a test reads a released tree only through the `real_tree` fixture (directly, or through
+a fixture that requests it, such as `session` and `hf`); `pytest_collection_modifyitems` below marks every such
+test `realtree`, so `pytest -m "not realtree"` is the offline lane. Likewise a test that requests the `torch`
+fixture is marked `torch` and skips where PyTorch is not installed."""
 
 from __future__ import annotations
 
@@ -36,11 +41,54 @@ def run():
     return _run
 
 
+# The fixtures through which a test reads a released tree: the hook marks each test that requests one of them
+# (directly or through other fixtures: `item.fixturenames` is the closure) `realtree`.
+REAL_TREE_FIXTURES = frozenset({"real_tree"})
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="write tests/golden/ from this run's output instead of comparing with it "
+                          "(also FUSION_ANALYZE_UPDATE_GOLDEN=1)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & REAL_TREE_FIXTURES:
+            item.add_marker(pytest.mark.realtree)
+        if "torch" in names:
+            item.add_marker(pytest.mark.torch)
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """PyTorch, for a test that runs code needing it (the stubs' reference implementations); the test skips
+    where torch is not installed."""
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request) -> bool:
+    """True under `pytest --update-golden` or FUSION_ANALYZE_UPDATE_GOLDEN=1: a golden test writes its file."""
+    return bool(request.config.getoption("--update-golden")) or os.environ.get("FUSION_ANALYZE_UPDATE_GOLDEN") == "1"
+
+
+@pytest.fixture(scope="session")
+def real_tree():
+    """The fetch function for released trees: `real_tree("vllm==0.30.0")` is that release's unpacked tree (a
+    Path), fetched once into the user cache; skipped offline unless CI is set. Requesting this fixture is what
+    marks a test `realtree`."""
+    return _fetch_tree
+
+
 _FETCHED: dict[str, Path] = {}
 
 
-def real_tree(spec: str) -> Path:
-    """A released tree, fetched once into the user cache; skipped offline unless in CI."""
+def _fetch_tree(spec: str) -> Path:
+    """A released tree, fetched once into the user cache; skipped offline unless in CI. Reach it through the
+    `real_tree` fixture, never directly, so that the test is marked `realtree`."""
     if spec in _FETCHED:
         return _FETCHED[spec]
     from fusion_analyze.sources.fetch import fetch_spec
@@ -93,7 +141,7 @@ def validate_report(doc: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def session():
+def session(real_tree):
     """The primary pair, vLLM 0.30.0 with vllm-ascend 0.30.0rc2, one session for every test that reads it
     (a test module that needs other trees defines its own `session`)."""
     from fusion_analyze.analysis.session import Session
@@ -102,6 +150,6 @@ def session():
 
 
 @pytest.fixture(scope="session")
-def hf():
+def hf(real_tree):
     """transformers 5.23.0's tree: the configuration classes' defaults."""
     return str(real_tree("transformers==5.23.0"))

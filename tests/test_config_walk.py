@@ -95,7 +95,9 @@ def index(tmp_path):
 
 def _walk(index, facts):
     model = index.lookup("vllm.model_executor.models.toy", "ToyForCausalLM")
-    return Walker(index, [], config=facts).walk_model(model)
+    from fusion_analyze.semantics.environment import Environment
+
+    return Walker(index, [], Environment(index.backend, index, config=facts)).walk_model(model)
 
 
 def _cls(**fields) -> ConfigClass:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fusion_analyze.walk.construction.constructor import Constructor
+from fusion_analyze.semantics.environment import Environment
 from fusion_analyze.semantics.mro import c3_linearization
 from fusion_analyze.walk.walker import Walker
 
@@ -35,7 +36,7 @@ class D(B, C):
 def test_diamond_mro_is_c3_and_the_walk_runs_cs_forward(tmp_path):
     index = tree_index(tmp_path, {"diamond.py": DIAMOND})
     d = index.lookup("vllm.diamond", "D")
-    assert [c.name for c in Constructor(index).mro(d)] == ["D", "B", "C", "A"]  # depth-first said D, B, A, C
+    assert [c.name for c in Constructor(index, Environment(index.backend, index)).mro(d)] == ["D", "B", "C", "A"]  # depth-first said D, B, A, C
     ops = Walker(index, []).walk_model(d).ops
     assert [op.name for op in ops] == ["relu"]
     assert ops[0].line == DIAMOND.splitlines().index("        return torch.relu(x)") + 1

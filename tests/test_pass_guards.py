@@ -13,8 +13,9 @@ from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.analysis.session import Session
 from fusion_analyze.config.model_config import ConfigFacts
 from fusion_analyze.ir.ops import Op
+from fusion_analyze.semantics.environment import Environment
 
-from .conftest import FIXTURES, real_tree, tree_index, validate_report
+from .conftest import FIXTURES, tree_index, validate_report
 
 PASS = '''
 import torch
@@ -88,7 +89,7 @@ def test_guards_on_the_way_to_each_registration(written):
 def test_a_guard_the_model_fails_is_named_with_the_value_it_read(written):
     index, found = written
     facts = ConfigFacts({"torch_dtype": "bfloat16"}, source="c.json", complete=True)
-    (decided,) = decide_guards(index, [found], [_attention(head_size=256)], facts)
+    (decided,) = decide_guards(Environment(index.backend, index, config=facts), [found], [_attention(head_size=256)])
     norm = _pattern(decided, "NormPattern")
     assert norm.failed == ("`layer.head_size != 128` holds (layer.head_size = 256) (vllm/compilation/norm_pass.py:34)",)
     assert _pattern(decided, "WidePattern").undecided == ("`HAS_TRITON` holds (vllm/compilation/norm_pass.py:37)",)
@@ -96,25 +97,25 @@ def test_a_guard_the_model_fails_is_named_with_the_value_it_read(written):
 
 def test_guards_that_pass_vanish_and_unknown_values_stay_conditions(written):
     index, found = written
-    (ok,) = decide_guards(index, [found], [_attention(head_size=128)], ConfigFacts({"dtype": "bfloat16"}, complete=True))
+    (ok,) = decide_guards(Environment(index.backend, index, config=ConfigFacts({"dtype": "bfloat16"}, complete=True)), [found], [_attention(head_size=128)])
     assert _pattern(ok, "NormPattern").failed == () and _pattern(ok, "NormPattern").undecided == ()
-    (unknown,) = decide_guards(index, [found], [_attention()], None)  # no configuration: nothing is known
+    (unknown,) = decide_guards(Environment(index.backend, index, config=None), [found], [_attention()])  # no configuration: nothing is known
     assert _pattern(unknown, "NormPattern").failed == ()
     assert [u.rsplit(" (", 1)[0] for u in _pattern(unknown, "NormPattern").undecided] == [
         "`dtype not in (torch.bfloat16,)` is false", "`layer.head_size != 128` is false"]
-    (fp16,) = decide_guards(index, [found], [_attention(head_size=128)], ConfigFacts({"torch_dtype": "float16"}, complete=True))
+    (fp16,) = decide_guards(Environment(index.backend, index, config=ConfigFacts({"torch_dtype": "float16"}, complete=True)), [found], [_attention(head_size=128)])
     assert _pattern(fp16, "NormPattern").failed[0].startswith("`dtype not in (torch.bfloat16,)` holds (dtype = torch.float16)")
 
 
 def test_a_model_without_attention_layers_fails_a_guard_that_reads_one(written):
     index, found = written
-    (decided,) = decide_guards(index, [found], [], ConfigFacts({"dtype": "bfloat16"}, complete=True))
+    (decided,) = decide_guards(Environment(index.backend, index, config=ConfigFacts({"dtype": "bfloat16"}, complete=True)), [found], [])
     assert _pattern(decided, "NormPattern").undecided  # next() of no layers: not known, never guessed
 
 
 # -- the released 0.30 pair ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def session():
+def session(real_tree):
     return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
 
 
@@ -187,7 +188,8 @@ def test_the_ascend_moe_factory_patch_builds_the_fused_gating_router(session):
     from fusion_analyze.passes.hardware import read_profiles
 
     loc = session.resolver.resolve("Qwen3MoeForCausalLM")
-    walker = Walker(session.index, session.resolver.patches, hardware=read_profiles(session.index)["A2"])
+    walker = Walker(session.index, session.resolver.patches,
+                    Environment("ascend", session.index, hardware=read_profiles(session.index)["A2"]))
     root = walker.ctor.attr
     from fusion_analyze.walk.construction.constructor import Instance
 

@@ -10,7 +10,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.analysis.session import Session
 
-from .conftest import real_tree, validate_report
+from .conftest import validate_report
 
 
 def _source(session, ev) -> str:
@@ -72,7 +72,7 @@ def test_mla_cites_the_decode_kernel_and_the_prefill_kernel(session, hf):
     assert not any(c.startswith("prefill: ") for c in o.conditions)
 
 
-def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf):
+def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf, real_tree):
     """vllm-ascend 0.23 has no hardware profile table: DeviceOperator = get_device_adaptor() is decided by
     get_ascend_device_type(), the AscendDeviceType member the device's soc names (A2: BaseDeviceAdaptor)."""
     s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
@@ -87,14 +87,14 @@ def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf):
 
 @pytest.mark.parametrize("soc, adaptor", [("A2", "BaseDeviceAdaptor"), ("A5", "A5DeviceAdaptor"),
                                          ("_310P", "Ascend310PDeviceAdaptor")])
-def test_vllm_ascend_023_each_device_takes_its_adaptor(soc, adaptor):
+def test_vllm_ascend_023_each_device_takes_its_adaptor(real_tree, soc, adaptor):
     import libcst as cst
 
-    from fusion_analyze.semantics.runtime_defaults import device_calls
+    from fusion_analyze.semantics.environment import Environment
     from fusion_analyze.semantics.evaluator import Evaluator
     from fusion_analyze.semantics.scope import Scope
 
     s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
-    ev = Evaluator("ascend", calls=device_calls(None, s.index, soc))
+    ev = Evaluator(Environment("ascend", s.index, soc=soc))
     value = ev.infer(cst.parse_expression("get_device_adaptor()"), Scope(module=s.index.get("vllm_ascend.device.device_op")))
     assert value.value.definition.name == adaptor

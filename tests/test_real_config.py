@@ -9,7 +9,7 @@ import pytest
 
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 
-from .conftest import FIXTURES, real_tree, validate_report
+from .conftest import FIXTURES, validate_report
 
 LLAMA31 = FIXTURES / "configs" / "llama-3.1-8b.json"
 
@@ -59,7 +59,7 @@ def test_without_a_configuration_qk_norm_stays_a_condition(session):
     assert a.report["configuration"]["decided_by"] == "no configuration: branches listed as alternatives"
 
 
-def test_an_activation_module_passed_to_a_helper_is_that_module(session, hf):
+def test_an_activation_module_passed_to_a_helper_is_that_module(session, hf, real_tree):
     a = analyze_in(session, "LlamaForCausalLM", Options(hf_root=hf))
     act = _ops(a, lambda op: op.path == "model.layers.mlp.act_fn")
     assert len(act) == 1 and act[0].kind == "silu_mul" and act[0].layer_class == "SiluAndMul"
@@ -88,7 +88,7 @@ def test_unknown_key_lists_each_registry_entry_with_the_value_that_selects_it(se
     assert ("NewGELU", "config.activation_function == 'gelu_new'") in alt["others"]
 
 
-def test_bad_configuration_is_one_line_and_exit_2(run, tmp_path, hf):
+def test_bad_configuration_is_one_line_and_exit_2(run, tmp_path, hf, real_tree):
     vllm, ascend = str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2"))
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 8, "num_attention_heads": 2}))
@@ -104,7 +104,7 @@ def test_bad_configuration_is_one_line_and_exit_2(run, tmp_path, hf):
     assert r.exit_code == 2 and "not valid JSON" in r.output
 
 
-def test_a_transformers_tree_without_the_class_says_the_defaults_are_unknown(run, tmp_path):
+def test_a_transformers_tree_without_the_class_says_the_defaults_are_unknown(run, tmp_path, real_tree):
     fake = tmp_path / "hf"
     (fake / "transformers" / "models" / "auto").mkdir(parents=True)
     (fake / "transformers" / "__init__.py").write_text('__version__ = "0.0.1"\n')
@@ -116,7 +116,7 @@ def test_a_transformers_tree_without_the_class_says_the_defaults_are_unknown(run
     assert doc["configuration"]["class"] is None and doc["configuration"]["decided_by"].startswith("no configuration")
 
 
-def test_all_takes_hf_root(run, tmp_path, hf):
+def test_all_takes_hf_root(run, tmp_path, hf, real_tree):
     out = tmp_path / "all"
     r = run("all", "--vllm-root", str(real_tree("vllm==0.30.0")), "--ascend-root", str(real_tree("vllm-ascend==0.30.0rc2")),
             "--hf-root", hf, "--only", "Qwen2ForCausalLM", "-o", str(out), "--no-cache")

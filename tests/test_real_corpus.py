@@ -12,7 +12,6 @@ from fusion_analyze.locate.registry import TEXT_TABLE, served_text_model
 from fusion_analyze.analysis.session import Session
 
 from .completeness import figures
-from .conftest import real_tree
 
 INTERNAL = ("internal error", "worker died", "timed out")
 
@@ -25,7 +24,7 @@ INTERNAL = ("internal error", "worker died", "timed out")
     ("vllm==0.30.0", "vllm-ascend==0.30.0rc2", 0.95),
     ("vllm==0.34.0", None, 0.95),
 ])
-def test_all_on_a_release_has_no_internal_error(tmp_path, vllm, ascend, floor):
+def test_all_on_a_release_has_no_internal_error(tmp_path, vllm, ascend, floor, real_tree):
     vroot = str(real_tree(vllm))
     aroot = str(real_tree(ascend)) if ascend else None
     s = Session.open(vroot, aroot, cache=False)

@@ -7,13 +7,9 @@ import pytest
 from fusion_analyze.locate.registry import TEXT_TABLE
 from fusion_analyze.analysis.session import Session
 
-from .conftest import real_tree
-
-pytestmark = pytest.mark.realtree
-
 
 @pytest.fixture(scope="module")
-def primary():
+def primary(real_tree):
     return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
 
 
@@ -68,14 +64,14 @@ def _sweep(session):
 
 
 @pytest.mark.parametrize("spec", ["vllm==0.30.0", "vllm==0.34.0", "vllm==0.13.0"])
-def test_every_text_generation_architecture_resolves(spec):
+def test_every_text_generation_architecture_resolves(real_tree, spec):
     session = Session.open(str(real_tree(spec)), None)
     text, missing = _sweep(session)
     assert len(text) > 100
     assert missing == []
 
 
-def test_034_dotted_packages():
+def test_034_dotted_packages(real_tree):
     session = Session.open(str(real_tree("vllm==0.34.0")), None)
     dotted = [e for e in session.resolver.entries if e.table == TEXT_TABLE and e.module.startswith("vllm.models.")]
     assert dotted, "0.34.0 registers models under vllm.models.<pkg>"

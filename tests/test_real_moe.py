@@ -11,7 +11,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 from fusion_analyze.analysis.session import Session
 
-from .conftest import real_tree, validate_report
+from .conftest import validate_report
 
 
 def _line(session, op_or_ev) -> str:
@@ -114,7 +114,7 @@ def test_the_report_indents_the_steps_under_the_experts(session, hf):
     assert all(line.startswith("    ↳ ") for line in lines[i + 1:i + 8])
 
 
-def test_where_one_function_runs_the_experts_mlp_it_is_one_step(hf):
+def test_where_one_function_runs_the_experts_mlp_it_is_one_step(hf, real_tree):
     """0.23's MoE MLP runs GEMM, activation and GEMM in one function, a branch per quantization: the GEMMs
     are not told apart by the method that runs them, so they stay one `mlp` step, not a guessed gemm1/gemm2."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
@@ -180,7 +180,7 @@ def test_the_report_indents_the_parts_under_the_moe_layer(session, hf):
     assert lines[i + 2].startswith("  ↳ moe_experts") and "experts (AllGatherCommImpl)" in lines[i + 2]
 
 
-def test_on_cuda_the_router_is_vllms_own(hf):
+def test_on_cuda_the_router_is_vllms_own(hf, real_tree):
     s = Session.open(str(real_tree("vllm==0.30.0")), None)
     a = analyze_in(s, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     _moe_op, (router, experts) = _moe(a, "Qwen3MoeSparseMoeBlock")
@@ -287,7 +287,7 @@ def test_shared_experts_run_by_the_moe_layer_cite_the_moe_layer(session, hf):
     assert "class MoERunner" in _line(session, o.evidence[0])
 
 
-def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_version(hf):
+def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_version(hf, real_tree):
     """vllm-ascend 0.23 registers AscendFusedMoE only `if vllm_version_is("0.23.0")`, and imports the class of
     that version (fused_moe_0_23_0.py): both decided by the --vllm-root tree's version. On the 0.13 pair the
     layer's `torch.ops.vllm.moe_forward` runs the layer's own forward_impl (walk.yaml layer_dispatch), read with
@@ -306,7 +306,7 @@ def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_v
     assert not any("multistream_overlap_gate" in c for c in o.conditions)
 
 
-def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_part(hf):
+def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_part(hf, real_tree):
     """Before the runner design (0.23), AscendFusedMoE.forward_impl routes itself and runs the routed experts
     through `_EXTRA_CTX.moe_comm_method`: the experts part follows the layer as in the runner design (the comm
     method setup_moe_comm_method registers without expert parallelism), and the gating stays the layer's. On
@@ -336,7 +336,7 @@ def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_p
     assert "AllGatherCommImpl" in why["reason"] and "MC2CommImpl" in why["reason"]
 
 
-def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forward_impl(hf):
+def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forward_impl(hf, real_tree):
     """On the 0.23 pair AscendFusedMoE routes and computes in its own forward_impl (composites.yaml own_method):
     the layer's kernels are read there, the runner design's router part (vLLM's FusedTopKRouter, which it does
     not call) is not listed (its experts part is: the comm method's), gating is fused by the default branch's
@@ -353,7 +353,7 @@ def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forw
     assert str(sw.status) == "open"
 
 
-def test_a_custom_routing_function_keeps_vllm_ascends_native_gating(hf):
+def test_a_custom_routing_function_keeps_vllm_ascends_native_gating(hf, real_tree):
     """vllm-ascend 0.23's check_npu_moe_gating_top_k returns False when a custom routing function is given:
     Llama4 (`Llama4MoE.custom_routing_function`) and PhiMoE (`phimoe_routing_function`) run
     _native_select_experts, so their gate_topk is open; Qwen3-MoE passes none and stays fused (the walk reads

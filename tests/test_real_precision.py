@@ -103,12 +103,11 @@ def test_a_linear_built_with_reduce_results_false_has_no_all_reduce(session, hf)
     assert not any("False and" in c or c.startswith("when False") for c in printed)
 
 
-def test_dense_gemm_then_swiglu_is_open_on_ascend_with_a_stub_that_runs(session, hf, run, tmp_path):
+def test_dense_gemm_then_swiglu_is_open_on_ascend_with_a_stub_that_runs(session, hf, run, tmp_path, torch):
     """The gate/up GEMM and SwiGLU run as two kernels on Ascend (unquantized_gemm, then npu_swiglu): the
     MatMul + gated activation scenario is open, and its stub's reference runs on the CPU."""
     import importlib.util
 
-    torch = __import__("pytest").importorskip("torch")
     a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
     o = _opp(a, "matmul_swiglu")
     assert str(o.status) == "open"

@@ -11,11 +11,11 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 from fusion_analyze.analysis.session import Session
 
-from .conftest import FIXTURES, real_tree, validate_report
+from .conftest import FIXTURES, validate_report
 
 
 @pytest.fixture(scope="module")
-def session():
+def session(real_tree):
     vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
     return Session.open(str(vllm), str(ascend)), {"vllm": str(vllm), "vllm_ascend": str(ascend)}
 
@@ -46,7 +46,7 @@ def test_report_on_the_primary_pair(session, model):
         assert any(o["category"] == "moe" for o in doc["opportunities"])
 
 
-def test_compare_qwen3_between_023_and_030(run, tmp_path):
+def test_compare_qwen3_between_023_and_030(run, tmp_path, real_tree):
     """Lines moved between the releases (folded), and one real regression: vllm-ascend 0.30.0rc2 no longer has
     0.23's MatmulAllReduceAddRMSNormPass, so the GEMM + all-reduce and all-reduce + norm it took in are open."""
     out = tmp_path / "cmp.md"
@@ -64,7 +64,7 @@ def test_compare_qwen3_between_023_and_030(run, tmp_path):
     assert "`model.layers.self_attn.qkv_proj:qkv_proj` vllm_ascend/patch/worker/patch_qwen3vl.py:36 → vllm_ascend/patch/worker/patch_qwen3vl.py:31" in text
 
 
-def test_compare_shows_qwen3_vl_qk_norm_rope_turning_fused_by_the_patch_kernel(run, tmp_path):
+def test_compare_shows_qwen3_vl_qk_norm_rope_turning_fused_by_the_patch_kernel(run, tmp_path, real_tree):
     """vllm-ascend 0.23.0 added patch_qwen3vl.py: for M-RoPE models one triton kernel does split + q/k norm +
     rope. With an M-RoPE configuration the scenario goes open -> fused_by_ascend_kernel at that call, as one
     transition (its fused form), and the language model of the multimodal architecture is what is walked."""
@@ -102,7 +102,7 @@ def test_compare_shows_qwen3_vl_qk_norm_rope_turning_fused_by_the_patch_kernel(r
     ("Qwen3NextForCausalLM", {"layernorm_gated@QwenGatedDeltaNetAttention._output_projection": (
         "open", "fused_by_ascend_kernel", "layernorm_gated@Qwen3NextGatedDeltaNet.forward")}),
 ])
-def test_compare_013_to_023_shows_what_vllm_ascend_fused(run, tmp_path, hf, model, expected):
+def test_compare_013_to_023_shows_what_vllm_ascend_fused(run, tmp_path, hf, model, expected, real_tree):
     out = tmp_path / "cmp.json"
     r = run("compare", model,
             "--base", str(real_tree("vllm==0.13.0")), "--base-ascend", str(real_tree("vllm-ascend==0.13.0")),
@@ -116,7 +116,7 @@ def test_compare_013_to_023_shows_what_vllm_ascend_fused(run, tmp_path, hf, mode
     assert not doc["regressions"], doc["regressions"]
 
 
-def test_compare_023_to_030_shows_the_moe_runner_design_fusing_dbrx_gating(run, tmp_path, hf):
+def test_compare_023_to_030_shows_the_moe_runner_design_fusing_dbrx_gating(run, tmp_path, hf, real_tree):
     """vLLM 0.23's DbrxExperts subclasses FusedMoE, which vllm-ascend replaces by name only (so vLLM's own
     FusedTopKRouter routes: open); vLLM 0.30 builds it with FusedMoEFactory (a MoERunner), which vllm-ascend
     0.30.0rc2 registers (AscendMoERunner, whose AscendFusedTopKRouter calls moe_gating_top_k)."""

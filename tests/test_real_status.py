@@ -7,11 +7,9 @@ import pytest
 from fusion_analyze.analysis.pipeline import analyze_in
 from fusion_analyze.analysis.session import Session
 
-from .conftest import real_tree
-
 
 @pytest.fixture(scope="module")
-def qwen3():
+def qwen3(real_tree):
     s = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
     return {o.scenario + "@" + o.scope: o for o in analyze_in(s, "Qwen3ForCausalLM").opportunities}
 
@@ -53,7 +51,7 @@ def test_qwen3_norm_quant_inactive_and_allreduce_norm_cuda_only(qwen3):
     ("vllm==0.13.0", "vllm-ascend==0.13.0", "open"),
     ("vllm==0.23.0", "vllm-ascend==0.23.0", "fused_by_ascend_kernel"),
 ])
-def test_gated_norm_fused_by_vllm_ascend_between_013_and_023(vllm, ascend, status):
+def test_gated_norm_fused_by_vllm_ascend_between_013_and_023(real_tree, vllm, ascend, status):
     """vllm-ascend 0.23.0 registers AscendRMSNormGated (a Triton gated-norm kernel); 0.13.0 has no
     replacement, so RMSNormGated runs forward_native on Ascend. Qwen3-Next's gated-delta-net output norm."""
     s = Session.open(str(real_tree(vllm)), str(real_tree(ascend)))
@@ -65,7 +63,7 @@ def test_gated_norm_fused_by_vllm_ascend_between_013_and_023(vllm, ascend, statu
         assert gated[0].evidence[0]["file"] == "vllm_ascend/ops/triton/layernorm_gated.py"
 
 
-def test_a_cuda_kernel_called_by_vllms_own_code_claims_nothing_on_ascend():
+def test_a_cuda_kernel_called_by_vllms_own_code_claims_nothing_on_ascend(real_tree):
     """MiniCPM's MoE calls vLLM's fused_experts, whose CUDA quant and activation kernels (torch.ops._C.*) are
     not what runs on Ascend: no row of the report rests on them (fused or open); on CUDA they are fused_in_model."""
     asc = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
@@ -78,7 +76,7 @@ def test_a_cuda_kernel_called_by_vllms_own_code_claims_nothing_on_ascend():
                for o in cuda.opportunities)
 
 
-def test_vllm_ascend_environment_variables_are_read_at_their_defaults():
+def test_vllm_ascend_environment_variables_are_read_at_their_defaults(real_tree):
     """`envs_ascend.VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE` (vllm_ascend/envs.py env_variables) is unset by default:
     on the 0.13 pair the row-parallel linear's npu_mm_all_reduce_base path is not taken, so QWen's MLP
     matmul + all-reduce is open, not fused."""
@@ -88,7 +86,7 @@ def test_vllm_ascend_environment_variables_are_read_at_their_defaults():
     assert str(o.status) == "open"
 
 
-def test_a_larger_pass_rewrite_fuses_the_scenarios_it_takes_in():
+def test_a_larger_pass_rewrite_fuses_the_scenarios_it_takes_in(real_tree):
     """vllm-ascend 0.23's MatmulAllReduceAddRMSNormPass rewrites row-parallel GEMM + all-reduce + add + RMSNorm
     (on by default): the all-reduce + norm and the GEMM + all-reduce scenarios inside that chain are fused by it,
     as part of it; an explicit residual add it does not rewrite is not; 0.30.0rc2 has no such pass."""

@@ -9,7 +9,7 @@ import pytest
 from fusion_analyze.errors import UserError
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 
-from .conftest import real_tree, validate_report
+from .conftest import validate_report
 
 
 def _op(a, path_end: str, kind: str | None = None):
@@ -147,7 +147,7 @@ def test_smollm3_rope_stays_under_its_per_layer_condition(session, hf):
     validate_report(a.report)
 
 
-def test_a_backend_model_without_a_transformers_tree_is_an_error_not_an_empty_report(tmp_path):
+def test_a_backend_model_without_a_transformers_tree_is_an_error_not_an_empty_report(tmp_path, real_tree):
     from fusion_analyze.analysis.session import Session
 
     s = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
@@ -157,7 +157,7 @@ def test_a_backend_model_without_a_transformers_tree_is_an_error_not_an_empty_re
         analyze_in(s, "Olmo2ForCausalLM", Options())
 
 
-def test_all_includes_the_backend_architectures(run, hf, tmp_path):
+def test_all_includes_the_backend_architectures(run, hf, tmp_path, real_tree):
     vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
     out = tmp_path / "out"
     result = run("all", "--vllm-root", str(vllm), "--ascend-root", str(ascend), "--hf-root", hf,
@@ -169,7 +169,7 @@ def test_all_includes_the_backend_architectures(run, hf, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def session34():
+def session34(real_tree):
     from fusion_analyze.analysis.session import Session
 
     return Session.open(str(real_tree("vllm==0.34.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
@@ -198,6 +198,7 @@ def test_tp_plan_styles_that_differ_by_path_are_said(session, hf, tmp_path):
     from fusion_analyze.sources.trees import open_tree
     from fusion_analyze.walk.construction.constructor import Constructor
     from fusion_analyze.config.model_config import load_facts
+    from fusion_analyze.semantics.environment import Environment
     from fusion_analyze.walk.hf.fusers import LoadTime
 
     tree = open_tree(hf, "transformers", required=True)
@@ -205,6 +206,6 @@ def test_tp_plan_styles_that_differ_by_path_are_said(session, hf, tmp_path):
     config.write_text(json.dumps({"model_type": "llama4_text"}), encoding="utf-8")
     facts = load_facts("Llama4ForCausalLM", "llama4", [session.vllm, tree], str(config))
     assert facts.cls.name == "Llama4TextConfig"
-    lt = LoadTime(Constructor(session.index, facts))
+    lt = LoadTime(Constructor(session.index, Environment(session.index.backend, session.index, config=facts)))
     assert set(lt.plan_styles("down_proj")) == {"colwise", "rowwise"}
     assert lt.plan_styles("o_proj") == ["rowwise"]

@@ -12,18 +12,15 @@ from fusion_analyze.analysis.pipeline import analyze_in
 from fusion_analyze.analysis.session import Session
 
 from .completeness import figures
-from .conftest import real_tree
-
-pytestmark = pytest.mark.realtree
 
 
 @pytest.fixture(scope="module")
-def ascend():
+def ascend(real_tree):
     return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
 
 
 @pytest.fixture(scope="module")
-def cuda():
+def cuda(real_tree):
     return Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")), "cuda")
 
 
@@ -180,7 +177,7 @@ def _printed_conditions(report: dict):
 
 
 @pytest.fixture(scope="module")
-def v34():
+def v34(real_tree):
     return Session.open(str(real_tree("vllm==0.34.0")), None)
 
 

@@ -299,6 +299,7 @@ def test_backend_configuration_is_its_declared_defaults(tmp_path, snippet, expec
     """`get_ascend_config()` with no --additional-config: each field its class's declared default, a nested
     configuration built by its default_factory; a field a validator derives from other settings is unknown."""
     from fusion_analyze.walk.construction.constructor import Scope
+    from fusion_analyze.semantics.environment import Environment
     from fusion_analyze.semantics.evaluator import Evaluator
     from fusion_analyze.semantics.values import Defaults
 
@@ -307,7 +308,7 @@ def test_backend_configuration_is_its_declared_defaults(tmp_path, snippet, expec
     index = tree_index(tmp_path, {"ascend_config.py": ASCEND_CONFIG})
     module = index.get("vllm.ascend_config")
     cls = index.lookup("vllm.ascend_config", "AscendConfig")
-    ev = Evaluator("ascend", calls={"get_ascend_config": lambda _c, _s: Known(Defaults(cls))})
+    ev = Evaluator(Environment("ascend"), calls={"get_ascend_config": lambda _c, _s: Known(Defaults(cls))})
     got = ev.infer(cst.parse_expression(snippet), Scope(module=module))
     assert isinstance(got, Unknown) if expected is None else got == expected
 

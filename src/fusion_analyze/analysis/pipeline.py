@@ -10,6 +10,7 @@ from ..locate.resolve import Location
 from .session import Session
 from ..render.json import to_json
 from ..ir.ops import WalkResult
+from ..semantics.environment import Environment
 from ..walk.walker import Walker
 
 
@@ -25,7 +26,7 @@ class Analysis:
     device: dict = field(default_factory=dict)
     tp: int | None = None
     errors: list = field(default_factory=list)  # files of the trees this analysis could not read
-    configuration: object = None  # walk.facts.ConfigFacts: what decided the walk
+    configuration: object = None  # walk.config.model_config.ConfigFacts: what decided the walk
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
 
 
@@ -63,7 +64,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     try:
         session.resolver.overrides, session.resolver.patches
         hf = session.hf_tree(options.hf_root)
-        if hf is not None:  # the Transformers backend's models live there (walk/hf_model.py)
+        if hf is not None:  # the Transformers backend's models live there (config/transformers_auto.py)
             index.trees.setdefault("transformers", hf)
         if session.shared_errors is None:
             session.shared_errors = set(index.touched)
@@ -78,7 +79,6 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     from ..estimate.benefit import estimate
     from ..config.reader import read_config
     from ..estimate.shapes import Shapes, load_shapes
-    from ..passes.hardware import read_profiles
     from ..passes.guards import decide_guards
     from ..status.derive import derive
 
@@ -94,12 +94,11 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
             pass
     facts = _facts(session, loc, options, spec, read)
     _served_by_transformers(session, loc, facts)
-    hardware = read_profiles(index).get(device.get("soc")) if session.backend == "ascend" else None
-    walker = Walker(session.index, session.resolver.patches, config=facts, hardware=hardware,
-                    soc=device.get("soc") if session.backend == "ascend" else None)
+    env = _environment(session, device, facts)
+    walker = Walker(session.index, session.resolver.patches, env)
     result = walker.walk_model(loc.definition)
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
-    ascend = decide_guards(index, ascend, result.ops, facts, hardware)  # what each pass's __init__ checks, for this model
+    ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
@@ -107,6 +106,18 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _environment(session: Session, device: dict, facts) -> Environment:
+    """The one environment of this analysis: backend, the device (its SoC family, and its hardware profile
+    where the vllm-ascend tree has a profile table), the trees, the configuration facts."""
+    from ..passes.hardware import read_profiles
+
+    if session.backend != "ascend":
+        return Environment(session.backend, session.index, config=facts)
+    hardware = read_profiles(session.index).get(device.get("soc"))
+    soc = hardware.soc if hardware is not None else device.get("soc")
+    return Environment(session.backend, session.index, soc=soc, hardware=hardware, config=facts)
 
 
 def _served_by_transformers(session: Session, loc: Location, facts) -> None:

@@ -8,7 +8,7 @@ Where processes fork, the parent first reads what every model needs (registry, A
 patches, graph passes) and analyzes the first architecture (the layers nearly every model uses), and the
 workers inherit it, so that part is parsed and walked once, not once per worker. That first analysis is
 best effort: one that raises or runs over the time limit is left to a worker, which records it. With
-the cache on, finished reports are cached per architecture (render/report_cache.py): a warm run over
+the cache on, finished reports are cached per architecture (commands/report_cache.py): a warm run over
 unchanged trees only copies them.
 """
 
@@ -154,7 +154,8 @@ def _report_cache(job: BatchJob):
     vllm = open_tree(job.vllm_root, "vllm", required=True)
     ascend = open_tree(job.ascend_root, "vllm_ascend", required=False)
     roots = [(t.package, t.package_dir) for t in (vllm, ascend) if t is not None]
-    tool = tree_fingerprint([("code", Path(__file__).parent), ("patterns", data_dir("patterns")),
+    package = Path(__file__).resolve().parents[1]  # every module of the tool, not only commands/
+    tool = tree_fingerprint([("code", package), ("patterns", data_dir("patterns")),
                              ("templates", data_dir("templates"))], suffixes=(".py", ".yaml", ".j2"))
     patterns = Path(job.patterns) if job.patterns else None
     inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": backend_for(job.backend, ascend),

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .facts import FactTable
 from .chunks import Chunk, method_text
+
+METHODS_ALONE = FactTable("method alone", "(chunk, name) -> the chunk of that method parsed alone")
+LINE_ALIASES = FactTable("aliases", "a node built from this module's code -> the node whose line it reports")
+CODE = FactTable("code", "a node -> its source text")
 
 if TYPE_CHECKING:
     from ..ir.conditions import Condition
@@ -25,7 +30,7 @@ class ImportBinding:
     module: str  # absolute module imported from
     name: str | None  # attribute imported from it; None binds the module itself
     line: int
-    condition: "Condition | None" = None  # walk.values.Condition: the if tests around the binding
+    condition: "Condition | None" = None  # ir.conditions.Condition: the if tests around the binding
 
 
 class Definition:
@@ -125,7 +130,7 @@ class ModuleInfo:
         self.imports: dict[str, list[ImportBinding]] = {}
         self.defs: dict[str, list[Definition]] = {}
         self.star_imports: list[str] = []
-        self.memo: dict = {}  # (what, node) -> something read from a node of this module
+        self.facts: dict = {}  # FactTable -> its entries for this module (index/facts.py)
 
     def chunk_tree(self, chunk: Chunk) -> cst.Module:
         if chunk.module is None:
@@ -141,14 +146,14 @@ class ModuleInfo:
 
     def method_chunk(self, chunk: Chunk, name: str) -> Chunk | None:
         """The parsed chunk of method_alone (the batch's prefetch stores it in the parse cache)."""
-        key = ("method alone", chunk, name)
-        found = self.memo.get(key)
+        key = (chunk, name)
+        found = METHODS_ALONE.of(self).get(key)
         if found is None:
             alone = method_text(chunk, name)
             if alone is None:
                 return None
             text, head, statement = alone
-            found = self.memo[key] = Chunk(head, text, True)
+            found = METHODS_ALONE.of(self)[key] = Chunk(head, text, True)
             found.statements, found.kind, found.name = [statement], "class", "_"
             self.chunk_tree(found)
         return found
@@ -169,11 +174,11 @@ class ModuleInfo:
 
     def alias_lines(self, origin: dict) -> None:
         """Nodes built from this module's code (a rewritten forward) report the lines of the nodes they replace."""
-        self.memo.setdefault(("aliases",), {}).update(origin)
+        LINE_ALIASES.of(self).update(origin)
 
     def line_of(self, node: cst.CSTNode, scope: cst.CSTNode | None = None) -> int:
         """The node's start line; `scope`, a statement that contains the node, keeps the lookup local."""
-        aliases = self.memo.get(("aliases",))
+        aliases = self.facts.get(LINE_ALIASES)
         while aliases and node in aliases:
             node = aliases[node]
         for c in self._parsed:
@@ -191,10 +196,10 @@ class ModuleInfo:
         return 0
 
     def code(self, node: cst.CSTNode) -> str:
-        key = ("code", node)
-        found = self.memo.get(key)
+        key = node
+        found = CODE.of(self).get(key)
         if found is None:  # generating code is a tree walk: the same condition is asked for many times
-            found = self.memo[key] = self._fmt.code_for_node(node)
+            found = CODE.of(self)[key] = self._fmt.code_for_node(node)
         return found
 
     def text(self) -> str:

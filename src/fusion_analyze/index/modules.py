@@ -16,12 +16,15 @@ import libcst as cst
 
 from ..sources.trees import SourceTree
 from ..ir.conditions import Truth
+from .facts import FactTable
 from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
 from .chunks import Chunk, split_chunks
 from .lines import LineTable
 from .module_info import Definition, FileError, ImportBinding, ModuleInfo, ModuleRef
 from .trusted_parse import parse_module
+
+BINDING_DECIDERS = FactTable("chooser", "a backend -> the decider of import-binding conditions on it")
 
 __all__ = [  # what other modules import from here
     "MAX_FILE_BYTES", "MAX_NESTING", "ModuleIndex", "Definition", "ImportBinding", "ModuleInfo", "ModuleRef",
@@ -60,7 +63,7 @@ class ModuleIndex:
         self.errors: dict[str, FileError] = {}
         self._error_of: dict[str, str] = {}  # module -> rel of its unreadable file
         self.touched: set[str] = set()  # rels of unreadable files asked for since the last reset
-        self.memo: dict = {}  # (what, module) -> a table read from that module in one visit
+        self.facts: dict = {}  # FactTable -> its entries for the session (index/facts.py)
         self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> module_path's answer
 
     # -- files -------------------------------------------------------------------------------
@@ -219,10 +222,7 @@ class ModuleIndex:
 
     def _chooser(self, backend: str):
         """The backend's decider of binding conditions (semantics.binding_decider), made once per backend."""
-        key = ("chooser", backend)
-        if key not in self.memo:
-            self.memo[key] = self._decider(self, backend)
-        return self.memo[key]
+        return BINDING_DECIDERS.get(self, backend, lambda: self._decider(self, backend))
 
     def lookup(self, module: str, name: str, _seen: set | None = None):
         """Resolve `name` as seen from `module`: a Definition, a ModuleRef, or None."""

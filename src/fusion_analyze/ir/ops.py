@@ -13,7 +13,7 @@ class Kernel:
     file: str
     line: int
     condition: str | None = None
-    # the runtime paths it can run on (walk/paths.py): (path, what is left of its condition there or None, how
+    # the runtime paths it can run on (walk/kernels/runtime_paths.py): (path, what is left of its condition there or None, how
     # many of those tests must hold); () when it runs on none of them; None when the op's paths were not read
     paths: tuple[tuple[str, str | None, int], ...] | None = None
     # the condition as code, for deciding it on a path; not part of what the kernel is

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..index.bindings import _dotted_name
 from ..index.modules import ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
@@ -20,6 +21,8 @@ from ..semantics.evaluator import evaluator
 from ..ir.conditions import Condition, Truth, as_text, join
 from ..catalog import fuses, kernel_covers
 from .registrations import PassGuard, _init_guards, _registered_as, _registrations
+
+FIELD_DEFAULTS = FactTable("field_default", "(config module, flag) -> a pass-enabling flag's declared default")
 
 # Tensor methods a pattern function uses that are primitives of a scenario (qkv.split -> split).
 _METHOD_PRIMS = {"split": "split", "chunk": "split"}
@@ -435,9 +438,9 @@ def _config_flag(leaf) -> str | None:
 def _field_default(index: ModuleIndex, info, flag: str) -> tuple | None:
     """(node, default expr) of the first `flag: T = default` or `.get("flag", default)` in the module; only
     statements whose text names the flag can hold it."""
-    key = ("field_default", info.name, flag)
-    if key in index.memo:
-        return index.memo[key]
+    key = (info.name, flag)
+    if key in FIELD_DEFAULTS.of(index):
+        return FIELD_DEFAULTS.of(index)[key]
     found = None
     for stmt in info.statements_with(flag.encode()):
         for n in find_all(stmt, (cst.AnnAssign, cst.Call)):
@@ -453,7 +456,7 @@ def _field_default(index: ModuleIndex, info, flag: str) -> tuple | None:
                 break
         if found:
             break
-    index.memo[key] = found
+    FIELD_DEFAULTS.of(index)[key] = found
     return found
 
 

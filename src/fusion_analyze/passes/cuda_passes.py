@@ -12,6 +12,7 @@ import re
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all, iter_nodes
 from ..semantics.evaluator import evaluator
@@ -19,6 +20,8 @@ from ..semantics.scope import Scope
 from ..semantics.values import Known
 from ..ir.conditions import as_text
 from .ascend_passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
+
+LEVEL_TABLE_FACTS = FactTable("level_table", "a config module -> its optimisation-level defaults table")
 
 CUDA_MANAGERS = ["vllm.compilation.passes.pass_manager", "vllm.compilation.pass_manager"]
 PASS_CONFIGS = ["vllm.config.compilation"]
@@ -32,9 +35,9 @@ _LEVEL_TEXT = re.compile(rb"(_02|_O2)\s*=[^=]|\.O2\s*:")
 
 def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
     """flag -> its `"flag": value` element in the default level's table, read in one visit per module."""
-    key = ("level_table", info.name)
-    if key in index.memo:
-        return index.memo[key]
+    key = info.name
+    if key in LEVEL_TABLE_FACTS.of(index):
+        return LEVEL_TABLE_FACTS.of(index)[key]
     table: dict[str, cst.DictElement] = {}
 
     def in_level(node: cst.CSTNode) -> None:
@@ -55,7 +58,7 @@ def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
             value = level_value(n)
             if value is not None:
                 in_level(value)
-    index.memo[key] = table
+    LEVEL_TABLE_FACTS.of(index)[key] = table
     return table
 
 

@@ -15,27 +15,32 @@ from dataclasses import replace
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..catalog import catalog
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all
-from ..walk.construction.constructor import Scope
-from ..semantics.runtime_defaults import device_calls
+from ..semantics.scope import Scope
+from ..semantics.environment import Environment
 from ..semantics.evaluator import Evaluator
 from ..ir.ops import Op
 from ..semantics.function_bodies import tables
-from ..walk.taxonomy import taxonomy
+from ..catalog.taxonomy import taxonomy
 from ..semantics.values import Known, Symbol, Unknown, Value
 from ..ir.conditions import Truth
 from .registrations import PassGuard, _init_of
 from .ascend_passes import GraphPass
 
+GUARD_CODE = FactTable("pass_guard", "(module, class, line) -> a pass guard's code, scope and the names it reads")
+PASS_INITS = FactTable("pass_init", "(module, class) -> (module, __init__, its local assignments) of a pass class")
 
-def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], config, hardware=None) -> list[GraphPass]:
-    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model (and device: `hardware`,
-    its profile, decides `get_current_hardware_profile().supports(...)`)."""
+
+def decide_guards(env: Environment, passes: list[GraphPass], ops: list[Op]) -> list[GraphPass]:
+    """Copies of `passes` whose patterns carry `failed` / `undecided` for this model (its configuration) and
+    device (its profile decides `get_current_hardware_profile().supports(...)`), both from the analysis's
+    environment."""
     if not any(pat.guards or pat.keywords for p in passes for pat in p.patterns):
         return passes
-    runtime = _Runtime(index, ops, config, hardware)
+    runtime = _Runtime(env, ops)
     out = []
     for p in passes:
         pats = []
@@ -56,10 +61,11 @@ def decide_guards(index: ModuleIndex, passes: list[GraphPass], ops: list[Op], co
 
 
 class _Runtime:
-    def __init__(self, index: ModuleIndex, ops: list[Op], config, hardware=None):
-        self.index, self.ops, self.config = index, ops, config
+    def __init__(self, env: Environment, ops: list[Op]):
+        self.index: ModuleIndex = env.index  # type: ignore[assignment]
+        self.ops, self.config = ops, env.config
         calls = {n: self._layers_of for n in catalog().runtime.get("layers_of", [])}
-        self.evaluator = Evaluator(index.backend, config, calls={**device_calls(hardware, index), **calls})
+        self.evaluator = Evaluator(env, calls=calls)
         dtype = self._dtype()
         model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
         self.vllm_config = Known({"model_config": model_config})
@@ -95,10 +101,8 @@ class _Runtime:
         return self._scopes[key]
 
     def _read(self, g: PassGuard):
-        key = ("pass_guard", g.module, g.cls, g.line)  # the code is the session's; only the values are the model's
-        if key not in self.index.memo:
-            self.index.memo[key] = _guard_code(self.index, g)
-        found = self.index.memo[key]
+        key = (g.module, g.cls, g.line)  # the code is the session's; only the values are the model's
+        found = GUARD_CODE.get(self.index, key, lambda: _guard_code(self.index, g))
         if found is None:
             return None
         info, test, local_values = found
@@ -158,13 +162,13 @@ class _Runtime:
 
 def _pass_init(index: ModuleIndex, module: str, cls: str):
     """(module, the pass's __init__, its locals) read once per session; None when the class is not found."""
-    key = ("pass_init", module, cls)
-    if key not in index.memo:
+    key = (module, cls)
+    if key not in PASS_INITS.of(index):
         info = index.get(module)
         found = info.classes().get(cls) if info is not None else None
         fn = _init_of(found.node) if found is not None else None
-        index.memo[key] = (info, fn, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
-    return index.memo[key]
+        PASS_INITS.of(index)[key] = (info, fn, [(n, v, c) for n, v, c, _p in tables(fn, info).local_assignments]) if fn else None
+    return PASS_INITS.of(index)[key]
 
 
 def _guard_code(index: ModuleIndex, g: PassGuard):

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..index.modules import ModuleIndex
+
+HARDWARE_PROFILES = FactTable("hardware_profiles", "None -> {SoC family: its hardware profile}")
 
 PROFILE_MODULE = "vllm_ascend.device.hardware_profile"
 
@@ -34,9 +37,9 @@ class HardwareProfile:
 
 def read_profiles(index: ModuleIndex) -> dict[str, HardwareProfile]:
     """SoC family name (A2, A3, _310P, A5) -> its profile; empty when the tree has no profile table."""
-    key = ("hardware_profiles", None)
-    if key in index.memo:
-        return index.memo[key]
+    key = None
+    if key in HARDWARE_PROFILES.of(index):
+        return HARDWARE_PROFILES.of(index)[key]
     out: dict[str, HardwareProfile] = {}
     info = index.get(PROFILE_MODULE) if "vllm_ascend" in index.trees else None
     table = _assigned(info, "_HARDWARE_PROFILES") if info is not None else None
@@ -52,7 +55,7 @@ def read_profiles(index: ModuleIndex) -> dict[str, HardwareProfile]:
                       if a.keyword is not None and isinstance(a.value, cst.Attribute) and isinstance(a.value.value, cst.Name)}
             if names is not None:
                 out[el.key.attr.value] = HardwareProfile(el.key.attr.value, names, info.rel, info.line_of(el.key), fields)
-    index.memo[key] = out
+    HARDWARE_PROFILES.of(index)[key] = out
     return out
 
 

@@ -116,7 +116,7 @@ def _registrations(info: ModuleInfo, cls, names: set[str]) -> dict[str, tuple[tu
 
 def _loop_values(info: ModuleInfo, fn, iterable) -> tuple | None:
     """The values a `for` runs over when the code states them (`[1e-6, 1e-5]`, or a local set to a list)."""
-    from ..walk.construction.constructor import Scope
+    from ..semantics.scope import Scope
     from ..semantics.function_bodies import tables
     from ..semantics.values import Known
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from .environment import Environment
 from .runtime_defaults import config_default
 from .known_calls import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _is_unbound_chain_self, _rebound, isinstance_test, none_test)
@@ -35,14 +36,18 @@ _NOT_GLOBAL = Unknown("not a module-level constant")
 
 
 class Evaluator:
-    """Decides tests and infers values for one analysis: the backend walked, the model's configuration facts
-    (or None: nothing is known of it) and `attrs`, which reads `self.x` from an instance's `__init__`."""
+    """Decides tests and infers values for one analysis, made from its Environment (semantics/environment.py):
+    the backend walked, the model's configuration facts (or None: nothing is known of it), what the runtime
+    returns; `attrs` reads `self.x` from an instance's `__init__`; `calls` adds what one reader knows of its
+    own calls (a pass guard's `layers_of`)."""
 
-    def __init__(self, backend: str | None = None, config=None, attrs=None, calls=None):
-        self.backend = backend
-        self.config = config  # facts.ConfigFacts | None
-        self.attrs = attrs  # construct.Constructor | None
-        self.calls = calls or {}  # function name -> (call, scope) -> Value: what vLLM's runtime returns
+    def __init__(self, env: Environment, attrs=None, calls=None):
+        self.env = env
+        self.backend = env.backend
+        self.config = env.config  # config.model_config.ConfigFacts | None
+        self.attrs = attrs  # walk.construction.Constructor | None
+        # function name -> (call, scope) -> Value: what vLLM's runtime returns
+        self.calls = {**env.runtime_calls, **calls} if calls else env.runtime_calls
         # the value of a local, per (scope, its version, name); only what is computed with no local hidden
         # (`x = x or d` hides x while its right side is read) is kept, so a kept value is the same anywhere
         self._locals: dict = {}
@@ -69,6 +74,9 @@ class Evaluator:
             decided = truth_of(self.infer(expr, scope))
             if decided is not Truth.UNKNOWN:
                 return decided
+        decided = self.env.platform_truth(expr)
+        if decided is not Truth.UNKNOWN:
+            return decided
         return assumed(code_of(module, expr), self.backend)
 
     def residual(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
@@ -487,14 +495,12 @@ def _carried(scope, attr: str) -> Value | None:
 
 @lru_cache(maxsize=4)
 def evaluator(backend: str | None) -> Evaluator:
-    """The evaluator of one backend ("ascend", "cuda") that knows no configuration; None knows only what holds
-    on both (import bindings, pass managers, tests)."""
-    return Evaluator(backend)
+    """The evaluator of one backend ("ascend", "cuda") that knows no configuration, no device and no trees' versions;
+    None knows only what holds on both (pass managers read once per session, tests)."""
+    return Evaluator(Environment(backend))
 
 
 def binding_decider(index, backend: str):
     """What the binder (index.ModuleIndex.choose) asks of an import binding's condition: the backend's evaluator
     that knows the vLLM version (vllm-ascend imports one class per version) and no configuration."""
-    from .runtime_defaults import version_calls
-
-    return Evaluator(backend, calls=version_calls(index)).condition_truth
+    return Evaluator(Environment.for_binder(backend, index)).condition_truth

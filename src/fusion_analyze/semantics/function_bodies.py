@@ -10,9 +10,15 @@ from functools import cached_property
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..index.nodes import find_all, iter_nodes
 from .values import Bindings
 from ..ir.conditions import Condition, Truth, join
+
+TABLES = FactTable("tables", "a function node -> its FunctionTables (what its body says)")
+CLASS_METHODS = FactTable("class_method", "(class identity, name) -> the method's FunctionDef, or None")
+IMPORTS_IN = FactTable("imports_in", "a function node -> {local name: (module, name)} of its own imports")
+FUNCTION_IMPORTS = FactTable("function_imports", "None -> {name: (module, name)} imported inside any function")
 
 
 class FunctionTables:
@@ -217,10 +223,10 @@ def exits_at_end(stmts, raises: bool = True) -> bool:
 
 def tables(fn: cst.FunctionDef, module) -> FunctionTables:
     """The tables of `fn`, built once per session (kept on its module)."""
-    key = ("tables", fn)
-    found = module.memo.get(key)
+    key = fn
+    found = TABLES.of(module).get(key)
     if found is None:
-        found = module.memo[key] = FunctionTables(fn, module)
+        found = TABLES.of(module)[key] = FunctionTables(fn, module)
     return found
 
 
@@ -280,10 +286,11 @@ def class_method(cls, name: str) -> cst.FunctionDef | None:
     """The method `name` defined in the body of class `cls` (a Definition); the last definition wins."""
     if not cls.may_define(name):
         return None
-    key = ("class_method", cls.identity, name)  # asked for at every step up every MRO
-    if key not in cls.module.memo:  # the same node all run long, whether parsed alone or with its class
-        cls.module.memo[key] = cls.method_alone(name) or _class_method(cls, name)
-    return cls.module.memo[key]
+    key = (cls.identity, name)  # asked for at every step up every MRO
+    methods = CLASS_METHODS.of(cls.module)
+    if key not in methods:  # the same node all run long, whether parsed alone or with its class
+        methods[key] = cls.method_alone(name) or _class_method(cls, name)
+    return methods[key]
 
 
 def _class_method(cls, name: str) -> cst.FunctionDef | None:
@@ -301,27 +308,27 @@ def _class_method(cls, name: str) -> cst.FunctionDef | None:
 
 def imports_in(fn: cst.FunctionDef, module) -> dict[str, tuple[str, str]]:
     """Names bound by `from m import X` inside one function (a later import of a name wins, as at run time)."""
-    key = ("imports_in", fn)
-    found = module.memo.get(key)
+    key = fn
+    found = IMPORTS_IN.of(module).get(key)
     if found is None:
         from ..index.bindings import import_from_bindings
 
-        found = module.memo[key] = dict(import_from_bindings(module, fn))
+        found = IMPORTS_IN.of(module)[key] = dict(import_from_bindings(module, fn))
     return found
 
 
 def function_imports(module) -> dict[str, tuple[str, str]]:
     """Names bound by `from m import X` anywhere in the module (the first binding of a name wins): module-level
     names were tried before this, so what is left are imports inside functions."""
-    key = ("function_imports", None)
-    found = module.memo.get(key)
+    key = None
+    found = FUNCTION_IMPORTS.of(module).get(key)
     if found is None:
         from ..index.bindings import all_import_from_bindings
 
         found = {}
         for bound, where in all_import_from_bindings(module):
             found.setdefault(bound, where)
-        module.memo[key] = found
+        FUNCTION_IMPORTS.of(module)[key] = found
     return found
 
 

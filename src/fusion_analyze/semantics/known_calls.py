@@ -12,7 +12,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .values import Known, Symbol, Unknown, Value, _is_none, literal
+from ..index.facts import FactTable
 from ..ir.conditions import Truth, code_of
+
+GLOBAL_NAMES = FactTable("global_names", "None -> the names a `global` statement of the module rebinds")
+DECISION_FUNCTIONS = FactTable("decision_function", "a function node -> whether it only decides (runs no tensors)")
+BUILDS_OBJECTS = FactTable("builds_objects", "a function node -> whether every return builds an object")
 
 
 def _dotted_text(expr) -> str | None:
@@ -27,11 +32,11 @@ def _dotted_text(expr) -> str | None:
 
 def _rebound(module, name: str) -> bool:
     """A function of the module declares `global name`: the module-level value is only the initial one."""
-    key = ("global_names", None)
-    names = module.memo.get(key)
+    key = None
+    names = GLOBAL_NAMES.of(module).get(key)
     if names is None:  # read once per module: every `global a, b` statement's names
         source = module.source if module.source is not None else module.path.read_bytes()
-        names = module.memo[key] = {n.decode() for line in re.findall(rb"\bglobal\s+([^\n#;]+)", source)
+        names = GLOBAL_NAMES.of(module)[key] = {n.decode() for line in re.findall(rb"\bglobal\s+([^\n#;]+)", source)
                                     for n in re.findall(rb"\w+", line)}
     return name in names
 
@@ -132,10 +137,7 @@ def _is_unbound_chain_self(func) -> bool:
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
     """Only ifs, assignments, returns, imports, a docstring and pass: running it on known arguments is safe."""
-    key = ("decision_function", fn)
-    if key not in module.memo:
-        module.memo[key] = _only_decisions(fn.body.body)
-    return module.memo[key]
+    return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))
 
 
 def _only_decisions(body) -> bool:
@@ -165,8 +167,8 @@ def _only_decisions(body) -> bool:
 def _builds_objects(fn_def, index) -> bool:
     """Every return of the function is a class's construction (a factory of routers, layers, ...)."""
     module = fn_def.module
-    key = ("builds_objects", fn_def.node)
-    if key not in module.memo:
+    key = fn_def.node
+    if key not in BUILDS_OBJECTS.of(module):
         from .function_bodies import tables
 
         rets = [value for value, _cond in tables(fn_def.node, module).returns]
@@ -182,8 +184,8 @@ def _builds_objects(fn_def, index) -> bool:
             if getattr(target, "kind", None) != "class":
                 ok = False
                 break
-        module.memo[key] = ok
-    return module.memo[key]
+        BUILDS_OBJECTS.of(module)[key] = ok
+    return BUILDS_OBJECTS.of(module)[key]
 
 
 @lru_cache(maxsize=1)

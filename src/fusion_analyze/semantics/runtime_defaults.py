@@ -7,38 +7,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..index.nodes import find_all
 from .known_calls import _dotted_text
 from .scope import Scope
 from .values import Defaults, Known, Unknown, Value, literal
 
+DERIVED_FIELDS = FactTable("derived_fields", "a config class node -> names its methods assign (derived, not defaults)")
+DECLARED_DEFAULTS = FactTable("declared", "a config class node -> {field: its declared default}")
 
-def device_calls(profile, index=None, soc: str | None = None) -> dict:
-    """The evaluator's runtime calls for one device: `get_current_hardware_profile()` is its profile
-    (locate/hardware.py; no device profile: the tests on it stay unknown), `get_ascend_device_type()` the
-    member of the device-type Enum its SoC family names, and each `defaults` function (`get_ascend_config()`)
-    is its configuration class with no user input (walk.yaml runtime)."""
-    from ..catalog import catalog
-    from .known_calls import _class_constant
-
-    out = {}
-    if profile is not None:
-        out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
-    soc = soc or getattr(profile, "soc", None)
-    for name, qualname in (catalog().runtime.get("device_type") or {}).items() if index is not None and soc else ():
-        mod, _, cls_name = qualname.rpartition(".")
-        target = index.lookup(mod, cls_name)
-        if getattr(target, "kind", None) == "class":
-            member = _class_constant(target, soc)
-            if isinstance(member, Known):
-                out[name] = lambda _call, _scope, member=member: member
-    out.update(version_calls(index))
-    for name, qualname in (catalog().runtime.get("defaults") or {}).items() if index is not None else ():
-        mod, _, cls_name = qualname.rpartition(".")
-        target = index.lookup(mod, cls_name)
-        if getattr(target, "kind", None) == "class":
-            out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
-    return out
 
 def version_calls(index) -> dict:
     """`vllm_version_is("0.23.0")` (walk.yaml runtime.vllm_version_test): whether the argument is the --vllm-root
@@ -59,16 +36,16 @@ def version_calls(index) -> dict:
 def _assigned_by_methods(cls) -> dict[str, list]:
     """name -> values of each `self.<name> = value` in the class's methods (a validator deriving the field)."""
     module = cls.module
-    key = ("derived_fields", cls.node)
-    if key not in module.memo:
+    key = cls.node
+    if key not in DERIVED_FIELDS.of(module):
         names: dict[str, list] = {}
         for node in find_all(cls.node, cst.Assign):
             for t in node.targets:
                 t = t.target
                 if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
                     names.setdefault(t.attr.value, []).append(node.value)
-        module.memo[key] = names
-    return module.memo[key]
+        DERIVED_FIELDS.of(module)[key] = names
+    return DERIVED_FIELDS.of(module)[key]
 
 
 def _keeps(name: str, default: Value, assigned: list) -> bool:
@@ -117,10 +94,10 @@ def _dict_get_default(value) -> cst.BaseExpression | None:
 
 def _declared(cls) -> dict:
     """name -> the value the class body gives it (`x: int = 1`, `x = 1`; the last wins), read once per class."""
-    key = ("declared", cls.node)
-    found = cls.module.memo.get(key)
+    key = cls.node
+    found = DECLARED_DEFAULTS.of(cls.module).get(key)
     if found is None:
-        found = cls.module.memo[key] = {}
+        found = DECLARED_DEFAULTS.of(cls.module)[key] = {}
         for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
             for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
                 if type(small) is cst.AnnAssign and type(small.target) is cst.Name:

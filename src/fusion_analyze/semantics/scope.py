@@ -19,7 +19,7 @@ class Scope:
     params: dict[str, tuple] = field(default_factory=dict)  # name -> (expr, Scope) bound at the call
     defaults: dict[str, cst.BaseExpression] = field(default_factory=dict)
     locals: dict[str, list[tuple]] = field(default_factory=dict)  # name -> [(expr, Condition | None)]
-    owner: object = None  # the construct.Instance whose __init__ this is (for self.y)
+    owner: object = None  # the walk.construction.Instance whose __init__ this is (for self.y)
     values: dict = field(default_factory=dict)  # name -> Value handed in as such (what vLLM's runtime passes)
     star_kwargs: dict = field(default_factory=dict)  # `**kwargs` param -> {keyword: (expr, Scope)} it collected
     fills: dict[str, list[tuple]] = field(default_factory=dict)  # local list -> [(appended expr, Condition | None)]

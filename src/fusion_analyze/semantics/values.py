@@ -103,7 +103,7 @@ class Defaults:
         return f"<defaults of {self.definition.name}>"
 
 
-Value = Known | Unknown | OneOf | ConfigRef | NotNone  # the walk's modules (construct.Instance) are values of their own kind
+Value = Known | Unknown | OneOf | ConfigRef | NotNone  # the walk's modules (walk.construction.Instance) are values of their own kind
 
 
 def selecting(cond: Condition | None) -> tuple[Condition | None, list[tuple[str, object]]]:

@@ -7,7 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
 from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
+from ..index.nodes import find_all
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import Pattern
 from ..ir.ops import Op
@@ -81,7 +84,7 @@ def _fill(text: str, m: Match) -> str:
 
 def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> list[tuple[Op, object, list[str]]]:
     """(op, kernel, the runtime paths it is cited for) of the kernels that fuse the scenario: per runtime path
-    (walk/paths.py), the kernel that path runs, the first path's first; one kernel without paths when none
+    (walk/kernels/runtime_paths.py), the kernel that path runs, the first path's first; one kernel without paths when none
     were read. A dispatcher (unified_attention_with_output)
     is cited only when none of the implementation's kernels is known."""
     if len(need) < 2:  # a merge (qkv_merge: three GEMMs as one) is not shown by a kernel doing one GEMM
@@ -112,9 +115,24 @@ def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> lis
 
 
 def _selecting_tests(k) -> int:
-    """How many of a kernel's tests must equal one value (`x == "v"`, `x in (...)`) for it to run."""
+    """How many of a kernel's tests must equal one value (`x == "v"`, `x in (...)`, `x is Y`) for it to run,
+    read from each test's code (a note with no code selects nothing)."""
     terms = getattr(k.cond, "terms", ()) or ()
-    return sum(1 for t in terms if not t.negated and re.search(r"==|\bin\b|\bis\b(?! not\b)(?! None\b)", t.text))
+    return sum(1 for t in terms if not t.negated and t.expr is not None and _selects(t.expr))
+
+
+_SELECTING = (cst.Equal, cst.In, cst.NotIn)
+
+
+def _selects(expr) -> bool:
+    """A comparison in the test asks for one value: `==`, `in` / `not in`, or `is` against anything but None."""
+    for node in find_all(expr, cst.Comparison):
+        for target in node.comparisons:
+            op = type(target.operator)
+            if op in _SELECTING or (op is cst.Is and not (type(target.comparator) is cst.Name
+                                                          and target.comparator.value == "None")):
+                return True
+    return False
 
 
 def _path_names(backend: str) -> list[str]:

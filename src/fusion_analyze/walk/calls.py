@@ -14,7 +14,7 @@ from .construction.constructor import Instance
 from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
 from ..ir.ops import Kernel
 from ..semantics.function_bodies import class_method, tables
-from .taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
+from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from ..semantics.values import Bindings
 from ..ir.conditions import Truth, join
 

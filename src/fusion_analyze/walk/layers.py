@@ -16,7 +16,7 @@ from .construction.constructor import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from ..ir.ops import Kernel
 from .kernels.runtime_paths import attention_paths, place_on_paths
-from .taxonomy import leaf_for_class_names, taxonomy
+from ..catalog.taxonomy import leaf_for_class_names, taxonomy
 from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
 from ..semantics.values import Bindings, Known, selecting
 from ..ir.conditions import as_text, join
@@ -247,7 +247,7 @@ class Layers:
     def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None) -> list[Kernel]:
         """The device kernels of a leaf layer; an attention layer's are its backend implementation's too, decided
         with the values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
-        from .taxonomy import taxonomy
+        from ..catalog.taxonomy import taxonomy
 
         if sub is not None and sub.call is not None:  # decided with the values the layer is built with
             kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..ir.ops import Kernel
 from ..semantics.function_bodies import tables
-from .taxonomy import function_kind
+from ..catalog.taxonomy import function_kind
 from ..ir.conditions import as_text
 
 

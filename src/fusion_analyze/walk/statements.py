@@ -10,7 +10,7 @@ import libcst as cst
 from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
-from .taxonomy import leaf_for_class_names, operator_kind
+from ..catalog.taxonomy import leaf_for_class_names, operator_kind
 from ..semantics.function_bodies import exits_at_end
 from ..semantics.values import Known, Bindings
 from ..ir.conditions import Condition, Truth, join

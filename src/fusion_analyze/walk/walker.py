@@ -14,7 +14,7 @@ from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
-from ..semantics.runtime_defaults import device_calls
+from ..semantics.environment import Environment
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
 from ..ir.ops import Op, RoleLocation, WalkResult
 from .kernels.backend_kernels import Backends
@@ -26,13 +26,13 @@ from ..semantics.values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Composites, Roles):
-    def __init__(self, index: ModuleIndex, patches: list[Patch], config=None, hardware=None, soc: str | None = None):
+    def __init__(self, index: ModuleIndex, patches: list[Patch], env: Environment | None = None):
         self.index = index
-        # config: facts.ConfigFacts, what decides the walk; hardware: the device's profile (locate/hardware.py)
-        # soc: the device's SoC family (devices.yaml), also where the tree has no profile table (vllm-ascend 0.23)
-        soc = hardware.soc if hardware is not None else soc
-        self.ctor = Constructor(index, config, calls=device_calls(hardware, index, soc), load_time=LoadTime)
-        self.backends = Backends(index, self.ctor, device=soc)
+        # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
+        # walk, the device's SoC family and profile; without one, the backend's with nothing else known
+        self.env = env if env is not None else Environment(index.backend, index)
+        self.ctor = Constructor(index, self.env, load_time=LoadTime)
+        self.backends = Backends(index, self.ctor, device=self.env.soc)
         self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
         self.ctor.patches = self.patches
         self.patch_modules: dict[str, set] = {}  # class qualname -> the modules of the patches of its methods

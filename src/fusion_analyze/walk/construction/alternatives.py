@@ -26,7 +26,7 @@ def literal_key(expr):
 
 
 class OtherChoices:
-    """Mixin of construct.Constructor (it provides evaluate(), index and the `_quiet` counter)."""
+    """Mixin of constructor.Constructor (it provides evaluate(), index and the `_quiet` counter)."""
 
     _blind: Evaluator | None = None
 
@@ -35,7 +35,7 @@ class OtherChoices:
         """An evaluator that knows the platform, the device and the code but not the configuration (nor `self.x`, whose
         values are cached with the configuration's): a choice it decides too was not the configuration's."""
         if self._blind is None:
-            self._blind = Evaluator(self.index.backend, calls=self.evaluator.calls)
+            self._blind = Evaluator(self.evaluator.env.without_config())
         return self._blind
 
     def _others(self, module, ruled_out: list, scope, depth: int) -> list[tuple]:

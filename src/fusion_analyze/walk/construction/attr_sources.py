@@ -1,6 +1,6 @@
 """Where else `self.x` comes from when no `__init__` of the chain assigns it: a method `__init__` calls, a
 container `__init__` fills, a class attribute; and the value the constructor reads for an item of a
-factory's tuple. A mixin of construct.Constructor (its `attr`, `evaluate`, `init_scopes` and `method`)."""
+factory's tuple. A mixin of constructor.Constructor (its `attr`, `evaluate`, `init_scopes` and `method`)."""
 
 from __future__ import annotations
 

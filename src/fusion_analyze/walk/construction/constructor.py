@@ -10,6 +10,7 @@ from ...catalog import catalog
 from ...index.modules import Definition, ModuleIndex
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.environment import Environment
 from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
 from .default_choice import _dedupe, _explain, _prefer_plain, pick
@@ -45,15 +46,16 @@ class Instance:
 
 
 class Constructor(AttrSources, OtherChoices):
-    def __init__(self, index: ModuleIndex, config=None, calls=None, load_time=None):
+    def __init__(self, index: ModuleIndex, env: Environment, load_time=None):
         self.index = index
         self.load_time = load_time  # the Transformers backend's load-time rewrites (walk.hf.fusers.LoadTime), or None
         # the one evaluator of this analysis: backend, device (calls), configuration facts, `self.x` read here
-        self.evaluator = Evaluator(index.backend, config, attrs=self, calls=calls)
+        self.env = env
+        self.evaluator = Evaluator(env, attrs=self)
         # (instance id, name) -> (the instance, value of self.<name>): the instance is kept so that a later
         # instance given the same id never reads another's value
         self._values: dict = {}
-        # while kernels.Backends reads one instance's kernels: what it read of that instance and of the model's
+        # while kernels.backend_kernels.Backends reads one instance's kernels: what it read of that instance and of the model's
         # configuration, each as (how to read it again for another instance, what it gave): its memo's key
         self.reads: dict | None = None
         self.reads_of: Instance | None = None

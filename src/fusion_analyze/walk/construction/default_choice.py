@@ -44,7 +44,7 @@ def _explain(cond: Condition | None, local_text: dict[str, str]) -> Condition | 
 
 def _prefer_plain(options: list[Instance]) -> list[Instance]:
     """A factory's plain product first: the class the taxonomy names (RotaryEmbedding), then the rest."""
-    from ..taxonomy import taxonomy
+    from ...catalog.taxonomy import taxonomy
 
     leaves = taxonomy()["classes"]
     plain = [o for o in options if o.cls is not None and o.cls.name in leaves]

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from ...index.facts import FactTable
 from ...catalog import catalog
 from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all
@@ -17,8 +18,14 @@ from ...semantics.values import Bindings, ClassRef, Known
 from ...ir.conditions import Condition, Truth, any_of_text, as_text, join
 from ...ir.ops import Kernel
 from ..own_calls import own_call
-from ..taxonomy import collective_kind, is_kernel
+from ...catalog.taxonomy import collective_kind, is_kernel
 from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
+
+KERNELS_OF = FactTable("kernels_of", "a device -> {(implementation, method, bindings): the kernels its forward runs}")
+KERNELS_BY_INSTANCE = FactTable("kernels_by_instance", "a device -> kernels_of_instance's walks, with what each read")
+REGISTERED_OPS = FactTable("registered_ops", "None -> vllm-ascend's REGISTERED_ASCEND_OPS read statically")
+CUSTOM_OPS = FactTable("custom_ops", "None -> vLLM's custom ops (torch.ops.vllm.<name> -> its function)")
+CALLS_IN = FactTable("calls in", "(a statement node, header only?) -> the calls in it, lambdas left out")
 
 MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
 
@@ -32,8 +39,8 @@ class Backends:
         # a layer's kernels are the same for every model on one device: kept per session and device. They are
         # decided with the platform, the device and the code, not a model's configuration (conditions on it
         # stay), so one model's values never leak into another's kernels
-        self._cache: dict = index.memo.setdefault(("kernels_of", device), {})
-        self._evaluator = Evaluator(index.backend, calls=ctor.evaluator.calls)
+        self._cache: dict = KERNELS_OF.of(index).setdefault(device, {})
+        self._evaluator = Evaluator(ctor.env.without_config())
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
@@ -41,7 +48,7 @@ class Backends:
         self._own_only = False
         # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
         # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
-        self._by_instance: dict = index.memo.setdefault(("kernels_by_instance", device), {})
+        self._by_instance: dict = KERNELS_BY_INSTANCE.of(index).setdefault(device, {})
 
     def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
                             collectives: list | None = None, own_calls: tuple = (), own_only: bool = False) -> list[Kernel]:
@@ -81,10 +88,8 @@ class Backends:
     def oot(self) -> "RegisteredOps | dict":
         """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
         if self._oot is None:  # one table per session, not per model
-            memo = self.index.memo
-            if ("registered_ops", None) not in memo:
-                memo[("registered_ops", None)] = read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}
-            self._oot = memo[("registered_ops", None)]
+            self._oot = REGISTERED_OPS.get(self.index, None, lambda: read_registered_ops(self.index)
+                                           if "vllm_ascend" in self.index.trees else {})
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:
@@ -133,7 +138,7 @@ class Backends:
     @property
     def custom_ops(self) -> "CustomOps":
         if self._custom_ops is None:  # the text scan reads every file of both trees: once per session
-            self._custom_ops = self.index.memo.setdefault(("custom_ops", None), CustomOps(self.index))
+            self._custom_ops = CUSTOM_OPS.of(self.index).setdefault(None, CustomOps(self.index))
         return self._custom_ops
 
     # -- kernels ----------------------------------------------------------------------------------
@@ -410,8 +415,8 @@ def _again(walked, base, out: list) -> None:
 def _calls_in(module, node, shallow: bool) -> list[cst.Call]:
     """The calls of a statement, lambdas left out; `shallow`: of a compound statement's header only. Kept
     with the module: a function's kernels are walked again for each binding of its parameters and each model."""
-    key = ("calls in", node, shallow)
-    found = module.memo.get(key)
+    key = (node, shallow)
+    found = CALLS_IN.of(module).get(key)
     if found is not None:
         return found
 
@@ -426,7 +431,7 @@ def _calls_in(module, node, shallow: bool) -> list[cst.Call]:
                 found += find_all(sub, cst.Call, prune)
     else:
         found = find_all(node, cst.Call, prune)
-    module.memo[key] = found
+    CALLS_IN.of(module)[key] = found
     return found
 
 

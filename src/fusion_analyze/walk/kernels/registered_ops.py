@@ -142,7 +142,7 @@ def _statements(body, conditional=False, version: dict | None = None):
 
 
 def _version_test(test, calls: dict) -> bool | None:
-    """A test the vLLM version decides (defaults.version_calls), else None."""
+    """A test the vLLM version decides (semantics.runtime_defaults.version_calls), else None."""
     if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value in calls):
         return None
     value = calls[test.func.value](test, None)

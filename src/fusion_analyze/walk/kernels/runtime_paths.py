@@ -10,25 +10,28 @@ from dataclasses import replace
 
 import libcst as cst
 
+from ...index.facts import FactTable
 from ...catalog import catalog
 from ...ir.ops import Kernel
 from ...semantics.scope import Scope
 from ...semantics.values import Known, NotNone, Unknown, Value
 from ...ir.conditions import Truth, any_of_text
 
+ATTENTION_PATHS = FactTable("attention_paths", "a backend -> {path: {name: the value the path hands the backend}}")
+
 
 def attention_paths(index, evaluator) -> dict[str, dict[str, Value]]:
     """path name -> {name: value} for the index's backend, in the data's order; {} when it has none. Read once
     per session (the values are the backend's, not a model's)."""
-    key = ("attention_paths", index.backend)
-    if key not in index.memo:
+    key = index.backend
+    if key not in ATTENTION_PATHS.of(index):
         spec = (catalog().runtime.get("attention_paths") or {}).get(index.backend) or {}
         module = index.get(spec.get("module", "")) if spec else None
         out: dict[str, dict[str, Value]] = {}
         for name, values in (spec.get("paths") or {}).items() if module is not None else ():
             out[name] = {k: _value(v, module, evaluator) for k, v in values.items()}
-        index.memo[key] = out
-    return index.memo[key]
+        ATTENTION_PATHS.of(index)[key] = out
+    return ATTENTION_PATHS.of(index)[key]
 
 
 def _value(spec, module, evaluator) -> Value:

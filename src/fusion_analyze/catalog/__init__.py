@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import cached_property, lru_cache
 
-from .resources import data_dir, load_yaml
+from ..resources import data_dir, load_yaml
 
 
 class Catalog:

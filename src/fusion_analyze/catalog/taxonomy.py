@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import COLLECTIVES, catalog
+from . import COLLECTIVES, catalog
 
 
 def taxonomy() -> dict:

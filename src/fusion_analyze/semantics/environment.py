@@ -1,0 +1,102 @@
+"""The environment one analysis runs against: the backend walked, the device, the trees (their versions), the
+model's configuration and the runtime's defaults. Built once per analysis (analysis/pipeline.py); every
+evaluator is made from one, so a test gets the same answer whoever asks it. A view that knows less is explicit:
+`without_config()` (what the code decides without the model's configuration: a layer's kernels, the choices
+the configuration did not make) and the binder's view (`for_binder`: the backend and the trees' versions only,
+shared by every analysis of a session).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
+
+import libcst as cst
+
+from ..ir.conditions import Truth
+
+
+@dataclass(frozen=True, eq=False)
+class Environment:
+    backend: str | None = None  # "ascend", "cuda"; None: what holds on both
+    index: object | None = field(default=None, repr=False)  # index.ModuleIndex: the trees, their versions
+    soc: str | None = None  # the device's SoC family (devices.yaml), also where the tree has no profile table
+    hardware: object | None = None  # passes.hardware.Profile: get_current_hardware_profile()
+    config: object | None = None  # config.model_config.ConfigFacts: what decides the walk; None: nothing known
+    runtime_defaults: bool = True  # get_ascend_config() & co. as their classes' declared defaults (walk.yaml)
+
+    def without_config(self) -> "Environment":
+        return replace(self, config=None)
+
+    @staticmethod
+    def for_binder(backend: str | None, index) -> "Environment":
+        """What decides an import binding (index.ModuleIndex.choose): the backend and the trees' versions."""
+        return Environment(backend, index, runtime_defaults=False)
+
+    def platform_truth(self, expr: cst.BaseExpression) -> Truth:
+        """`current_platform.is_rocm()`, `<object>.is_cuda()`: what vLLM's platform answers on the backend walked
+        (leaf_ops.yaml `platform`), decided from the call's code; UNKNOWN for anything else."""
+        if type(expr) is not cst.Call or expr.args:
+            return Truth.UNKNOWN
+        func = expr.func
+        if type(func) is cst.Attribute:
+            name, on = func.attr.value, func.value
+        elif type(func) is cst.Name:
+            name, on = func.value, None
+        else:
+            return Truth.UNKNOWN
+        answers, any_object, platform_object = _platform(self.backend)
+        if name not in answers:
+            return Truth.UNKNOWN
+        if name in any_object or (type(on) is cst.Name and on.value == platform_object):
+            return Truth.of(answers[name])
+        return Truth.UNKNOWN
+
+    @cached_property
+    def runtime_calls(self) -> dict:
+        """What vLLM's runtime returns, by function name -> (call, scope) -> Value (semantics.runtime_defaults):
+        `get_current_hardware_profile()` is the device's profile (no profile: the tests on it stay unknown),
+        `get_ascend_device_type()` the member of the device-type Enum its SoC family names, `vllm_version_is`
+        the vLLM tree's version, and each `defaults` function (`get_ascend_config()`) its configuration class
+        with no user input (walk.yaml runtime)."""
+        from ..catalog import catalog
+        from .known_calls import _class_constant
+        from .runtime_defaults import version_calls
+        from .values import Defaults, Known
+
+        profile, index = self.hardware, self.index
+        out = {}
+        if profile is not None:
+            out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
+        soc = self.soc or getattr(profile, "soc", None)
+        for name, qualname in (catalog().runtime.get("device_type") or {}).items() if index is not None and soc else ():
+            mod, _, cls_name = qualname.rpartition(".")
+            target = index.lookup(mod, cls_name)
+            if getattr(target, "kind", None) == "class":
+                member = _class_constant(target, soc)
+                if isinstance(member, Known):
+                    out[name] = lambda _call, _scope, member=member: member
+        out.update(version_calls(index))
+        defaults = (catalog().runtime.get("defaults") or {}) if index is not None and self.runtime_defaults else {}
+        for name, qualname in defaults.items():
+            mod, _, cls_name = qualname.rpartition(".")
+            target = index.lookup(mod, cls_name)
+            if getattr(target, "kind", None) == "class":
+                out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
+        return out
+
+
+@lru_cache(maxsize=4)
+def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
+    """(check -> answer, the checks answered on any object, the name of vLLM's platform object) for `backend`;
+    for None, the checks every backend answers alike."""
+    from ..catalog import catalog
+
+    spec = catalog().leaf_ops.get("platform") or {}
+    tables = spec.get("checks") or {}
+    if backend is None:
+        first, *rest = list(tables.values()) or [{}]
+        answers = {k: v for k, v in first.items() if all(t.get(k) == v for t in rest)}
+    else:
+        answers = dict(tables.get(backend) or {})
+    return answers, frozenset(spec.get("any_object") or ()), spec.get("platform_object") or ""
