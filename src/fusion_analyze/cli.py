@@ -334,6 +334,9 @@ def main() -> None:
         code = 130
     except SystemExit as exc:
         code = exc.code
+    except UserError as exc:  # one no command caught: a malformed catalog file, read when a module is imported
+        typer.echo(f"error: {exc.message}", err=True)
+        code = exc.code
     except Exception as exc:  # an internal error: one line, the traceback only with --debug
         if debug:
             raise

@@ -128,11 +128,11 @@ def _served_by_transformers(session: Session, loc: Location, facts) -> None:
     from ..locate.resolve import Evidence
     from ..config.transformers_auto import find_class
 
-    if loc.entry.module != catalog().hf_fusers.get("backend_module"):
+    if loc.entry.module != catalog().typed.hf_fusers.backend_module:
         return
     reg = session.index.get("vllm.model_executor.models.registry")
     registry = [Evidence(reg.rel, loc.entry.line, reg.text().splitlines()[loc.entry.line - 1].strip())] if reg else []
-    tree = session.index.trees.get(catalog().hf_fusers["package"])
+    tree = session.index.trees.get(catalog().typed.hf_fusers.package)
     if tree is None:
         raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend ({loc.entry.table} in "
                         f"registry.py L{loc.entry.line}): its layers are in transformers' modeling file; pass "

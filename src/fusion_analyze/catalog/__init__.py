@@ -6,33 +6,71 @@ walk       limits of the walk, which alternative a construction defaults to, wha
 composites the parts a composite layer (MoE) is walked to, per backend
 aliases    marketing names -> architectures;  presets: published config.json dimensions
 devices    device profiles for the estimate (read through estimate/benefit.py, which also takes a user file)
+
+Each file has a declared shape (catalog/schema.py: frozen dataclasses, read by catalog/shape.py): an unknown key,
+a missing required key or a value of the wrong type is a CatalogError, `patterns/catalog/<file>.yaml:line: what
+is wrong`, which the CLI reports on one line with exit code 2. `catalog().typed` holds the dataclasses; the
+older properties (`leaf_ops`, `walk`, `runtime`, ...) the same files as plain YAML.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from pathlib import Path
 
-from ..resources import data_dir, load_yaml
+from ..resources import data_dir
+from . import schema
+from .shape import CatalogError, read
+
+__all__ = ["Catalog", "CatalogData", "CatalogError", "catalog", "load_catalog"]
+
+
+@dataclass(frozen=True)
+class CatalogData:
+    """Every file of the catalog as its declared shape (catalog/schema.py)."""
+
+    leaf_ops: schema.LeafOps
+    kernels: schema.Kernels
+    walk: schema.Walk
+    composites: schema.Composites
+    hf_fusers: schema.HfFusers
+    aliases: schema.Aliases
+    presets: schema.Presets
+    devices: schema.Devices
 
 
 class Catalog:
-    def _read(self, name: str) -> dict:
-        path = data_dir("patterns") / "catalog" / f"{name}.yaml"
-        return load_yaml(path.read_text(encoding="utf-8")) or {}
+    """The catalog of a folder (patterns/catalog/ by default), each file read once and checked against its
+    declared shape: `typed` holds the dataclasses; the other properties are the files as plain YAML (dicts and
+    lists) and the tables built from them, for the code that reads them so."""
 
+    def __init__(self, root: Path | None = None, label: str | None = None):
+        self.root = root if root is not None else data_dir("patterns") / "catalog"
+        self.label = label if label is not None else ("patterns/catalog" if root is None else str(root).rstrip("/"))
+
+    @cached_property
+    def _files(self) -> dict[str, tuple]:
+        """file name -> (its dataclass, its plain YAML), every file read (CatalogError: `file:line: ...`)."""
+        return {name: read(cls, self.root / f"{name}.yaml", f"{self.label}/{name}.yaml")
+                for name, cls in schema.FILES.items()}
+
+    @cached_property
+    def typed(self) -> CatalogData:
+        return CatalogData(**{name: shaped for name, (shaped, _raw) in self._files.items()})
+
+    def check(self) -> CatalogData:
+        """Read and check every file now (they are read at the first question otherwise)."""
+        return self.typed
+
+    def _read(self, name: str) -> dict:
+        return self._files[name][1]
+
+    # -- the files as plain YAML ------------------------------------------------------------------------
     @cached_property
     def leaf_ops(self) -> dict:
         return self._read("leaf_ops")
-
-    @cached_property
-    def kernels(self) -> list[tuple[re.Pattern, frozenset[str]]]:
-        return [(re.compile(e["match"]), frozenset(e["covers"])) for e in self._read("kernels")["kernels"]]
-
-    @cached_property
-    def dispatchers(self) -> list[re.Pattern]:
-        """Entries marked `dispatch: true`: vLLM custom ops that hand the work to the attention backend's impl."""
-        return [re.compile(e["match"]) for e in self._read("kernels")["kernels"] if e.get("dispatch")]
 
     @cached_property
     def walk(self) -> dict:
@@ -56,35 +94,55 @@ class Catalog:
     def presets(self) -> dict:
         return self._read("presets")["presets"]
 
-    def limit(self, name: str) -> int:
-        return int(self.walk["limits"][name])
-
     @cached_property
-    def default_choice(self) -> list[dict]:
-        """Ordered preferences among conditional constructions: [{name: regex, unless_all: regex}, ...]."""
-        out = []
-        for p in self.walk.get("default_choice", []):
-            out.append({"id": p["id"], "name": re.compile(p["name"], re.IGNORECASE if p.get("ignore_case") else 0),
-                        "unless_all": re.compile(p["unless_all"]) if p.get("unless_all") else None})
-        return out
-
-    @cached_property
-    def roles(self) -> list[tuple[str, re.Pattern, re.Pattern]]:
-        """(role, attribute-name regex, lowercased class-name regex), in the order they are tried."""
-        return [(r["role"], re.compile(r["attr"]), re.compile(r["class"])) for r in self.walk.get("roles", [])]
-
-    @cached_property
-    def placeholders(self) -> frozenset[str]:
-        return frozenset(self.walk.get("placeholders", []))
+    def devices(self) -> dict:
+        return self._read("devices")
 
     @cached_property
     def runtime(self) -> dict:
         return self.walk.get("runtime", {})
 
+    # -- tables built from them -------------------------------------------------------------------------
+    @cached_property
+    def kernels(self) -> list[tuple[re.Pattern, frozenset[str]]]:
+        return [(re.compile(e.match), frozenset(e.covers)) for e in self.typed.kernels.kernels]
+
+    @cached_property
+    def dispatchers(self) -> list[re.Pattern]:
+        """Entries marked `dispatch: true`: vLLM custom ops that hand the work to the attention backend's impl."""
+        return [re.compile(e.match) for e in self.typed.kernels.kernels if e.dispatch]
+
+    def limit(self, name: str) -> int:
+        return int(getattr(self.typed.walk.limits, name))
+
+    @cached_property
+    def default_choice(self) -> list[dict]:
+        """Ordered preferences among conditional constructions: [{name: regex, unless_all: regex}, ...]."""
+        return [{"id": p.id, "name": re.compile(p.name, re.IGNORECASE if p.ignore_case else 0),
+                 "unless_all": re.compile(p.unless_all) if p.unless_all else None}
+                for p in self.typed.walk.default_choice]
+
+    @cached_property
+    def roles(self) -> list[tuple[str, re.Pattern, re.Pattern]]:
+        """(role, attribute-name regex, lowercased class-name regex), in the order they are tried."""
+        return [(r.role, re.compile(r.attr), re.compile(r.cls)) for r in self.typed.walk.roles]
+
+    @cached_property
+    def placeholders(self) -> frozenset[str]:
+        return frozenset(self.typed.walk.placeholders)
+
     @cached_property
     def symbols(self) -> frozenset[str]:
         """Dotted names of outside libraries' constants the evaluator knows as themselves (torch.bfloat16)."""
-        return frozenset(f"{lib}.{n}" for lib, names in self.walk.get("symbols", {}).items() for n in names)
+        return frozenset(f"{lib}.{n}" for lib, names in self.typed.walk.symbols.items() for n in names)
+
+
+def load_catalog(directory: str | Path) -> Catalog:
+    """The catalog of another folder (a copy of patterns/catalog/ with the same eight files), every file read and
+    checked now: CatalogError (`<directory>/<file>.yaml:line: what is wrong`) for the first that is malformed."""
+    out = Catalog(Path(directory))
+    out.check()
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -134,4 +192,4 @@ def collective_functions(kind: str) -> list[str]:
     tensor_model_parallel_all_reduce), as a traced pass pattern names them."""
     if kind not in COLLECTIVES:
         return []
-    return sorted(name for name, info in catalog().leaf_ops["functions"].items() if info.get("kind") == kind)
+    return sorted(name for name, info in catalog().typed.leaf_ops.functions.items() if info.kind == kind)

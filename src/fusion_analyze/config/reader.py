@@ -4,10 +4,14 @@ read once per analysis; the walk's facts (config.model_config) and the estimate'
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..catalog.schema import Preset
 
 
 class ConfigRead(NamedTuple):
@@ -16,10 +20,10 @@ class ConfigRead(NamedTuple):
     complete: bool  # a checkpoint's whole config.json (a preset holds only the published fields the estimate reads)
 
 
-def presets() -> dict:
+def presets() -> Mapping[str, Preset]:
     from ..catalog import catalog
 
-    return catalog().presets
+    return catalog().typed.presets.presets
 
 
 def read_config(spec: str) -> ConfigRead:
@@ -27,7 +31,7 @@ def read_config(spec: str) -> ConfigRead:
     published fields the estimate reads (not complete); a config.json is the checkpoint's whole configuration."""
     if spec in presets():
         p = presets()[spec]
-        return ConfigRead(dict(p["config"]), f"preset {spec} ({p['source']})", False)
+        return ConfigRead(dict(p.config), f"preset {spec} ({p.source})", False)
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")

@@ -14,9 +14,9 @@ from ..catalog import catalog
 
 def auto_model_class(index, call: cst.Call, module, model_type: str | None):
     """(is it such a call, the class Definition or None, why not known)."""
-    spec = catalog().runtime.get("auto_model") or {}
+    spec = catalog().typed.walk.runtime.auto_model
     dotted = index.dotted(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
-    if dotted not in spec.get("calls", ()):
+    if spec is None or dotted not in spec.calls:
         return False, None, None
     tree = index.trees.get("transformers")
     if tree is None:
@@ -24,10 +24,10 @@ def auto_model_class(index, call: cst.Call, module, model_type: str | None):
                             "pass --hf-root (a transformers tree or transformers==X) to read its modeling file")
     if not model_type:
         return True, None, "built at run time by transformers' AutoModel; the configuration's model type is not known"
-    names = mapping(str(tree.package_dir / "models" / "auto" / "modeling_auto.py"), spec.get("mapping", ""))
+    names = mapping(str(tree.package_dir / "models" / "auto" / "modeling_auto.py"), spec.mapping)
     name = names.get(model_type)
     if name is None:
-        return True, None, f"transformers' {spec.get('mapping')} has no model type {model_type!r}"
+        return True, None, f"transformers' {spec.mapping} has no model type {model_type!r}"
     cls = find_class(index, tree, model_type, name)
     if cls is None:
         return True, None, f"class {name} (model type {model_type}) not found under transformers/models/"

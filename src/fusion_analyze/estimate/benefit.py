@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import UserError
-from ..resources import data_dir, load_yaml
+from ..resources import load_yaml
 from .shapes import Shapes, evaluate
 
 STARS = {3: "⭐⭐⭐", 2: "⭐⭐", 1: "⭐"}
@@ -23,7 +23,13 @@ SEVERITY_PRIORITY = {"high": 3, "medium": 2, "low": 1}
 
 @lru_cache(maxsize=4)
 def _devices(path: str | None) -> dict:
-    p = Path(path) if path else data_dir("patterns") / "catalog" / "devices.yaml"
+    """The device profiles of --device-profile FILE, else the catalog's devices.yaml (checked against its declared
+    shape, catalog/schema.py `Devices`)."""
+    if not path:
+        from ..catalog import catalog
+
+        return catalog().devices
+    p = Path(path)
     try:
         return load_yaml(p.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, TypedDict
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,52 @@ class Kernel:
         return d
 
 
+class OpAttrs(TypedDict, total=False):
+    """What the walk (walk/*.py) records about an op beyond its fields, by key; every key is optional. The JSON
+    report's `attrs` (schemas/report.schema.json `$defs/op_attrs`) declares the same keys: tests/test_op_attrs.py
+    keeps the two in step. At run time a plain dict."""
+
+    # the class that runs the layer
+    class_file: str  # file of the layer's class (the model's, or the composite part's), relative to its tree
+    class_line: int  # line of that class
+    ascend_class: str  # the backend's class that replaces it (vllm-ascend's CustomOp / registered class)
+    ascend_file: str  # file of that class, relative to its tree
+    runs: str  # Class.method of the backend's code that runs the op (AscendMoERunner._apply_router_linear)
+    native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
+    fused_by: str  # the Transformers backend's load-time rewrite that built the layer (`RMSNormFuser (file:line)`)
+    external: str  # dotted class outside the trees that builds the module (torch.nn.Embedding)
+    mixer: bool  # a token mixer (attention / SSM layer, or the attention dispatch function); its own ops follow it
+    # what the layer was built with
+    merged: str  # the projections a merged linear computes in one GEMM (leaf_ops.yaml `merged`: qkv, gate_up)
+    bias: str  # the `bias=` argument's code, or "True" / "False" when the configuration decides it
+    quant_config: str  # the `quant_config=` argument's code
+    eps: str  # the `eps=` argument's code
+    params_dtype: str  # the weights' dtype the backend's class forces whatever the model's (torch.float32)
+    # the values the layer's __init__ sets that the configuration decides (leaf_ops.yaml `values`: input_size,
+    # output_size, eps, hidden_size, head_size, num_heads, num_kv_heads); kept even when empty
+    values: dict[str, int | float | str | bool]
+    residual: bool  # a norm called with the residual: its kind is the fused one (add_rmsnorm)
+    all_reduce: str  # when a row-parallel layer whose code is not in the trees reduces (`when tp_size > 1`)
+    # where it sits
+    repeat: str  # the decoder layer's repeat count, as the code writes it (ops of the layer section)
+    role: Literal["router", "collective", "shared_expert"]  # a MoE router GEMM, a linear's collective, a shared expert
+    inside: str  # the class of the MoE / composite layer (or part) it runs inside; a collective's: its linear's name
+    part: str  # a composite layer's part (composites.yaml: router, experts, join, ...)
+    found_by: str  # how the part's class was found (an attribute path, a registry function, the layer itself)
+    paths: list[str]  # the runtime paths the part runs on (decode, prefill)
+    step: str  # a step of the part above it (composites.yaml: prepare, dispatch, gemm1, combine, ...)
+    expanded: list[str]  # a composite layer's parts emitted after it (the runner design)
+    parts: list[str]  # the parts a backend's own layer class still runs through a runtime object
+    other_branch: bool  # on the side of an undecided test (or another layer class) that is not steady
+    reason: str  # an unknown op: why the walk could not follow the call
+    # an arithmetic op's operands, as a graph pass's pattern compares them
+    scalar: bool  # one side is not a tensor
+    lhs: str  # the tensor value on the left (operand order of `a + b`)
+    scalar_side: Literal["left", "right"]  # the side of the scalar
+    scalar_code: str  # the scalar's code
+    scalar_value: int | float  # the scalar's value, when the evaluator knows it
+
+
 @dataclass
 class Op:
     id: str
@@ -45,7 +92,7 @@ class Op:
     condition: str | None = None
     steady: bool = True
     kernels: list[Kernel] = field(default_factory=list)
-    attrs: dict = field(default_factory=dict)
+    attrs: OpAttrs = field(default_factory=OpAttrs)
     # the undecided tests it stands under, innermost first: (test number, 0 for the `if` side, 1 for `else`,
     # 2 for an other layer class's op that is not steady there either); status/derive.py matches each test's
     # `else` side in place of its `if` side (not in the report)

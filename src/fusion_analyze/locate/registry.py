@@ -83,6 +83,6 @@ def served_text_model(entry: RegistryEntry) -> bool:
     `backend_module`, `text_classes`), not one of the backend's own generic class names."""
     from ..catalog import catalog
 
-    spec = catalog().hf_fusers
-    return (entry.module == spec["backend_module"] and entry.class_name in spec["text_classes"]
+    spec = catalog().typed.hf_fusers
+    return (entry.module == spec.backend_module and entry.class_name in spec.text_classes
             and entry.architecture != entry.class_name)

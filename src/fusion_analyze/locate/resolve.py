@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+from ..catalog.schema import Alias
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
 from .ascend import Override, Patch, placed, read_overrides, read_patches
@@ -70,10 +71,10 @@ def _stem(entry: RegistryEntry) -> str:
     return entry.module.rsplit(".", 1)[-1]
 
 
-def load_aliases() -> list[dict]:
+def load_aliases() -> tuple[Alias, ...]:
     from ..catalog import catalog
 
-    return catalog().aliases
+    return catalog().typed.aliases.aliases
 
 
 class Resolver:
@@ -135,12 +136,12 @@ class Resolver:
 
     def _from_alias(self, query: str) -> Location | None:
         for alias in load_aliases():
-            m = re.fullmatch(alias["match"], query, re.IGNORECASE)
+            m = re.fullmatch(alias.match, query, re.IGNORECASE)
             if not m:
                 continue
             version = re.search(r"\d+(\.\d+)?", query)
-            terms = [t.replace("{query_version}", version.group(0) if version else "") for t in alias.get("evidence", [])]
-            found = [self.by_arch[a] for a in alias["architectures"] if a in self.by_arch]
+            terms = [t.replace("{query_version}", version.group(0) if version else "") for t in alias.evidence]
+            found = [self.by_arch[a] for a in alias.architectures if a in self.by_arch]
             if not found:
                 return None  # this tree lacks the architecture: fall through to the generic search
             entry = found[0]
@@ -245,7 +246,7 @@ class Resolver:
 
     def _unknown(self, query: str, extra: str = "") -> UserError:
         names = [e.architecture for e in self.entries] + sorted({_stem(e) for e in self.entries})
-        names += [a["architectures"][0] for a in load_aliases() if a["architectures"][0] in self.by_arch]
+        names += [a.architectures[0] for a in load_aliases() if a.architectures[0] in self.by_arch]
         close = difflib.get_close_matches(query, names, n=5, cutoff=0.5)
         if not close:
             close = difflib.get_close_matches(query.lower(), [n.lower() for n in names], n=5, cutoff=0.5)

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import UserError
-from ..resources import data_dir
+from ..resources import data_dir, load_yaml_lines, plain, yaml_error_line
 from ..ir.states import STATUSES
 
 CATEGORIES = ("norm", "matmul", "moe", "attention", "activation", "vector")
@@ -39,32 +39,6 @@ _EXAMPLE = {"name": (str, True), "code": (str, True), "expect": (str, True), "cl
             "backend": (str, False)}
 _INTERFACE = {"name": (str, True), "params": (list, True), "returns": (list, True), "notes": (list, False),
               "reference": (str, False)}
-
-
-class _Lines(dict):
-    """A mapping that remembers the line of each key (1-based) and its own line."""
-
-    line: int = 0
-    key_lines: dict
-
-
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when PyYAML has it: 10x faster
-    pass
-
-
-def _construct_mapping(loader, node, deep=False):
-    loader.flatten_mapping(node)
-    out = _Lines()
-    out.line = node.start_mark.line + 1
-    out.key_lines = {}
-    for knode, vnode in node.value:
-        key = loader.construct_object(knode, deep=True)
-        out[key] = loader.construct_object(vnode, deep=True)
-        out.key_lines[key] = knode.start_mark.line + 1
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 @dataclass
@@ -186,10 +160,9 @@ def _form(raw, file: str, where: str, inactive: bool) -> Form:
 
 def load_pattern(path: Path, rel: str) -> Pattern:
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        raw = load_yaml_lines(path.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        _fail(rel, (mark.line + 1) if mark else 1, f"not valid YAML: {exc.problem or exc}")
+        _fail(rel, yaml_error_line(exc), f"not valid YAML: {exc.problem or exc}")
     except (OSError, UnicodeDecodeError) as exc:
         raise PatternError(f"{rel}: cannot read pattern file: {exc}")
     _check(raw, _TOP, rel, "pattern")
@@ -226,16 +199,8 @@ def load_pattern(path: Path, rel: str) -> Pattern:
         examples.append(Example(e["name"], e["code"], e["expect"], e.get("class"), backend, e.line))
     return Pattern(raw["id"], raw["category"], dict(raw["title"]), raw["message"].strip(), raw["severity"],
                    _as_tuple(raw["covers"]), _as_tuple(raw.get("optional")), forms, inactive,
-                   _plain(raw["interface"]), examples, _plain(raw.get("target") or {}),
-                   _plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), _plain(raw["estimate"]))
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
+                   plain(raw["interface"]), examples, plain(raw.get("target") or {}),
+                   plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), plain(raw["estimate"]))
 
 
 def builtin_dir() -> Path:

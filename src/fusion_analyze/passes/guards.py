@@ -24,7 +24,7 @@ from ..semantics.environment import Environment
 from ..semantics.evaluator import Evaluator
 from ..ir.ops import Op
 from ..semantics.function_bodies import tables
-from ..catalog.taxonomy import taxonomy
+from ..catalog.taxonomy import leaf_ops
 from ..semantics.values import Known, Symbol, Unknown, Value
 from ..ir.conditions import Truth
 from .registrations import PassGuard, _init_of
@@ -64,7 +64,7 @@ class _Runtime:
     def __init__(self, env: Environment, ops: list[Op]):
         self.index: ModuleIndex = env.index  # type: ignore[assignment]
         self.ops, self.config = ops, env.config
-        calls = {n: self._layers_of for n in catalog().runtime.get("layers_of", [])}
+        calls = {n: self._layers_of for n in catalog().typed.walk.runtime.layers_of}
         self.evaluator = Evaluator(env, calls=calls)
         dtype = self._dtype()
         model_config = {"dtype": dtype.value} if isinstance(dtype, Known) else {}
@@ -120,12 +120,12 @@ class _Runtime:
         args = [a.value for a in call.args if a.keyword is None]
         if len(args) < 2 or not isinstance(args[1], cst.Name):
             return Unknown("layers of an unnamed class")
-        entry = taxonomy()["classes"].get(args[1].value)
-        if not entry or "values" not in entry:
+        entry = leaf_ops().classes.get(args[1].value)
+        if entry is None or entry.values is None:
             return Unknown(f"the model's {args[1].value} layers are not read")
         layers = {}
         for op in self.ops:
-            if op.kind == entry["kind"] and "values" in op.attrs and op.path not in layers:
+            if op.kind == entry.kind and "values" in op.attrs and op.path not in layers:
                 layers[op.path] = dict(op.attrs["values"])
         return Known(layers)
 
@@ -145,7 +145,7 @@ class _Runtime:
         return Known(Symbol(f"torch.{name}"))
 
     def _platform_default(self) -> Value:
-        qual = catalog().runtime.get("platform", {}).get(self.index.backend)
+        qual = catalog().typed.walk.runtime.platform.get(self.index.backend or "")
         if not qual:
             return Unknown("no platform class")
         mod, _, name = qual.rpartition(".")

@@ -65,11 +65,12 @@ class Environment:
         from .values import Defaults, Known
 
         profile, index = self.hardware, self.index
+        runtime = catalog().typed.walk.runtime
         out = {}
         if profile is not None:
-            out = {name: (lambda _call, _scope: Known(profile)) for name in catalog().runtime.get("hardware_profile", [])}
+            out = {name: (lambda _call, _scope: Known(profile)) for name in runtime.hardware_profile}
         soc = self.soc or getattr(profile, "soc", None)
-        for name, qualname in (catalog().runtime.get("device_type") or {}).items() if index is not None and soc else ():
+        for name, qualname in runtime.device_type.items() if index is not None and soc else ():
             mod, _, cls_name = qualname.rpartition(".")
             target = index.lookup(mod, cls_name)
             if getattr(target, "kind", None) == "class":
@@ -77,7 +78,7 @@ class Environment:
                 if isinstance(member, Known):
                     out[name] = lambda _call, _scope, member=member: member
         out.update(version_calls(index))
-        defaults = (catalog().runtime.get("defaults") or {}) if index is not None and self.runtime_defaults else {}
+        defaults = runtime.defaults if index is not None and self.runtime_defaults else {}
         for name, qualname in defaults.items():
             mod, _, cls_name = qualname.rpartition(".")
             target = index.lookup(mod, cls_name)
@@ -92,11 +93,13 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     for None, the checks every backend answers alike."""
     from ..catalog import catalog
 
-    spec = catalog().leaf_ops.get("platform") or {}
-    tables = spec.get("checks") or {}
+    spec = catalog().typed.leaf_ops.platform
+    if spec is None:
+        return {}, frozenset(), ""
+    tables = spec.checks
     if backend is None:
         first, *rest = list(tables.values()) or [{}]
         answers = {k: v for k, v in first.items() if all(t.get(k) == v for t in rest)}
     else:
         answers = dict(tables.get(backend) or {})
-    return answers, frozenset(spec.get("any_object") or ()), spec.get("platform_object") or ""
+    return answers, frozenset(spec.any_object), spec.platform_object

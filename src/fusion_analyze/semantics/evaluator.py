@@ -15,10 +15,11 @@ from functools import lru_cache
 
 import libcst as cst
 
+from .callees import Callee
 from .environment import Environment
 from .runtime_defaults import config_default
 from .known_calls import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
-                    _is_unbound_chain, _is_unbound_chain_self, _rebound, isinstance_test, none_test)
+                    _is_unbound_chain, _rebound, isinstance_test, none_test)
 from .values import Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, assumed, literal
 from ..ir.conditions import Condition, Term, Truth, code_of
 
@@ -401,9 +402,12 @@ class Evaluator:
 
         module = getattr(scope, "module", None)
         index = getattr(module, "_index", None)
-        if index is None or not isinstance(call.func, (cst.Name, cst.Attribute)) or _is_unbound_chain_self(call.func):
+        if index is None:
             return Unknown("the result of a call")
-        target = index.resolve_expr(module, call.func)
+        callee = Callee(index, module, call)
+        if not callee.is_named or callee.self_rooted:
+            return Unknown("the result of a call")
+        target = callee.named
         kind = getattr(target, "kind", None)
         if kind == "class":
             return NotNone(target.name)

@@ -7,6 +7,7 @@ negated on `else` paths, decided only when an evaluator is asked.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -19,6 +20,24 @@ TABLES = FactTable("tables", "a function node -> its FunctionTables (what its bo
 CLASS_METHODS = FactTable("class_method", "(class identity, name) -> the method's FunctionDef, or None")
 IMPORTS_IN = FactTable("imports_in", "a function node -> {local name: (module, name)} of its own imports")
 FUNCTION_IMPORTS = FactTable("function_imports", "None -> {name: (module, name)} imported inside any function")
+
+
+class Assignment(NamedTuple):
+    """One assignment of a function body: `target = value` under `condition`, at statement `position`."""
+
+    target: cst.BaseExpression
+    value: cst.BaseExpression
+    condition: Condition | None
+    position: int
+
+
+class LocalAssignment(NamedTuple):
+    """One `name = value` local of a function body, under `condition`, at statement `position`."""
+
+    name: str
+    value: cst.BaseExpression
+    condition: Condition | None
+    position: int
 
 
 class FunctionTables:
@@ -40,24 +59,24 @@ class FunctionTables:
                     yield pos, cond, small
 
     @cached_property
-    def assignments(self) -> list[tuple]:
+    def assignments(self) -> list[Assignment]:
         """(target expr, value, condition, position); a tuple target yields each element with the value's item
         (`a, b, self.layers = make_layers(...)`: self.layers is `make_layers(...)[2]`)."""
         out = []
         for pos, cond, small in self._small():
             if type(small) is cst.Assign:
-                targets = [t.target for t in small.targets]
+                targets, value = [t.target for t in small.targets], small.value
             elif type(small) is cst.AnnAssign and small.value is not None:
-                targets = [small.target]
+                targets, value = [small.target], small.value
             else:
                 continue
             for t in targets:
                 if not isinstance(t, (cst.Tuple, cst.List)):
-                    out.append((t, small.value, cond, pos))
+                    out.append(Assignment(t, value, cond, pos))
                     continue
                 for k, el in enumerate(e.value for e in t.elements):  # the k-th item of what the right side gives
-                    item = cst.Subscript(value=small.value, slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
-                    out.append((el, item, cond, pos))
+                    item = cst.Subscript(value=value, slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
+                    out.append(Assignment(el, item, cond, pos))
         return out
 
     @cached_property
@@ -76,7 +95,7 @@ class FunctionTables:
                        if type(node.target) is cst.Attribute and _is_self(node.target.value)})
 
     @cached_property
-    def local_assignments(self) -> list[tuple]:
+    def local_assignments(self) -> list[LocalAssignment]:
         """(name, value, condition, position) of plain `x = ...` locals; a tuple-unpacked local is a runtime
         value, not a constructor. A nested `def get_layer(prefix): return Layer(...)` is recorded as a lambda
         (a layer factory passed by name), and its own locals resolve that call."""
@@ -86,15 +105,16 @@ class FunctionTables:
                 inner = tables(stmt, self.module)
                 rets = inner.returns
                 if rets and type(rets[0][0]) is cst.Call:
-                    out.append((stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
-                nested += [(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
+                    out.append(LocalAssignment(stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+                nested += [LocalAssignment(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
                 continue
             if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if type(small) is cst.Assign:
-                        out += [(t.target.value, small.value, cond, pos) for t in small.targets if type(t.target) is cst.Name]
+                        out += [LocalAssignment(t.target.value, small.value, cond, pos)
+                                for t in small.targets if type(t.target) is cst.Name]
                     elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
-                        out.append((small.target.value, small.value, cond, pos))
+                        out.append(LocalAssignment(small.target.value, small.value, cond, pos))
         outer = {t for t, *_ in out}
         return out + [n for n in nested if n[0] not in outer]
 

@@ -127,14 +127,6 @@ _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
              "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
 
 
-def _is_unbound_chain_self(func) -> bool:
-    """`self.m(...)`: a method, which needs the instance (read by the constructor, not here)."""
-    root = func
-    while type(root) is cst.Attribute:
-        root = root.value
-    return type(root) is cst.Name and root.value == "self"
-
-
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
     """Only ifs, assignments, returns, imports, a docstring and pass: running it on known arguments is safe."""
     return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))

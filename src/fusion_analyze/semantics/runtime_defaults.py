@@ -30,7 +30,7 @@ def version_calls(index) -> dict:
         arg = literal(call.args[0].value) if len(call.args) == 1 else None
         return Known(arg.value == version) if arg is not None and isinstance(arg.value, str) else Unknown("not a version")
 
-    return {name: holds for name in catalog().runtime.get("vllm_version_test", [])}
+    return {name: holds for name in catalog().typed.walk.runtime.vllm_version_test}
 
 
 def _assigned_by_methods(cls) -> dict[str, list]:

@@ -219,8 +219,8 @@ class Bindings:
 def _assume_table(backend: str | None) -> tuple:
     from ..catalog import catalog
 
-    return tuple((re.compile(a["match"]), bool(a["value"])) for a in catalog().leaf_ops.get("assume", [])
-                 if a.get("backend") in (None, backend))
+    return tuple((re.compile(a.match), a.value) for a in catalog().typed.leaf_ops.assume
+                 if a.backend in (None, backend))
 
 
 @lru_cache(maxsize=65536)  # the same leaf tests are asked about for every layer of every model

@@ -136,7 +136,8 @@ def _selects(expr) -> bool:
 
 
 def _path_names(backend: str) -> list[str]:
-    return list(((catalog().runtime.get("attention_paths") or {}).get(backend) or {}).get("paths") or {})
+    spec = catalog().typed.walk.runtime.attention_paths.get(backend)
+    return list(spec.paths) if spec is not None else []
 
 
 def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
@@ -198,11 +199,11 @@ def _ascend_pass(m: Match, passes: list[GraphPass], around: list[Op] | None = No
 def _constant_check(m: Match, key: str, values: tuple, where: str | None) -> tuple[list[str], list[str]]:
     """A pattern traced with `eps` in (1e-6, 1e-5) matches only ops whose own value is one of them."""
     ops = [op for op in m.op_list if key in op.attrs.get("values", {})]
-    wrong = [op for op in ops if op.attrs["values"][key] not in values]
+    wrong = [op for op in ops if op.attrs.get("values", {})[key] not in values]
     at = f" ({where})" if where else ""
     if wrong:
         op = wrong[0]
-        return [f"it is registered for {key} in {_listed(values)} only{at}; {op.name} has {key} = {op.attrs['values'][key]!r}"], []
+        return [f"it is registered for {key} in {_listed(values)} only{at}; {op.name} has {key} = {op.attrs.get('values', {})[key]!r}"], []
     if not ops:  # no op of the match knows its own value
         return [], [f"the model's {key} is one of {_listed(values)}: the pattern is registered for those only{at}"]
     return [], []
@@ -213,14 +214,14 @@ def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
     the whole projection (weight [num_heads * head_dim]): each norm's width against the rotary head size."""
     if not pat.norm_over or "head_dim" not in pat.norm_over:
         return [], []
-    heads = {op.attrs["values"]["head_size"] for op in m.op_list if op.kind == "rope" and "head_size" in op.attrs.get("values", {})}
+    heads = {op.attrs.get("values", {})["head_size"] for op in m.op_list if op.kind == "rope" and "head_size" in op.attrs.get("values", {})}
     norms = [op for op in m.op_list if op.kind == "rmsnorm"]
     at = f"it normalises over {pat.norm_over} ({file}:{pat.line})"
     if len(heads) == 1:
         head = next(iter(heads))
         wide = [op for op in norms if op.attrs.get("values", {}).get("hidden_size") not in (None, head)]
         if wide:
-            return [f"{at}; {wide[0].name} normalises {wide[0].attrs['values']['hidden_size']} values, the rotary "
+            return [f"{at}; {wide[0].name} normalises {wide[0].attrs.get('values', {})['hidden_size']} values, the rotary "
                     f"head size is {head} (a norm over the whole projection)"], []
         if all("hidden_size" in op.attrs.get("values", {}) for op in norms):
             return [], []
@@ -345,8 +346,8 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class}: "
-                    f"{native[0].attrs['native']}")
-            return Status.OPEN, conds, [_ev(native[0].attrs["class_file"], native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
+                    f"{native[0].attrs.get('native')}")
+            return Status.OPEN, conds, [_ev(native[0].attrs.get("class_file") or native[0].file, native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
         separate = _separate_kernels(ops, need) if backend == "ascend" else []
         if separate:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "
@@ -354,10 +355,10 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             return Status.OPEN, conds, sites, note
         ev = []
         for op in [m.ops[n.name] for n in m.form.nodes if n.name in m.ops] + ops:  # the form's own layer first
-            if op.attrs.get("class_file"):
+            if cls_file := op.attrs.get("class_file"):
                 by = op.attrs.get("fused_by")
                 by = f" (built at load time by the Transformers backend's {by})" if by and "Fuser" in by else ""
-                ev.append(_ev(op.attrs["class_file"], op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}{by}"))
+                ev.append(_ev(cls_file, op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}{by}"))
                 break
         return Status.FUSED_IN_MODEL, conds, ev + sites, None
     separate = _separate_kernels(ops, need) if backend == "ascend" else []

@@ -5,6 +5,7 @@ a vLLM function, ...). A handler returns the call's SSA values, or None when the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -13,6 +14,7 @@ from ..index.modules import Definition
 from .construction.constructor import Instance
 from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
 from ..ir.ops import Kernel
+from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from ..semantics.values import Bindings
@@ -37,6 +39,11 @@ class CallSite:
     def func(self):
         return self.call.func
 
+    @cached_property
+    def callee(self) -> Callee:
+        """What the call names, resolved in the trees (semantics/callees.py)."""
+        return Callee(self.frame.module._index, self.frame.module, self.call)
+
 
 class Calls:
     """Mixin of Walker: what a call runs."""
@@ -58,13 +65,12 @@ class Calls:
 
     def _super_call(self, s: CallSite):
         """super().forward(...) / super().method(...): the next class of the MRO that defines it."""
-        func = s.func
-        if not (type(func) is cst.Attribute and type(func.value) is cst.Call
-                and type(func.value.func) is cst.Name and func.value.func.value == "super"):
+        name = s.callee.super_method
+        if name is None:
             return None
         args, kwargs = self._site_args(s)
         for c in self.ctor.mro(s.frame.cls)[1:]:
-            fn = class_method(c, func.attr.value)
+            fn = class_method(c, name)
             if fn is not None:
                 return self._inline(s.frame, c, fn, c.module, args, kwargs, s.cond, s.steady)
         return []
@@ -243,7 +249,7 @@ class Calls:
         kind = function_kind(dotted)
         if kind:
             return self._op(frame, kind, dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
-        target = self.index.resolve_expr(frame.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        target = s.callee.named
         if isinstance(target, Definition) and _not_walked(target.module.name):
             return []  # a transformers helper the backend's runs do not compute with (hf_fusers.yaml not_walked)
         if isinstance(target, Definition) and target.kind == "function" and _attention_dispatch(target.name):

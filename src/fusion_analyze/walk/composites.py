@@ -7,14 +7,17 @@ walk built (configuration, device profile and the backend's factory patches deci
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import libcst as cst
 
 from ..catalog import catalog
+from ..catalog.schema import Part, Step
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
-from ..ir.ops import Kernel, Op
+from ..ir.ops import Kernel, Op, OpAttrs
 from ..semantics.scope import Scope
 from ..semantics.function_bodies import tables
 from ..semantics.values import Bindings, Known
@@ -27,66 +30,66 @@ class Composites:
     def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady, only=None) -> None:
         """`only`: the names of the parts to emit (a backend's own layer lists the ones its method runs through
         a runtime object, composites.yaml `own_method_parts`)."""
-        spec_of = catalog().composites.get(kind, {}).get(self.index.backend, {})
-        parts = [p for p in spec_of.get("parts", []) if only is None or p["part"] in only]
-        if not parts:
+        spec_of = catalog().typed.composites.of(kind, self.index.backend)
+        parts = [p for p in spec_of.parts if only is None or p.part in only] if spec_of is not None else []
+        if spec_of is None or not parts:
             return
         if only is None:  # the runner design's roles; a backend's own layer routes itself (not vLLM's router)
-            self._composite_locations(sub, spec_of.get("locations", {}))
+            self._composite_locations(sub, spec_of.locations)
         layer_op = self.ops[-1]
         emitted = []
         skipped = sub._attrs.get(("skip_parts",), ())  # parts the layer's builder takes out (hf_fusers.py)
         for spec in parts:
-            if spec["part"] in skipped:
+            if spec.part in skipped:
                 continue
             cls, origin, inst = self._part_class(sub, spec)
             if cls is None:
-                self._unknown(f"{path}.{spec['part']}", frame.module, frame.fn,
-                              f"the {spec['part']} of {sub.cls.name} is not known: {origin}")
+                self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
+                              f"the {spec.part} of {sub.cls.name} is not known: {origin}")
                 continue
             impl = self.backends.implementation(cls)
-            facts = Bindings(fields=self._carried_fields(sub, spec.get("fields", {})))
+            facts = Bindings(fields=self._carried_fields(sub, spec.fields))
             kernels: list[Kernel] = []
             by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
             walked: set[str] = set()
             first = None
-            for method in spec.get("methods", []):
+            for method in spec.methods:
                 got = self.ctor.method(impl, method)
                 if got is None:
                     continue
                 first = first or got
-                own = tuple(spec.get("own_only", ()))  # only the method's own calls of these kinds
+                own = spec.own_only  # only the method's own calls of these kinds
                 got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts, own_calls=own,
                                                                  own_only=bool(own)) if inst is not None
                                else self.backends.kernels_of(impl, facts, method=method))
                 walked.add(method)
                 by_method += [(method, k) for k in got_kernels]
                 kernels += [k for k in got_kernels if k not in kernels]
-            for extra in spec.get("also", []):  # code the part runs through a runtime object (the quant method)
-                more = self._attr_path(sub, extra["attr"])
+            for extra in spec.also:  # code the part runs through a runtime object (the quant method)
+                more = self._attr_path(sub, extra.attr)
                 if more is None:
                     continue
                 more_impl = self.backends.implementation(more.cls)
-                for method in extra.get("methods", []):
+                for method in extra.methods:
                     if self.ctor.method(more_impl, method) is not None:
                         got_kernels = self.backends.kernels_of_instance(more, more_impl, method, facts)
                         walked.add(method)
                         by_method += [(method, k) for k in got_kernels]
                         kernels += [k for k in got_kernels if k not in kernels]
             if first is None:
-                self._unknown(f"{path}.{spec['part']}", impl.module, impl.node,
-                              f"{impl.name} has none of {', '.join(spec.get('methods', []))}")
+                self._unknown(f"{path}.{spec.part}", impl.module, impl.node,
+                              f"{impl.name} has none of {', '.join(spec.methods)}")
                 continue
-            if spec.get("own_only") and not kernels:  # the layer does none of it itself: nothing to show
+            if spec.own_only and not kernels:  # the layer does none of it itself: nothing to show
                 continue
             owner, fn = first
-            attrs = {"inside": sub.cls.name, "part": spec["part"], "class_file": cls.module.rel,
+            attrs = {"inside": sub.cls.name, "part": spec.part, "class_file": cls.module.rel,
                      "class_line": cls.line, "found_by": origin}
-            if spec.get("paths"):  # the runtime paths it runs on (decode, prefill)
-                attrs["paths"] = list(spec["paths"])
+            if spec.paths:  # the runtime paths it runs on (decode, prefill)
+                attrs["paths"] = list(spec.paths)
             if impl is not cls:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
-            op_path = f"{path}.{spec['part']}"
+            op_path = f"{path}.{spec.part}"
             # a part built under an undecided test says so, and lists what else would be built
             # (the layer itself was chosen already)
             part_cond = self._chosen(op_path, inst, cond) if inst is not None and inst is not sub else cond
@@ -94,15 +97,15 @@ class Composites:
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
             emitted.append(op)
-            variant = next((v for v in spec.get("steps", ()) if walked.issuperset(v.get("when", ()))), None)
+            variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
             if variant is not None:
-                self._step_ops(op, variant["steps"], by_method)
+                self._step_ops(op, variant.steps, by_method)
         if emitted and only is None:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
 
-    def _step_ops(self, part, steps, by_method: list) -> None:
+    def _step_ops(self, part, steps: tuple[Step, ...], by_method: list) -> None:
         """The part's kernels as the steps that run them, in the order they run (composites.yaml `steps`), each
         an op nested under the part at the line of its first kernel's call (of one that always runs, if
         any). A kernel goes to the first step that takes the method it was found through and, when the step
@@ -114,18 +117,18 @@ class Composites:
         for step in steps:
             taken: list[Kernel] = []
             for method, k in by_method:
-                if (method in step["methods"] and k not in taken
-                        and (not step.get("covers") or kernel_covers(k.name) & set(step["covers"])
-                             or (step.get("match") and re.search(step["match"], k.name)))):
+                if (method in step.methods and k not in taken
+                        and (not step.covers or kernel_covers(k.name) & set(step.covers)
+                             or (step.match and re.search(step.match, k.name)))):
                     taken.append(k)
             by_method = [(m, k) for m, k in by_method if k not in taken]
             if not taken:
                 continue
-            name = step["step"]
+            name = step.step
             path = f"{part.path}.{name}"
-            attrs = {"inside": part.layer_class, "step": name}
+            attrs: OpAttrs = {"inside": part.layer_class or "", "step": name}
             at = next((k for k in taken if k.condition is None), taken[0])  # one that always runs, if any
-            op = Op(id=self._op_id(f"{path}:{name}"), kind=step["kind"], name=name, layer_class=None, file=at.file,
+            op = Op(id=self._op_id(f"{path}:{name}"), kind=step.kind, name=name, layer_class=None, file=at.file,
                     line=at.line, scope=part.scope, path=path, section=part.section, inputs=list(inputs),
                     outputs=[self._value(f"{name}_out")], condition=part.condition, steady=part.steady,
                     kernels=taken, attrs=attrs)
@@ -135,7 +138,7 @@ class Composites:
             self.ops.append(op)
             inputs = op.outputs
 
-    def _carried_fields(self, sub: Instance, fields: dict) -> dict:
+    def _carried_fields(self, sub: Instance, fields: Mapping[str, str]) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the
         parameter's default), for the part's walk (composites.yaml `fields`); a field whose value is not
         known is left out, and its tests stay conditions."""
@@ -158,7 +161,7 @@ class Composites:
                     return value
         return None
 
-    def _composite_locations(self, sub: Instance, roles: dict) -> None:
+    def _composite_locations(self, sub: Instance, roles: Mapping[str, str]) -> None:
         """Where a MoE user looks: the classes that run the router and the experts on this backend."""
         for role, attr in roles.items():
             inst = self._attr_path(sub, attr) if role not in self.locations else None
@@ -168,8 +171,8 @@ class Composites:
 
     def _part_op(self, frame, spec, cls_name, module, fn, inputs, cond, steady, attrs, path):
         """An op whose line is the part's method in the tree (where its code is), not the model's call."""
-        return self._op_in_method(frame, spec["kind"], spec["part"], cls_name, module, fn, inputs,
-                                  [f"{spec['part']}_out"], cond, steady, attrs, path)
+        return self._op_in_method(frame, spec.kind, spec.part, cls_name, module, fn, inputs,
+                                  [f"{spec.part}_out"], cond, steady, attrs, path)
 
     def _op_in_method(self, frame, kind, name, cls_name, module, fn, inputs, hint, cond, steady, attrs, path):
         """An op at the line of method `fn` of `module` (a part's, the router GEMM's), in the model's scope."""
@@ -180,26 +183,26 @@ class Composites:
         self._op(at, kind, name, cls_name, fn, inputs, hint, cond, steady, attrs=attrs, path=path)
         return self.ops[-1]
 
-    def _part_class(self, sub: Instance, spec: dict) -> tuple[Definition | None, str, Instance | None]:
+    def _part_class(self, sub: Instance, spec: Part) -> tuple[Definition | None, str, Instance | None]:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
         layer's instance, or the one class a registry function constructs; (None, why, None) when not known."""
-        if spec.get("layer"):  # the layer itself (the runner joins what its parts ran)
+        if spec.layer:  # the layer itself (the runner joins what its parts ran)
             return sub.cls, f"{sub.cls.name} itself", sub
-        if "class" in spec:  # built by the runtime (the attention backend's implementation): the named class
-            mod, _, name = spec["class"].rpartition(".")
+        if spec.cls is not None:  # built by the runtime (the attention backend's implementation): the named class
+            mod, _, name = spec.cls.rpartition(".")
             cls = self.index.lookup(mod, name)
             if not (isinstance(cls, Definition) and cls.kind == "class"):
-                return None, f"{spec['class']} is not in the trees", None
+                return None, f"{spec.cls} is not in the trees", None
             return cls, f"{name}, the backend's implementation", None
-        if "attr" in spec:
-            inst = self._attr_path(sub, spec["attr"])
+        if spec.attr is not None:
+            inst = self._attr_path(sub, spec.attr)
             if inst is None:
-                return None, f"no attribute {spec['attr']}", None
-            return inst.cls, f"{sub.cls.name}.{spec['attr']}", inst
-        reg = spec.get("registered_by", {})
-        name = reg.get("function", "?").rsplit(".", 1)[-1]
-        classes = self._registered_classes(reg.get("function", ""), reg.get("values", {})) if reg else []
-        values = _values_text(reg.get("values", {}))
+                return None, f"no attribute {spec.attr}", None
+            return inst.cls, f"{sub.cls.name}.{spec.attr}", inst
+        reg = spec.registered_by
+        name = reg.function.rsplit(".", 1)[-1] if reg is not None else "?"
+        classes = self._registered_classes(reg.function, reg.values) if reg is not None else []
+        values = _values_text(reg.values if reg is not None else {})
         if len(classes) == 1:
             return classes[0], f"{name}() with {values}", None
         if classes:  # which one runs is chosen at run time: not a guess
@@ -219,7 +222,7 @@ class Composites:
             inst = self.ctor.attr(inst, name)
         return inst if inst is not None and inst.cls is not None else None
 
-    def _registered_classes(self, qualname: str, values: dict) -> list[Definition]:
+    def _registered_classes(self, qualname: str, values: Mapping[str, Any]) -> list[Definition]:
         """Classes constructed, in order, by the statements of `qualname` whose path condition `values` do not
         rule out."""
         mod, _, name = qualname.rpartition(".")
@@ -238,7 +241,7 @@ class Composites:
                     out.append(target)
         return out
 
-def _values_text(values: dict) -> str:
+def _values_text(values: Mapping[str, Any]) -> str:
     parts = []
     for k, v in values.items():
         parts += [f"{k}.{k2} = {v2!r}" for k2, v2 in v.items()] if isinstance(v, dict) else [f"{k} = {v!r}"]

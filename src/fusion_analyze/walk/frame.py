@@ -12,8 +12,8 @@ from .construction.constructor import Instance, Scope
 from ..semantics.evaluator import evaluator
 from ..semantics.values import Bindings
 
-MAX_DEPTH = catalog().limit("expand_depth")  # nested expansions (patterns/catalog/walk.yaml)
-MAX_OPS = catalog().limit("max_ops")
+MAX_DEPTH = catalog().typed.walk.limits.expand_depth  # nested expansions (patterns/catalog/walk.yaml)
+MAX_OPS = catalog().typed.walk.limits.max_ops
 
 
 class _Frame:

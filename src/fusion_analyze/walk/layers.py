@@ -16,7 +16,8 @@ from .construction.constructor import Instance
 from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
 from ..ir.ops import Kernel
 from .kernels.runtime_paths import attention_paths, place_on_paths
-from ..catalog.taxonomy import leaf_for_class_names, taxonomy
+from ..catalog.schema import LeafClass
+from ..catalog.taxonomy import leaf_class_for, leaf_ops
 from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
 from ..semantics.values import Bindings, Known, selecting
 from ..ir.conditions import as_text, join
@@ -28,7 +29,7 @@ class Layers:
     def _module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
         path = f"{frame.path}.{name}" if frame.path else name
         impl = self.backends.implementation(sub.cls)
-        leaf = leaf_for_class_names(self.ctor.base_names(sub.cls))
+        leaf = leaf_class_for(self.ctor.base_names(sub.cls))
         cond = self._chosen(path, sub, cond)
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
@@ -40,11 +41,11 @@ class Layers:
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
-        kind = info["kind"]
+        kind = info.kind
         inputs = _flat(args, kwargs)
         attrs: dict = {}
-        if info.get("merged"):
-            attrs["merged"] = info["merged"]
+        if info.merged:
+            attrs["merged"] = info.merged
         for key in ("bias", "quant_config", "eps"):
             text = _kwarg_text(sub.call, key, sub.scope)
             if text is not None:
@@ -54,7 +55,7 @@ class Layers:
             if isinstance(value, Known) and isinstance(value.value, bool):
                 attrs["bias"] = str(value.value)
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
-        if info.get("values"):  # kept even when empty: the op is one of the layers a pass's guards count
+        if info.values:  # kept even when empty: the op is one of the layers a pass's guards count
             attrs["values"] = self._leaf_values(sub, info)
         facts = Bindings(dict(), self._attr_facts(sub))
         fwd = self._forward_of(impl, self.backends.forward_name(impl))
@@ -64,11 +65,11 @@ class Layers:
                 facts.none[param] = True
             for param, a in bind_arguments(fwd[1], args, kwargs):
                 facts.none[param] = isinstance(a, _NoneValue)
-        with_residual = info.get("with_residual")
+        with_residual = info.with_residual
         if with_residual and (facts.none.get("residual") is False or len(nonnull) >= 2):
             kind = with_residual
             attrs["residual"] = True
-        if info.get("role") == "router":
+        if info.role == "router":
             attrs["role"] = "router"
         if kind == "moe":
             self._moe_parts(frame, sub, path, stmt, inputs, cond, steady)
@@ -93,34 +94,35 @@ class Layers:
         self.ops[-1].kernels = kernels
         if collectives:
             out = self._collective_ops(frame, name, stmt, out, collectives, cond, steady, path)
-        elif info.get("reduce") and not self._has_code(impl):  # the layer's code is not in the trees: its flag
-            self._all_reduce(sub, info["reduce"])
-        own = catalog().composites.get(kind, {}).get(self.index.backend, {}).get("own_method")
+        elif info.reduce and not self._has_code(impl):  # the layer's code is not in the trees: its flag
+            self._all_reduce(sub, info.reduce)
+        composite = catalog().typed.composites.of(kind, self.index.backend)
+        own = composite.own_method if composite is not None else None
         if own and impl is not sub.cls and class_method(impl, own) is not None:
             # the backend's own layer class does the work in its method (vllm-ascend's AscendFusedMoE before the
             # runner design): its kernels are the layer's, and the parts of the runner design are not its
             more = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl, own, facts)
             self.ops[-1].kernels += [k for k in more if k not in self.ops[-1].kernels]
             self.ops[-1].attrs["runs"] = f"{impl.name}.{own}"
-            only = catalog().composites[kind][self.index.backend].get("own_method_parts")
+            only = composite.own_method_parts if composite is not None else ()
             if only:  # what it runs through the forward context's comm method: a part, as in the runner design
                 self._composite_parts(frame, sub, kind, path, inputs, cond, steady, only=only)
-        elif kind in catalog().composites:  # MoE, MLA: followed by their parts (composites.yaml)
+        elif kind in catalog().typed.composites.kinds:  # MoE, MLA: followed by their parts (composites.yaml)
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._role_for_submodule(frame, name, sub, kind)
         return out
 
     def _mixer_kind(self, cls: Definition) -> str | None:
         """attention / ssm / linear_attention for a token mixer (leaf_ops.yaml `mixers`), None otherwise."""
-        spec = taxonomy().get("mixers") or {}
-        if spec.get("base") not in self.ctor.base_names(cls):
+        spec = leaf_ops().mixers
+        if spec is None or spec.base not in self.ctor.base_names(cls):
             return None
-        got = self.ctor.method(cls, spec.get("state_method", ""))
+        got = self.ctor.method(cls, spec.state_method)
         if got is None:
             return "attention"
         returns = [r.value for r in find_all(got[1], cst.Return) if r.value is not None]
         said = " ".join(got[0].module.code(r) for r in returns)
-        return next((k["kind"] for k in spec.get("state_kinds", []) if re.search(k["match"], said)), "ssm")
+        return next((k.kind for k in spec.state_kinds if re.search(k.match, said)), "ssm")
 
     def _collective_ops(self, frame, name, stmt, inputs, collectives, cond, steady, path) -> list[str]:
         """The collectives a linear layer runs after its GEMM (RowParallelLinear's all-reduce), each an op at
@@ -173,10 +175,10 @@ class Layers:
         return {"path": path, "chosen": sub.cls.name, "condition": None, "decided": True,
                 "others": sorted({(c["class"], c["condition"]) for c in choices}), "choices": choices}
 
-    def _leaf_values(self, sub: Instance, info: dict) -> dict:
+    def _leaf_values(self, sub: Instance, info: LeafClass) -> dict:
         """The attributes the layer's __init__ sets (head_size, eps) whose values the configuration decides."""
         out = {}
-        for key, attr in (info.get("values") or {}).items():
+        for key, attr in (info.values or {}).items():
             value = self.ctor.self_value(sub, attr, self.ctor.evaluator)
             if isinstance(value, Known) and type(value.value) in (int, float, str, bool):
                 out[key] = value.value
@@ -217,7 +219,8 @@ class Layers:
         what that method runs with it; False when the backend names no such method (the op stays at the
         model's call)."""
         moe = self.backends.implementation(sub.cls)
-        for method in catalog().composites.get("moe", {}).get(self.index.backend, {}).get("router_gemm", ()):
+        moe_parts = catalog().typed.composites.of("moe", self.index.backend)
+        for method in moe_parts.router_gemm if moe_parts is not None else ():
             found = self.ctor.method(moe, method)
             if found is None:
                 continue
@@ -247,15 +250,13 @@ class Layers:
     def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None) -> list[Kernel]:
         """The device kernels of a leaf layer; an attention layer's are its backend implementation's too, decided
         with the values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
-        from ..catalog.taxonomy import taxonomy
-
         if sub is not None and sub.call is not None:  # decided with the values the layer is built with
             kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
                                                         self.backends.forward_name(impl), facts)
         else:
             kernels = self.backends.kernels_of(impl, facts)
         if kind in ("attention", "mla_attention"):
-            qual = taxonomy().get("attention_impls", {}).get(self.index.backend, {}).get(kind)
+            qual = leaf_ops().attention_impls.get(self.index.backend or "", {}).get(kind)
             if qual:
                 mod, _, cls_name = qual.rpartition(".")
                 target = self.index.lookup(mod, cls_name)

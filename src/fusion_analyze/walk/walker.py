@@ -16,7 +16,7 @@ from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
-from ..ir.ops import Op, RoleLocation, WalkResult
+from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from .kernels.backend_kernels import Backends
 from .layers import Layers
 from .roles import Roles
@@ -149,7 +149,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
             line=frame.module.line_of(stmt), scope=frame.scope, path=path, section=self.section,
             inputs=list(dict.fromkeys(i for i in inputs if isinstance(i, str))), outputs=outs,
             condition=" ".join(str(cond).split()) if cond else None, steady=steady,
-            attrs=dict(attrs or {}),
+            attrs=OpAttrs(**(attrs or {})),
         )
         if self.section == "layer" and self.repeat:
             op.attrs["repeat"] = self.repeat

@@ -7,6 +7,8 @@ or as `types or DEFAULT_TYPES`)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from ...catalog import catalog
@@ -23,6 +25,17 @@ def literal_key(expr):
     """The Python value of a dict key literal ("silu"), else None."""
     known = literal(expr) if expr is not None else None
     return known.value if known is not None else None
+
+
+class OtherChoice(NamedTuple):
+    """What another value of the configuration would build here: the class, the test that selects it, where
+    (file, line), and the (key, value) pairs that select it."""
+
+    cls: object  # index.Definition of the class
+    condition: str
+    file: str
+    line: int
+    selects: list
 
 
 class OtherChoices:
@@ -50,7 +63,7 @@ class OtherChoices:
                 for alt in self.evaluate(value, scope, depth + 1):
                     if alt.cls is not None:
                         short, selects = selecting(join(cond, alt.condition))
-                        found.append((alt.cls, as_text(short) or "", module.rel, module.line_of(stmt), selects))
+                        found.append(OtherChoice(alt.cls, as_text(short) or "", module.rel, module.line_of(stmt), selects))
         finally:
             self._quiet -= 1
         return _unique(found)
@@ -69,7 +82,7 @@ class OtherChoices:
                 value = el.value.body if type(el.value) is cst.Lambda else el.value
                 for alt in self.evaluate(value, where, depth + 1):
                     if alt.cls is not None:
-                        found.append((alt.cls, f"{key_text} == {k!r}", where.module.rel, where.module.line_of(el),
+                        found.append(OtherChoice(alt.cls, f"{key_text} == {k!r}", where.module.rel, where.module.line_of(el),
                                       [(key_text, k)]))
         finally:
             self._quiet -= 1

@@ -10,12 +10,13 @@ from ...catalog import catalog
 from ...index.modules import Definition, ModuleIndex
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.callees import Callee
 from ...semantics.environment import Environment
 from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
 from .default_choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
-from .alternatives import OtherChoices
+from .alternatives import OtherChoice, OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, join
@@ -37,7 +38,7 @@ class Instance:
     fused_by: str | None = None  # the Transformers backend's load-time rewrite that built it (hf_fusers.py)
     # what another configuration value builds here (the choice was decided):
     # [(class, condition, file, line, [(key, value that selects it)])]
-    decided: list = field(default_factory=list)
+    decided: list[OtherChoice] = field(default_factory=list)
     _attrs: dict = field(default_factory=dict)
 
     @property
@@ -347,7 +348,7 @@ class Constructor(AttrSources, OtherChoices):
                         for v, _c in scope.locals.get(a.value.value, []) if type(v) is cst.Lambda), None)
         if item is not None and lam is None:
             # only a function's returned tuple has items; a layer list (make_layers(n, lambda ...)) is the list
-            target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            target = Callee(self.index, scope.module, call).named
             if isinstance(target, Definition) and target.kind == "function":
                 return self._factory(self._patched(target, scope), call, scope, depth, item=item)
             return []
@@ -395,7 +396,7 @@ class Constructor(AttrSources, OtherChoices):
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
-        target = self.index.resolve_expr(scope.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        target = Callee(self.index, scope.module, call).named
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
             return built if built is not None else self._factory(self._patched(target, scope), call, scope, depth)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ...catalog import catalog
+from ...catalog.schema import AttentionFuser, GluFuser, PackedQkvFuser, QkvFuser, RmsNormFuser
 from ...index.modules import Definition
 from ...index.nodes import find_all
 from .rewrites import Rewrites, _Replace, _callee, _self_call
@@ -35,7 +36,7 @@ class LoadTime(Rewrites):
     def __init__(self, ctor):
         self.ctor = ctor
         self.index = ctor.index
-        self.spec = catalog().hf_fusers
+        self.spec = catalog().typed.hf_fusers
         self._plans: dict = {}
         self._norms: dict = {}
         self._tree_fusers: list | None = None
@@ -48,13 +49,13 @@ class LoadTime(Rewrites):
 
     # -- what the tree has -------------------------------------------------------------------------
     def applies(self, cls) -> bool:
-        return cls is not None and cls.module.name.split(".")[0] == self.spec["package"]
+        return cls is not None and cls.module.name.split(".")[0] == self.spec.package
 
     def tree_fusers(self) -> list[str]:
         """The fuser classes `FUSERS` lists, in its order."""
         if self._tree_fusers is None:
-            reg = self.spec["registry"]
-            found = self.index.lookup(reg["module"], reg["table"])
+            reg = self.spec.registry
+            found = self.index.lookup(reg.module, reg.table)
             node = found.node if isinstance(found, Definition) and found.kind == "assign" else None
             self._tree_fusers = [e.value.value for e in node.elements if type(e.value) is cst.Name] \
                 if isinstance(node, (cst.Tuple, cst.List)) else []
@@ -62,18 +63,18 @@ class LoadTime(Rewrites):
 
     def where(self, fuser: str) -> str:
         """`GLUFuser (file:line)`: a fuser named with its class's place in the tree."""
-        found = self.index.lookup(self.spec["registry"]["module"], fuser)
+        found = self.index.lookup(self.spec.registry.module, fuser)
         return f"{fuser} ({found.module.rel}:{found.line})" if isinstance(found, Definition) else fuser
 
     def active(self) -> list[str]:
         """The fusers this tree's backend applies: its FUSERS, else what an older backend does without one."""
-        return self.tree_fusers() or list(self.spec["without_registry"]["rewrites"])
+        return self.tree_fusers() or list(self.spec.without_registry.rewrites)
 
     def modelled(self, fuser: str) -> bool:
-        return fuser in self.spec["fusers"] and fuser in self.active()
+        return fuser in self.spec.fusers and fuser in self.active()
 
     def not_modelled(self) -> list[str]:
-        return [f for f in self.tree_fusers() if f not in self.spec["fusers"]]
+        return [f for f in self.tree_fusers() if f not in self.spec.fusers]
 
     def _class(self, dotted: str):
         module, _, name = dotted.rpartition(".")
@@ -83,7 +84,7 @@ class LoadTime(Rewrites):
     # -- nn.Linear children ------------------------------------------------------------------------
     def linears(self, inst) -> dict[str, cst.Call]:
         """self.<name> = nn.Linear(...) in the __init__ chain: name -> the call."""
-        torch_cls = self.spec["linear"]["torch_class"]
+        torch_cls = self.spec.linear.torch_class
         out: dict = {}
         for c, fn, _scope in self.ctor.init_scopes(inst):
             for name, assigned in tables(fn, c.module).self_assignments.items():
@@ -97,7 +98,7 @@ class LoadTime(Rewrites):
         """style -> vLLM linear class qualname, from the dict in replace_linear_class."""
         if self._styles is None:
             self._styles = {}
-            fn = self._class(self.spec["linear"]["styles_in"])
+            fn = self._class(self.spec.linear.styles_in)
             if fn is not None and fn.kind == "function":
                 for d in find_all(fn.node, cst.Dict):
                     for el in d.elements:
@@ -120,7 +121,7 @@ class LoadTime(Rewrites):
                 for stmt in body:
                     for small in getattr(stmt, "body", []) if type(stmt) is cst.SimpleStatementLine else []:
                         target = small.targets[0].target if type(small) is cst.Assign else getattr(small, "target", None)
-                        if (type(target) is cst.Name and target.value == self.spec["linear"]["tp_plan"]
+                        if (type(target) is cst.Name and target.value == self.spec.linear.tp_plan
                                 and type(small.value) is cst.Dict):
                             for el in small.value.elements:
                                 if type(el) is cst.DictElement and type(el.key) is cst.SimpleString \
@@ -133,9 +134,9 @@ class LoadTime(Rewrites):
         whose last part is the name (the first, when entries for other paths disagree: see plan_styles),
         else the default."""
         if style is None:
-            style = next(iter(self.plan_styles(name)), self.spec["linear"]["default_style"])
+            style = next(iter(self.plan_styles(name)), self.spec.linear.default_style)
         styles = self._styles_table()
-        return styles.get(style, styles.get(self.spec["linear"]["default_style"])), style
+        return styles.get(style, styles.get(self.spec.linear.default_style)), style
 
     def plan_styles(self, name: str) -> list[str]:
         """The distinct styles the tp_plan gives modules named `name` (several: they differ by path, which the
@@ -153,14 +154,14 @@ class LoadTime(Rewrites):
 
     def _norm_of(self, inst) -> str | None:
         if not self.tree_fusers():  # an older backend: by class name
-            old = self.spec["without_registry"]["rms_norm_by_name"]
-            if not inst.cls.name.endswith(old["suffix"]):
+            old = self.spec.without_registry.rms_norm_by_name
+            if not inst.cls.name.endswith(old.suffix):
                 return None
             init = self.ctor.method(inst.cls, "__init__")
-            zero = init is not None and old["zero_init"].rsplit(".", 1)[-1] + "(" in init[0].module.code(init[1])
-            return old["zero_centered"] if zero else old["class"]
-        spec = self.spec["fusers"].get("RMSNormFuser")
-        if spec is None or not self.modelled("RMSNormFuser"):
+            zero = init is not None and old.zero_init.rsplit(".", 1)[-1] + "(" in init[0].module.code(init[1])
+            return old.zero_centered if zero else old.cls
+        spec = self.spec.fusers.get("RMSNormFuser")
+        if not isinstance(spec, RmsNormFuser) or not self.modelled("RMSNormFuser"):
             return None
         found = self.ctor.method(inst.cls, "forward")
         if found is None:
@@ -182,7 +183,7 @@ class LoadTime(Rewrites):
             return None
         code = "".join(owner.module.code(f) for f in fns)
         zero_centered = any(f"{one} + self.weight" in code or f"self.weight + {one}" in code for one in ("1", "1.0"))
-        return spec["zero_centered"] if zero_centered else spec["class"]
+        return spec.zero_centered if zero_centered else spec.cls
 
     # -- the fusers that rewrite a forward -------------------------------------------------------------
     def plan(self, inst) -> Plan:
@@ -205,15 +206,14 @@ class LoadTime(Rewrites):
         inserts: dict = {}
         redefined = False
         for fuser in self.active():
-            spec = self.spec["fusers"].get(fuser)
-            kind = spec.get("rewrite") if spec else None
-            if kind == "glu" and not redefined and len(linears) >= 2:
+            spec = self.spec.fusers.get(fuser)  # what it rewrites: its `rewrite`, as the class of its entry
+            if isinstance(spec, GluFuser) and not redefined and len(linears) >= 2:
                 redefined = self._glu(inst, fn, module, linears, spec, plan, replacements)
-            elif kind == "qkv" and not redefined and len(linears) >= 2:
+            elif isinstance(spec, QkvFuser) and not redefined and len(linears) >= 2:
                 redefined = self._qkv(fn, module, linears, spec, plan, replacements, inserts)
-            elif kind == "packed_qkv" and not redefined and len(linears) >= 2:
+            elif isinstance(spec, PackedQkvFuser) and not redefined and len(linears) >= 2:
                 redefined = self._packed_qkv(fn, module, linears, spec, plan)
-            elif kind == "attention_interface":
+            elif isinstance(spec, AttentionFuser):
                 self._attention(fn, module, spec, plan, replacements)
         if replacements or inserts:
             t = _Replace(replacements, inserts)
@@ -238,12 +238,12 @@ class LoadTime(Rewrites):
             said = (Condition.note(f"tp_plan styles `{name}` {' or '.join(styles)} by path; taken: {style}")
                     if len(styles) > 1 else None)
             return Instance(cls, None, None, said, fused_by=f"tp_plan {style}") if cls is not None else built
-        mixin = self.spec["moe_mixin"]
-        if name == mixin["experts_attr"] and self._moe_block(inst):  # MoEMixin: what FusedMoEFactory(...) builds
+        mixin = self.spec.moe_mixin
+        if name == mixin.experts_attr and self._moe_block(inst):  # MoEMixin: what FusedMoEFactory(...) builds
             experts = self._factory_experts()
             if experts is not None:
                 external = self.block_forward(inst) is None  # the block routes itself (external routing)
-                runner = self._class(mixin["external_runner"]) if external else None
+                runner = self._class(mixin.external_runner) if external else None
                 what = (f"experts -> {(runner or experts.cls).name} (external routing: the block's own router)"
                         if external else f"experts -> {experts.cls.name}, forward -> _moe_block_forward (internal routing)")
                 if (inst.cls.name, what) not in self.moe_blocks:
@@ -251,9 +251,9 @@ class LoadTime(Rewrites):
                 out = Instance(runner or experts.cls, experts.call, experts.scope, experts.condition,
                                alternatives=list(experts.alternatives), fused_by=self.where_mixin())
                 if external:
-                    out._attrs[("skip_parts",)] = tuple(mixin["external_routing_skips"])
+                    out._attrs[("skip_parts",)] = tuple(mixin.external_routing_skips)
                 return out
-            inst._attrs[("why", name)] = f"the MoE backend ({mixin['by']}) replaces it at load time; its factory is not found"
+            inst._attrs[("why", name)] = f"the MoE backend ({mixin.by}) replaces it at load time; its factory is not found"
             return None
         if built is not None and built.cls is not None and self.applies(built.cls):
             norm = self.norm_class(built)
@@ -264,15 +264,15 @@ class LoadTime(Rewrites):
 
     def _moe_block(self, built) -> bool:
         """Under the MoE backend class: a module whose __init__ builds an `experts` child."""
-        mixin = self.spec["moe_mixin"]
-        if self.root not in mixin["classes"] or built.cls is None:
+        mixin = self.spec.moe_mixin
+        if self.root not in mixin.classes or built.cls is None:
             return False
-        return any(mixin["experts_attr"] in tables(fn, c.module).self_assignments
+        return any(mixin.experts_attr in tables(fn, c.module).self_assignments
                    for c, fn, _scope in self.ctor.init_scopes(built))
 
     def where_mixin(self) -> str:
-        mixin = self.spec["moe_mixin"]
-        module, _, name = mixin["by"].rpartition(".")
+        mixin = self.spec.moe_mixin
+        module, _, name = mixin.by.rpartition(".")
         found = self.index.lookup(module, name)
         return f"{name} ({found.module.rel}:{found.line})" if isinstance(found, Definition) else name
 
@@ -282,30 +282,30 @@ class LoadTime(Rewrites):
             from ..construction.default_choice import pick
             from ...semantics.scope import Scope
 
-            mixin = self.spec["moe_mixin"]
-            module, _, cls_name = mixin["by"].rpartition(".")
+            mixin = self.spec.moe_mixin
+            module, _, cls_name = mixin.by.rpartition(".")
             cls = self.index.lookup(module, cls_name)
-            found = self.ctor.method(cls, mixin["method"]) if isinstance(cls, Definition) else None
-            calls = [c for c in find_all(found[1], cst.Call) if _callee(c) == mixin["factory"]] if found else []
+            found = self.ctor.method(cls, mixin.method) if isinstance(cls, Definition) else None
+            calls = [c for c in find_all(found[1], cst.Call) if _callee(c) == mixin.factory] if found else []
             built = self.ctor.evaluate(calls[0], Scope(module=found[0].module)) if calls else []
             self._memo["moe_experts"] = pick(built) if built else None
         return self._memo["moe_experts"]
 
     def block_forward(self, inst):
         """(forward, module) MoEBlockFuser gives a MoE block it matches: `_moe_block_forward`; else None."""
-        mixin = self.spec["moe_mixin"]
+        mixin = self.spec.moe_mixin
         if not self._moe_block(inst):
             return None
         found = self.ctor.method(inst.cls, "forward")
         if found is None or any(type(r.value) is cst.Tuple for r in find_all(found[1], cst.Return) if r.value):
             return None  # a block returning a tuple is not rewritten
         children = self._children(inst)
-        routers = [n for n in children if n != mixin["experts_attr"] and self._is_router(inst, n)]
-        others = [n for n in children if n not in routers and n != mixin["experts_attr"]
-                  and not n.startswith(mixin["shared"])]
+        routers = [n for n in children if n != mixin.experts_attr and self._is_router(inst, n)]
+        others = [n for n in children if n not in routers and n != mixin.experts_attr
+                  and not n.startswith(mixin.shared)]
         if len(routers) != 1 or others:
             return None
-        target = self._class(mixin["block_forward"])
+        target = self._class(mixin.block_forward)
         return (target.node, target.module) if target is not None and target.kind == "function" else None
 
     def _children(self, inst) -> list[str]:
@@ -324,7 +324,7 @@ class LoadTime(Rewrites):
         child = self.ctor.attr(inst, name)
         if child is None or child.cls is None or not self.applies(child.cls):
             return False
-        state = set(self.spec["moe_mixin"]["router_state"])
+        state = set(self.spec.moe_mixin.router_state)
         for c, fn, _scope in self.ctor.init_scopes(child):
             for attr, assigned in tables(fn, c.module).self_assignments.items():
                 for expr, _cond, _pos in assigned:
@@ -344,15 +344,15 @@ class LoadTime(Rewrites):
         for qualname, plan in self._plans.items():
             for fuser, what in plan.applied:
                 applied.append({"fuser": self.where(fuser), "class": qualname.rsplit(".", 1)[-1], "what": what})
-        old = self.spec["without_registry"]
+        old = self.spec.without_registry
         for qualname, norm in self._norms.items():
             if norm:
-                by = self.where("RMSNormFuser") if self.tree_fusers() else f"*{old['rms_norm_by_name']['suffix']} by name"
+                by = self.where("RMSNormFuser") if self.tree_fusers() else f"*{old.rms_norm_by_name.suffix} by name"
                 applied.append({"fuser": by, "class": qualname.rsplit(".", 1)[-1], "what": f"-> {norm.rsplit('.', 1)[-1]}"})
         for cls_name, what in self.moe_blocks:
             applied.append({"fuser": self.where_mixin(), "class": cls_name, "what": what})
-        reg = self.spec["registry"]
-        return {"fusers_from": f"{reg['module']}.{reg['table']}" if self.tree_fusers() else old["describe"],
+        reg = self.spec.registry
+        return {"fusers_from": f"{reg.module}.{reg.table}" if self.tree_fusers() else old.describe,
                 "applied": sorted(applied, key=lambda a: (a["class"], a["fuser"])),
                 "not_modelled": self.not_modelled()}
 

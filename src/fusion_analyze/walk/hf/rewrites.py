@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ...catalog.schema import AttentionFuser, GluFuser, PackedQkvFuser, QkvFuser
 from ...index.modules import Definition
 from ...index.nodes import find_all
 from ...semantics.function_bodies import tables
@@ -52,7 +53,7 @@ class Rewrites:
     """Mixin of LoadTime: each method finds one fuser's pattern in a forward, records the vLLM layers it builds
     (`plan.attrs`) and the nodes it replaces."""
 
-    def _glu(self, inst, fn, module, linears, spec, plan, replacements) -> bool:
+    def _glu(self, inst, fn, module, linears, spec: GluFuser, plan, replacements) -> bool:
         for mul in find_all(fn, cst.BinaryOperation):
             if not type(mul.operator) is cst.Multiply:
                 continue
@@ -70,29 +71,29 @@ class Rewrites:
                 act = self._and_mul(inst, outer[0], spec)
                 if act is None:
                     continue
-                merged = spec["merged"]["name"]
+                merged = spec.merged.name
                 gate_call = _peel(outer[1][0])
                 new_gate = gate_call.with_changes(func=_self_attr(merged))
                 replacements[id(mul)] = a.with_changes(args=[cst.Arg(new_gate)], lpar=mul.lpar, rpar=mul.rpar)
                 plan.aliases[new_gate] = gate_call
-                plan.attrs[merged] = (spec["merged"]["class"], "GLUFuser")
+                plan.attrs[merged] = (spec.merged.cls, "GLUFuser")
                 plan.attrs[outer[0]] = (act, "GLUFuser")
                 for call in find_all(fn, cst.Call):  # the linear reading the product: rowwise
                     down = _self_call(call)
                     if down and down[0] in linears and len(down[1]) == 1 and _peel(down[1][0]) is mul:
-                        cls, _ = self.linear_class(down[0], spec["down_style"])
+                        cls, _ = self.linear_class(down[0], spec.down_style)
                         plan.attrs[down[0]] = (cls, "GLUFuser")
                 plan.applied.append(("GLUFuser", f"{outer[0]}({gate[0]}(x)) * {inner[0]}(x) -> "
                                                  f"{outer[0]}({merged}(x))"))
                 return True
         return False
 
-    def _and_mul(self, inst, act_attr: str, spec) -> str | None:
+    def _and_mul(self, inst, act_attr: str, spec: GluFuser) -> str | None:
         """The ...AndMul class for the activation `self.<act_attr>` (`ACT2FN[config.hidden_act]`)."""
         from ...semantics.values import Known
 
-        acts = spec["activations"]
-        table = self.index.lookup(acts["module"], acts["table"])
+        acts = spec.activations
+        table = self.index.lookup(acts.module, acts.table)
         if not (isinstance(table, Definition) and type(table.node) is cst.Dict):
             return None
         by_key = {el.key.evaluated_value: table.module.code(_first(el.value)).strip()
@@ -101,7 +102,7 @@ class Rewrites:
         for c, init, scope in self.ctor.init_scopes(inst):
             for expr, _cond, _pos in tables(init, c.module).self_assignments.get(act_attr, ()):
                 if type(expr) is cst.Subscript and type(expr.value) is cst.Name \
-                        and expr.value.value == acts["instantiated"] and len(expr.slice) == 1:
+                        and expr.value.value == acts.instantiated and len(expr.slice) == 1:
                     self.ctor._fill_locals(init, scope, c.module, before=10 ** 9)
                     value = self.ctor.evaluator.infer(expr.slice[0].slice.value, scope)
                     key = value.value if isinstance(value, Known) and isinstance(value.value, str) else None
@@ -109,8 +110,8 @@ class Rewrites:
                 break
         if key not in by_key:
             return None
-        mul = spec["and_mul"]
-        registry = self.index.lookup(mul["module"], mul["table"])
+        mul = spec.and_mul
+        registry = self.index.lookup(mul.module, mul.table)
         node = registry.node if isinstance(registry, Definition) else None
         if type(node) is cst.Call and node.args:
             node = node.args[0].value  # LazyDict({...})
@@ -127,7 +128,7 @@ class Rewrites:
                     return target.qualname
         return None
 
-    def _qkv(self, fn, module, linears, spec, plan, replacements, inserts) -> bool:
+    def _qkv(self, fn, module, linears, spec: QkvFuser, plan, replacements, inserts) -> bool:
         params = {p.name.value for p in fn.params.params}
         by_input: dict = {}
         for call in find_all(fn, cst.Call):
@@ -152,7 +153,7 @@ class Rewrites:
         if len(set(outs)) == 2:
             q = next(n for n, o in zip(names, outs) if outs.count(o) == 1)
             order = [q] + [n for n in names if n != q]
-        merged = spec["merged"]["name"]
+        merged = spec.merged.name
         calls = dict(triples[0])
         body = list(fn.body.body)
         first = min(i for i, s in enumerate(body) for c in calls.values() if _contains(s, c))
@@ -168,15 +169,15 @@ class Rewrites:
         inserts[id(body[first])] = [stmt]
         for name, temp in zip(order, temps):
             replacements[id(calls[name])] = cst.Name(temp)
-        plan.attrs[merged] = (spec["merged"]["class"], "QKVFuser")
+        plan.attrs[merged] = (spec.merged.cls, "QKVFuser")
         q_out = _out_text(*linears[order[0]])
         for n in others:  # the projection back to the hidden size: rowwise
             if _in_text(*linears[n]) == q_out:
-                plan.attrs[n] = (self.linear_class(n, spec["out_style"])[0], "QKVFuser")
+                plan.attrs[n] = (self.linear_class(n, spec.out_style)[0], "QKVFuser")
         plan.applied.append(("QKVFuser", f"{', '.join(order)} -> {merged}(x).split(...)"))
         return True
 
-    def _packed_qkv(self, fn, module, linears, spec, plan) -> bool:
+    def _packed_qkv(self, fn, module, linears, spec: PackedQkvFuser, plan) -> bool:
         """`self.c_attn(x).split((q, kv, kv), ...)`: the packed projection becomes a QKVParallelLinear."""
         for call in find_all(fn, cst.Call):
             func = call.func
@@ -189,16 +190,16 @@ class Rewrites:
             packed = [sc[0] for c in find_all(func.value, cst.Call) if (sc := _self_call(c)) and sc[0] in linears]
             if len(packed) != 1:
                 continue
-            plan.attrs[packed[0]] = (spec["class"], "PackedQKVFuser")
+            plan.attrs[packed[0]] = (spec.cls, "PackedQKVFuser")
             for n in linears:  # the projection back from the q width: rowwise
                 if n != packed[0] and _in_text(*linears[n]) == sizes[0]:
-                    plan.attrs[n] = (self.linear_class(n, spec["out_style"])[0], "PackedQKVFuser")
+                    plan.attrs[n] = (self.linear_class(n, spec.out_style)[0], "PackedQKVFuser")
             plan.applied.append(("PackedQKVFuser", f"{packed[0]}(x).split(({', '.join(sizes)})) -> QKVParallelLinear"))
             return True
         return False
 
-    def _attention(self, fn, module, spec, plan, replacements) -> None:
-        iface = spec["interface"]
+    def _attention(self, fn, module, spec: AttentionFuser, plan, replacements) -> None:
+        iface = spec.interface
         names: set = set()
         lookups = []
         for small in find_all(fn, (cst.Assign, cst.AnnAssign)):
@@ -213,12 +214,12 @@ class Rewrites:
         if len(calls) != 1 or len([a for a in calls[0].args if a.keyword is None]) < 4:
             return
         call = calls[0]
-        attr = spec["attr"]
+        attr = spec.attr
         replacements[id(call)] = call.with_changes(func=_self_attr(attr), args=[
             a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:4]])
         for small in lookups:
             replacements[id(small)] = cst.Expr(cst.Name("None"))  # the lookup itself computes nothing
-        plan.attrs[attr] = (spec["class"], "AttentionFuser")
+        plan.attrs[attr] = (spec.cls, "AttentionFuser")
         plan.applied.append(("AttentionFuser", f"{call.func.value}(self, q, k, v, ...) -> self.{attr}(q, k, v)"))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from ...index.facts import FactTable
@@ -12,8 +14,9 @@ from ...catalog import catalog
 from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all
 from ..construction.constructor import Constructor, Scope
+from ...semantics.callees import Callee
 from ...semantics.evaluator import Evaluator
-from ...semantics.function_bodies import class_method, exits_at_end, imports_in, tables
+from ...semantics.function_bodies import class_method, exits_at_end, tables
 from ...semantics.values import Bindings, ClassRef, Known
 from ...ir.conditions import Condition, Truth, any_of_text, as_text, join
 from ...ir.ops import Kernel
@@ -28,6 +31,16 @@ CUSTOM_OPS = FactTable("custom_ops", "None -> vLLM's custom ops (torch.ops.vllm.
 CALLS_IN = FactTable("calls in", "(a statement node, header only?) -> the calls in it, lambdas left out")
 
 MAX_KERNEL_DEPTH = catalog().limit("kernel_depth")
+
+
+class Collective(NamedTuple):
+    """A collective a layer's forward runs (its all-reduce): its kind, file, line, condition and kernels."""
+
+    kind: str
+    file: str
+    line: int
+    condition: str | None
+    kernels: list
 
 
 class Backends:
@@ -258,29 +271,28 @@ class Backends:
         vo = None
         if self._of_instance(impl):  # `self.x` arguments: the instance's values
             vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
+        c = Callee(self.index, module, call, caller)
         # super().m(...): the next class of the implementation's MRO after the one that defines the caller
-        if (impl is not None and caller is not None and type(func) is cst.Attribute and type(func.value) is cst.Call
-                and type(func.value.func) is cst.Name and func.value.func.value == "super"):
-            found = self._super_method(impl, caller, func.attr.value)
+        if impl is not None and caller is not None and c.super_method is not None:
+            found = self._super_method(impl, caller, c.super_method)
             if found is not None:
                 owner, fn = found
                 self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # kernel[grid](...): a Triton launch; the kernel is the function subscripted
-        if type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute)):
-            target = self.index.resolve_expr(module, func.value)
-            if isinstance(target, Definition) and target.kind == "function":
+        if c.is_launch:
+            target = c.launched
+            if target is not None:
                 out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond), cond=cond))
             return
         # SomeFn.apply(...): an autograd Function runs its static forward
-        if type(func) is cst.Attribute and func.attr.value == "apply" and isinstance(func.value, (cst.Name, cst.Attribute)):
-            target = self.index.resolve_expr(module, func.value)
-            if isinstance(target, Definition) and target.kind == "class":
-                found = self.ctor.method(target, "forward")
-                if found is not None:
-                    owner, fn = found
-                    self._collect(None, owner.module, fn, facts, out, depth + 1, seen, cond)
-                return
+        target = c.applied
+        if target is not None:
+            found = self.ctor.method(target, "forward")
+            if found is not None:
+                owner, fn = found
+                self._collect(None, owner.module, fn, facts, out, depth + 1, seen, cond)
+            return
         dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
             dotted = dotted[:-4]
@@ -323,8 +335,9 @@ class Backends:
             return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
         if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
-            maker = self.index.resolve_expr(module, func.value.func)
-            ret = maker.node.returns if isinstance(maker, Definition) and maker.kind == "function" else None
+            made = c.returned_by
+            maker = made[0] if made is not None else None
+            ret = maker.node.returns if maker is not None else None
             if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
                 cls = self.index.resolve_expr(maker.module, ret.annotation)
                 found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
@@ -334,7 +347,7 @@ class Backends:
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
-            if self.index.resolve_expr(module, func) is None:
+            if c.resolve(func) is None:
                 owner = self._evaluator.infer(func.value, Scope(module=module))
                 if isinstance(owner, Known) and isinstance(owner.value, ClassRef):
                     found = self.ctor.method(owner.value.definition, func.attr.value)
@@ -345,25 +358,17 @@ class Backends:
                         self._native(owner.value.definition, fn, module, call, cond, out, start)
                     return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
-        if isinstance(func, (cst.Name, cst.Attribute)):
-            target = self.index.resolve_expr(module, func)
-            if target is None and type(func) is cst.Name and caller is not None:
-                target = self._imported_in(module, caller, func.value)
+        if c.is_named:
+            target = c.named
             kind = collective_kind(target.name) if isinstance(target, Definition) and target.kind == "function" else None
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
                 found: list[Kernel] = []
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, {})
-                self._collectives.append((kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
+                self._collectives.append(Collective(kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
                 return
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
-
-    def _imported_in(self, module, fn: cst.FunctionDef, name: str):
-        """What `from m import name` inside the function being walked binds (a Triton helper imported where it
-        is called, under `if HAS_TRITON:`), else None."""
-        where = imports_in(fn, module).get(name)
-        return self.index.lookup(*where) if where is not None else None
 
     def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:
         """A call of a CustomOp's forward_native whose walk found no kernel (out[start:]) runs the layer as plain

@@ -25,10 +25,10 @@ def attention_paths(index, evaluator) -> dict[str, dict[str, Value]]:
     per session (the values are the backend's, not a model's)."""
     key = index.backend
     if key not in ATTENTION_PATHS.of(index):
-        spec = (catalog().runtime.get("attention_paths") or {}).get(index.backend) or {}
-        module = index.get(spec.get("module", "")) if spec else None
+        spec = catalog().typed.walk.runtime.attention_paths.get(index.backend or "")
+        module = index.get(spec.module) if spec is not None else None
         out: dict[str, dict[str, Value]] = {}
-        for name, values in (spec.get("paths") or {}).items() if module is not None else ():
+        for name, values in spec.paths.items() if spec is not None and module is not None else ():
             out[name] = {k: _value(v, module, evaluator) for k, v in values.items()}
         ATTENTION_PATHS.of(index)[key] = out
     return ATTENTION_PATHS.of(index)[key]

@@ -1,0 +1,473 @@
+"""The declared shape of each file of patterns/catalog/, as frozen dataclasses (read by catalog.shape).
+
+One top-level dataclass per file (`LeafOps` is leaf_ops.yaml, ...), the entries that have a fixed shape as
+dataclasses of their own. A key the code reads with a default is optional here with that default; a key it
+cannot do without is required. `key("class")` reads a key that is not a Python name; without a default it is
+required too (such fields come last: a type checker takes the call for a default). What each key means is said in
+the file itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .shape import Regex, key, keys_of
+
+Backend = Literal["ascend", "cuda"]
+BACKENDS: tuple[str, ...] = ("ascend", "cuda")
+Problems = Iterator[tuple[str, str]]  # (key, what is wrong), reported at the key's line
+
+
+# -- leaf_ops.yaml ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LeafClass:
+    """`classes.<name>`: a layer class whose call is one op of `kind`."""
+
+    kind: str
+    merged: str | None = None  # the projections it merges (qkv, gate_up)
+    parallel: Literal["row", "column"] | None = None
+    reduce: str | None = None  # the constructor keyword that makes it all-reduce its output
+    role: Literal["router"] | None = None
+    with_residual: str | None = None  # its kind when it is called with a residual
+    values: Mapping[str, str] | None = None  # op value -> the attribute its __init__ sets
+
+
+@dataclass(frozen=True)
+class LeafFunction:
+    """`functions.<dotted name>`."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class StateKind:
+    match: Regex  # searched in the code `state_method` returns
+    kind: str
+
+
+@dataclass(frozen=True)
+class Mixers:
+    base: str
+    state_method: str
+    state_kinds: tuple[StateKind, ...]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """`assume[i]`: a condition text whose steady-state value is known."""
+
+    match: Regex
+    value: bool
+    backend: Backend | None = None  # only on this backend; both without
+
+
+@dataclass(frozen=True)
+class PlatformChecks:
+    platform_object: str
+    any_object: tuple[str, ...]
+    checks: Mapping[str, Mapping[str, bool]] = keys_of(BACKENDS, required=True)  # backend -> check -> answer
+
+
+@dataclass(frozen=True)
+class HubLayers:
+    decorator: str
+    kinds: Mapping[str, str]  # the decorator's layer name -> op kind
+
+
+@dataclass(frozen=True)
+class LeafOps:
+    """leaf_ops.yaml."""
+
+    classes: Mapping[str, LeafClass]
+    functions: Mapping[str, LeafFunction]
+    tensor_methods: Mapping[str, str]
+    operators: Mapping[str, str]
+    kernel_prefixes: tuple[str, ...]
+    mixers: Mixers | None = None
+    attention_impls: Mapping[str, Mapping[str, str]] = keys_of(BACKENDS)  # backend -> kind -> class
+    assume: tuple[Assumption, ...] = ()
+    platform: PlatformChecks | None = None
+    hub_layers: HubLayers | None = None
+
+
+# -- kernels.yaml -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelEntry:
+    """`kernels[i]`: what the kernels whose dotted name `match` finds do, as primitive ops."""
+
+    match: Regex
+    covers: tuple[str, ...]
+    dispatch: bool = False
+    examples: tuple[str, ...] = ()  # kernel names this entry is the first to match (tests/test_catalog.py)
+
+    def problems(self) -> Problems:
+        if not self.covers:
+            yield "covers", "`covers` names no primitive"
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """kernels.yaml."""
+
+    kernels: tuple[KernelEntry, ...]
+
+
+# -- walk.yaml ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Limits:
+    expand_depth: int
+    max_ops: int
+    construct_depth: int
+    kernel_depth: int
+    param_chain: int
+
+
+@dataclass(frozen=True)
+class Preference:
+    """`default_choice[i]`."""
+
+    id: str
+    name: Regex
+    ignore_case: bool = False
+    unless_all: Regex | None = None
+
+
+@dataclass(frozen=True)
+class Role:
+    """`roles[i]`."""
+
+    role: str
+    attr: Regex  # searched in the attribute name
+    cls: Regex = key("class")  # searched in the lowercased class name
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A module-level table of the trees: `module` and the name of the table in it."""
+
+    module: str
+    table: str
+
+
+@dataclass(frozen=True)
+class AutoModel:
+    calls: tuple[str, ...]
+    mapping: str
+
+
+@dataclass(frozen=True)
+class AttentionPaths:
+    """`runtime.attention_paths.<backend>`: path name -> name -> code (or, for an object, attribute -> code)."""
+
+    module: str
+    paths: Mapping[str, Mapping[str, str | Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """walk.yaml `runtime`: what vLLM's runtime hands code."""
+
+    layers_of: tuple[str, ...] = ()
+    hardware_profile: tuple[str, ...] = ()
+    device_type: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    environment: tuple[TableRef, ...] = ()
+    platform: Mapping[str, str] = keys_of(BACKENDS)
+    registered_model: tuple[str, ...] = ()
+    auto_model: AutoModel | None = None
+    layer_dispatch: tuple[str, ...] = ()
+    vllm_version_test: tuple[str, ...] = ()
+    attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
+
+
+@dataclass(frozen=True)
+class Walk:
+    """walk.yaml."""
+
+    limits: Limits
+    default_choice: tuple[Preference, ...] = ()
+    placeholders: tuple[str, ...] = ()
+    roles: tuple[Role, ...] = ()
+    symbols: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # library -> constant names
+    never_none: tuple[str, ...] = ()
+    runtime: Runtime = field(default_factory=Runtime)
+
+
+# -- composites.yaml ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    step: str
+    kind: str
+    methods: tuple[str, ...]
+    covers: tuple[str, ...] = ()
+    match: Regex | None = None
+
+
+@dataclass(frozen=True)
+class StepVariant:
+    """`steps[i]` of a part: the first variant whose `when` methods were all walked applies."""
+
+    steps: tuple[Step, ...]
+    when: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Also:
+    attr: str
+    methods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RegisteredBy:
+    function: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Part:
+    """`parts[i]`: where the part's code is (one of layer, class, attr, registered_by) and what it runs."""
+
+    part: str
+    kind: str
+    layer: bool = False
+    cls: str | None = key("class", None)
+    attr: str | None = None
+    registered_by: RegisteredBy | None = None
+    methods: tuple[str, ...] = ()
+    also: tuple[Also, ...] = ()
+    fields: Mapping[str, str] = field(default_factory=dict)
+    own_only: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    steps: tuple[StepVariant, ...] = ()
+
+    def problems(self) -> Problems:
+        where = [k for k, v in (("layer", self.layer), ("class", self.cls), ("attr", self.attr),
+                                ("registered_by", self.registered_by)) if v]
+        if len(where) != 1:
+            yield "part", (f"part `{self.part}` needs exactly one of layer, class, attr, registered_by "
+                           f"(has {', '.join(where) or 'none'})")
+
+
+@dataclass(frozen=True)
+class Composite:
+    """`<kind>.<backend>`: the parts a composite layer's op is walked to on that backend."""
+
+    parts: tuple[Part, ...] = ()
+    own_method: str | None = None
+    own_method_parts: tuple[str, ...] = ()
+    router_gemm: tuple[str, ...] = ()
+    locations: Mapping[str, str] = field(default_factory=dict)  # role -> attribute path
+
+    def problems(self) -> Problems:
+        names = [p.part for p in self.parts]
+        for name in self.own_method_parts:
+            if name not in names:
+                yield "own_method_parts", f"`own_method_parts` names `{name}`, not a part (have: {', '.join(names)})"
+
+
+@dataclass(frozen=True)
+class Composites:
+    """composites.yaml: per composite leaf kind, backend -> its parts."""
+
+    moe: Mapping[str, Composite] = keys_of(BACKENDS)
+    mla_attention: Mapping[str, Composite] = keys_of(BACKENDS)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The leaf kinds the file lists parts for."""
+        return tuple(k for k in _COMPOSITE_KINDS if getattr(self, k))
+
+    def of(self, kind: str, backend: str | None) -> Composite | None:
+        """The parts of a `kind` layer on `backend`; None when the file lists none."""
+        table: Mapping[str, Composite] = getattr(self, kind) if kind in _COMPOSITE_KINDS else {}
+        return table.get(backend) if backend is not None else None
+
+
+_COMPOSITE_KINDS = ("moe", "mla_attention")
+
+
+# -- hf_fusers.yaml -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LinearPlan:
+    torch_class: str
+    styles_in: str
+    default_style: str
+    tp_plan: str
+
+
+@dataclass(frozen=True)
+class LayerProviders:
+    calls: tuple[str, ...]
+    package: str
+
+
+@dataclass(frozen=True)
+class RmsNormByName:
+    suffix: str
+    zero_centered: str
+    zero_init: str
+    cls: str = key("class")
+
+
+@dataclass(frozen=True)
+class WithoutRegistry:
+    describe: str
+    rewrites: tuple[str, ...]
+    rms_norm_by_name: RmsNormByName
+
+
+@dataclass(frozen=True)
+class MoeMixin:
+    classes: tuple[str, ...]
+    experts_attr: str
+    by: str
+    method: str
+    factory: str
+    block_forward: str
+    router_state: tuple[str, ...]
+    shared: str
+    external_routing_skips: tuple[str, ...]
+    external_runner: str
+
+
+@dataclass(frozen=True)
+class Merged:
+    name: str
+    cls: str = key("class")
+
+
+@dataclass(frozen=True)
+class Activations:
+    module: str
+    table: str
+    instantiated: str
+
+
+@dataclass(frozen=True)
+class GluFuser:
+    rewrite: Literal["glu"]
+    merged: Merged
+    and_mul: TableRef
+    activations: Activations
+    down_style: str
+
+
+@dataclass(frozen=True)
+class QkvFuser:
+    rewrite: Literal["qkv"]
+    merged: Merged
+    out_style: str
+
+
+@dataclass(frozen=True)
+class PackedQkvFuser:
+    rewrite: Literal["packed_qkv"]
+    out_style: str
+    cls: str = key("class")
+
+
+@dataclass(frozen=True)
+class RmsNormFuser:
+    rewrite: Literal["rms_norm"]
+    zero_centered: str
+    cls: str = key("class")
+
+
+@dataclass(frozen=True)
+class AttentionFuser:
+    rewrite: Literal["attention_interface"]
+    interface: str
+    attr: str
+    cls: str = key("class")
+    runs: str | None = None
+
+
+Fuser = GluFuser | QkvFuser | PackedQkvFuser | RmsNormFuser | AttentionFuser
+
+
+@dataclass(frozen=True)
+class HfFusers:
+    """hf_fusers.yaml."""
+
+    package: str
+    backend_module: str
+    text_classes: tuple[str, ...]
+    registry: TableRef
+    linear: LinearPlan
+    without_registry: WithoutRegistry
+    moe_mixin: MoeMixin
+    fusers: Mapping[str, Fuser]
+    layer_providers: LayerProviders | None = None
+    not_walked: tuple[str, ...] = ()
+
+
+# -- aliases.yaml -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Alias:
+    match: Regex  # the whole query, case-insensitive
+    architectures: tuple[str, ...]
+    evidence: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # queries this alias is the first to take (tests/test_catalog.py)
+
+    def problems(self) -> Problems:
+        if not self.architectures:
+            yield "architectures", "`architectures` names no architecture"
+
+
+@dataclass(frozen=True)
+class Aliases:
+    """aliases.yaml."""
+
+    aliases: tuple[Alias, ...] = ()
+
+
+# -- presets.yaml -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Preset:
+    source: str
+    config: Mapping[str, Any]  # the published config.json fields
+
+
+@dataclass(frozen=True)
+class Presets:
+    """presets.yaml."""
+
+    presets: Mapping[str, Preset]
+
+
+# -- devices.yaml -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Device:
+    name: str
+    hbm_gb_s: float
+    launch_us: float
+    soc: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)  # field -> where its number comes from
+
+
+@dataclass(frozen=True)
+class Scenario:
+    num_tokens: int
+    batch: int
+    q_len: int
+    kv_len: int
+
+
+@dataclass(frozen=True)
+class Devices:
+    """devices.yaml."""
+
+    default: str
+    devices: Mapping[str, Device]
+    scenarios: Mapping[str, Scenario] = keys_of(("prefill", "decode"), required=True)
+
+    def problems(self) -> Problems:
+        if self.default not in self.devices:
+            yield "default", f"`default: {self.default}` is not a device (have: {', '.join(self.devices)})"
+
+
+# -- the catalog --------------------------------------------------------------------------------------------
+FILES: dict[str, type] = {"leaf_ops": LeafOps, "kernels": Kernels, "walk": Walk, "composites": Composites,
+                          "hf_fusers": HfFusers, "aliases": Aliases, "presets": Presets, "devices": Devices}
