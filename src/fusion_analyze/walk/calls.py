@@ -93,7 +93,7 @@ class Calls:
         sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
-            external = self.ctor.external_class(frame.inst, name) or frame.inst._attrs.get(("outside", name))
+            external = self.ctor.external_class(frame.inst, name) or frame.inst.outside.get(name)
             bound = self.ctor.partial_function(frame.inst, name) if external == "functools.partial" else None
             if bound and function_kind(bound):  # self.act = functools.partial(nn.functional.gelu, approximate=...)
                 return self._op(frame, function_kind(bound), bound.rsplit(".", 1)[-1], None, s.stmt, _flat(args, kwargs),
@@ -103,7 +103,7 @@ class Calls:
                 return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
                                 s.hint, s.cond, s.steady, attrs={"external": external},
                                 path=f"{frame.path}.{name}" if frame.path else name)
-            why = frame.inst._attrs.get(("why", name)) if frame.inst.cls is not None else None
+            why = frame.inst.why.get(name) if frame.inst.cls is not None else None
             return self._unknown_op(frame, s.stmt, name, _flat(args, kwargs), s.hint, s.cond, s.steady,
                                     f"cannot tell which class builds self.{name}{': ' + why if why else ''}")
         return self._module_call(frame, sub, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
@@ -128,7 +128,7 @@ class Calls:
             return None
         owner = self.ctor.attr(frame.inst, func.value.attr.value)
         if owner is None or owner.cls is None:
-            why = frame.inst._attrs.get(("why", func.value.attr.value))
+            why = frame.inst.why.get(func.value.attr.value)
             if why is None:
                 return None
             args, kwargs = self._site_args(s)

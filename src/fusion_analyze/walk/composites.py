@@ -38,7 +38,7 @@ class Composites:
             self._composite_locations(sub, spec_of.locations)
         layer_op = self.ops[-1]
         emitted = []
-        skipped = sub._attrs.get(("skip_parts",), ())  # parts the layer's builder takes out (hf_fusers.py)
+        skipped = sub.skip_parts  # parts the layer's builder takes out (hf_fusers.py)
         for spec in parts:
             if spec.part in skipped:
                 continue

@@ -39,7 +39,13 @@ class Instance:
     # what another configuration value builds here (the choice was decided):
     # [(class, condition, file, line, [(key, value that selects it)])]
     decided: list[OtherChoice] = field(default_factory=list)
-    _attrs: dict = field(default_factory=dict)
+    # what the construction learned of this instance, kept on it for the walk:
+    built: dict[str, "Instance | None"] = field(default_factory=dict)  # self.<name> -> what builds it (None: unknown)
+    outside: dict[str, str] = field(default_factory=dict)  # self.<name> -> the class outside the trees that builds it
+    why: dict[str, str] = field(default_factory=dict)  # self.<name> -> why no class is known to build it
+    skip_parts: tuple[str, ...] = ()  # composite parts its builder takes out (walk/hf/fusers.py)
+    init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
+    value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
 
     @property
     def name(self) -> str:
@@ -111,9 +117,9 @@ class Constructor(AttrSources, OtherChoices):
     def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
         """(class, __init__, scope) from the most derived class down through super().__init__ calls. The
         binding is done once per instance; each caller gets scopes of its own (it fills their locals)."""
-        chain = inst._attrs.get(("init_scopes",))
+        chain = inst.init_chain
         if chain is None:
-            chain = inst._attrs[("init_scopes",)] = self._init_scopes(inst)
+            chain = inst.init_chain = self._init_scopes(inst)
         return copy_chain(chain)
 
     def _init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
@@ -155,18 +161,17 @@ class Constructor(AttrSources, OtherChoices):
     def _attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         if inst.cls is None or depth > MAX_DEPTH:
             return None
-        key = ("attr", name)
-        if key in inst._attrs:
-            return inst._attrs[key]
-        inst._attrs[key] = None  # cycle guard
+        if name in inst.built:
+            return inst.built[name]
+        inst.built[name] = None  # cycle guard
         self._outside.append([])
         try:
             result = self._attr_built(inst, name, depth)
         finally:
             outside = self._outside.pop()
         if (result is None or result.cls is None) and outside:
-            inst._attrs[("outside", name)] = outside[0]  # what builds it is a class outside the trees
-        inst._attrs[key] = result
+            inst.outside[name] = outside[0]  # what builds it is a class outside the trees
+        inst.built[name] = result
         return result
 
     def _attr_built(self, inst: Instance, name: str, depth: int) -> Instance | None:
@@ -190,7 +195,7 @@ class Constructor(AttrSources, OtherChoices):
                     alt.condition = join(cond, alt.condition)
                     options.append(alt)
                 if id(expr) in self.unbuilt:  # why nothing is known of what it builds
-                    inst._attrs[("why", name)] = self.unbuilt[id(expr)]
+                    inst.why[name] = self.unbuilt[id(expr)]
             result = pick(options)
             break
         if result is None:
@@ -222,9 +227,9 @@ class Constructor(AttrSources, OtherChoices):
             return kept[1]
         self._values[key] = (inst, Unknown(f"self.{name} depends on itself"))
         result = Unknown(f"self.{name} is not assigned in __init__")
-        scopes = inst._attrs.get(("value_scopes",))
+        scopes = inst.value_chain
         if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
-            scopes = inst._attrs[("value_scopes",)] = self.init_scopes(inst)
+            scopes = inst.value_chain = self.init_scopes(inst)
         for c, fn, scope in scopes:
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:

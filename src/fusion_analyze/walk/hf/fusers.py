@@ -251,9 +251,9 @@ class LoadTime(Rewrites):
                 out = Instance(runner or experts.cls, experts.call, experts.scope, experts.condition,
                                alternatives=list(experts.alternatives), fused_by=self.where_mixin())
                 if external:
-                    out._attrs[("skip_parts",)] = tuple(mixin.external_routing_skips)
+                    out.skip_parts = tuple(mixin.external_routing_skips)
                 return out
-            inst._attrs[("why", name)] = f"the MoE backend ({mixin.by}) replaces it at load time; its factory is not found"
+            inst.why[name] = f"the MoE backend ({mixin.by}) replaces it at load time; its factory is not found"
             return None
         if built is not None and built.cls is not None and self.applies(built.cls):
             norm = self.norm_class(built)
