@@ -42,3 +42,14 @@ def read_config(spec: str) -> ConfigRead:
     if not isinstance(cfg, dict):
         raise UserError(f"--config {spec}: not a JSON object; give an HF config.json")
     return ConfigRead(cfg, path.name, True)
+
+
+def stated_dtype(values: dict | None) -> str | None:
+    """The checkpoint's dtype as its configuration states it (`dtype`, else `torch_dtype`; the top level, else a
+    multimodal configuration's `text_config`), without the `torch.` prefix; None when it states none. The one
+    reading of it: the estimate's element size and the graph passes' dtype guards both take it."""
+    stated = None
+    for sub in (values, values.get("text_config")) if values is not None else ():
+        if isinstance(sub, dict):
+            stated = stated or sub.get("dtype") or sub.get("torch_dtype")
+    return stated.removeprefix("torch.") if isinstance(stated, str) else None

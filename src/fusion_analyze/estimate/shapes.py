@@ -6,7 +6,7 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
-from ..config.reader import ConfigRead
+from ..config.reader import ConfigRead, stated_dtype
 from ..errors import UserError
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "int8": 1}
@@ -60,7 +60,7 @@ def _from_config(cfg: dict, source: str) -> Shapes:
         "moe_intermediate_size": g("moe_intermediate_size", default=g("intermediate_size", default=4 * hidden)),
         "block_size": 128, "num_blocks": 1024,
     }
-    dtype = str(g("torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    dtype = stated_dtype(cfg) or "bfloat16"
     return Shapes({k: v for k, v in dims.items() if v is not None}, source, DTYPE_BYTES.get(dtype, 2))
 
 

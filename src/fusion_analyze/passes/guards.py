@@ -17,6 +17,7 @@ import libcst as cst
 
 from ..index.facts import FactTable
 from ..catalog import catalog
+from ..config.reader import stated_dtype
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all
 from ..semantics.scope import Scope
@@ -132,14 +133,9 @@ class _Runtime:
     def _dtype(self) -> Value:
         """The model dtype under vLLM's `--dtype auto`: the checkpoint's `dtype` (`torch_dtype`), a float32 one
         cast to the platform's first supported dtype; unknown without a checkpoint config that states it."""
-        facts = self.config
-        stated = None
-        for sub in (facts.values, facts.values.get("text_config")) if facts is not None else ():
-            if isinstance(sub, dict):
-                stated = stated or sub.get("dtype") or sub.get("torch_dtype")
-        if not isinstance(stated, str):
+        name = stated_dtype(self.config.values if self.config is not None else None)
+        if name is None:
             return Unknown("the checkpoint's dtype is not stated")
-        name = stated.removeprefix("torch.")
         if name == "float32":
             return self._platform_default()
         return Known(Symbol(f"torch.{name}"))
