@@ -1,4 +1,4 @@
-"""Speed and memory benchmark (not a test): run it on an idle machine and copy its output to the README.
+"""Speed and memory benchmark (not a test): run it on an idle machine and copy its output to docs/caching-and-performance.md.
 
     python benchmarks/bench.py [--vllm vllm==0.30.0] [--ascend vllm-ascend==0.30.0rc2] [--workers 2]
 

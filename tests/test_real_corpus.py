@@ -17,7 +17,7 @@ INTERNAL = ("internal error", "worker died", "timed out")
 
 
 # The share of architectures whose report gives a complete decoder layer (tests/completeness.py), measured
-# (README "sweep", with the Transformers backend's architectures): 0.13.0 117/118, 0.30.0 133/136, 0.34.0
+# (docs/walk.md, with the Transformers backend's architectures): 0.13.0 117/118, 0.30.0 133/136, 0.34.0
 # 146/149; issue 17 asks 95 % of each.
 @pytest.mark.parametrize("vllm,ascend,floor", [
     ("vllm==0.13.0", "vllm-ascend==0.13.0", 0.95),
