@@ -17,6 +17,8 @@ from . import __version__
 from .errors import UserError
 from .commands.stack import on_large_stack_chunk
 
+FORMATS = ("md", "json")  # the report formats of the single-model command, diff and compare
+
 
 class _DefaultToAnalyze(TyperGroup):
     """`fusion-analyze qwen3 ...` means `fusion-analyze analyze qwen3 ...`."""
@@ -169,6 +171,7 @@ def analyze_cmd(
     from .analysis.pipeline import Options, analyze, write_output, write_stubs
 
     try:
+        _check_choices(fmt=fmt or "md", lang=lang)
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
@@ -178,6 +181,7 @@ def analyze_cmd(
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
             output = f"reports/{result.location.architecture}.{'json' if fmt == 'json' else 'md'}"
+        output = _report_path(output, result.location.architecture, fmt)
         write_output(result, fmt, output, template, lang)
         if stubs:
             write_stubs(result, stubs)
@@ -212,9 +216,10 @@ def all_cmd(
     from .analysis.session import Session
 
     try:
-        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
+        _check_choices(lang=lang)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
+        session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         archs = [e.architecture for e in session.resolver.entries
                  if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
         archs = select(sorted(set(archs)), only)
@@ -259,6 +264,7 @@ def diff_cmd(
     from .commands.diff import diff_paths
 
     try:
+        _check_choices(fmt=fmt, fail_on=fail_on)
         diffs = diff_paths(old, new)
         code = _write_diff(diffs, old, new, fmt, output, fail_on)
     except UserError as exc:
@@ -271,8 +277,6 @@ def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on
     from .analysis.pipeline import write_text
 
     code = exit_code(diffs, fail_on)
-    if fmt not in ("md", "json"):
-        raise UserError(f"unknown --format {fmt}: use md or json")
     write_text(to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new), output)
     return code
 
@@ -299,6 +303,7 @@ def compare_cmd(
     from .analysis.pipeline import Options, analyze, render, write_text
 
     try:
+        _check_choices(fmt=fmt, fail_on=fail_on)
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
             paths = []
             for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
@@ -311,6 +316,30 @@ def compare_cmd(
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
+
+
+def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str | None = None) -> None:
+    """The choice options, checked before any work (a bad one is exit 2 before a tree is opened)."""
+    if fmt is not None and fmt not in FORMATS:
+        raise UserError(f"--format {fmt}: use one of {', '.join(FORMATS)}")
+    if lang is not None:
+        from .render.markdown import labels
+
+        labels(lang)  # one line naming the languages there are
+    if fail_on is not None:
+        from .commands.diff import FAIL_ON
+
+        if fail_on not in FAIL_ON:
+            raise UserError(f"--fail-on {fail_on}: use one of {', '.join(FAIL_ON)}")
+
+
+def _report_path(output: str | None, architecture: str, fmt: str) -> str | None:
+    """`-o DIR/` (or an existing folder) is a folder: the report is DIR/<arch>.<md|json> in it."""
+    if output is None or output == "-":
+        return output
+    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+        return str(Path(output) / f"{architecture}.{'json' if fmt == 'json' else 'md'}")
+    return output
 
 
 def _hf_path(session, hf_root: str | None) -> str | None:
