@@ -57,19 +57,17 @@ def test_a_model_with_attention_sinks_cites_the_sink_kernel(session, hf):
 
 
 def test_mla_cites_the_decode_kernel_and_the_prefill_kernel(session, hf):
+    """AscendMLAImpl walked op by op (issue 33): the decode attention is a row of _forward_decode citing
+    npu_fused_infer_attention_score_v2 (not its workspace-size query), the prefill one a row of _forward_prefill
+    citing npu_fused_infer_attention_score, each at the line that calls it."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
-    o = _opp(a, "flash_attention")
-    decode, prefill = o.evidence[:2]
-    assert decode["file"] == prefill["file"] == "vllm_ascend/attention/mla_v1.py"
-    assert decode["what"].endswith("decode path)") and prefill["what"].endswith("prefill path)")
-    assert "npu_fused_infer_attention_score_v2(" in _source(session, decode)
-    assert "npu_fused_infer_attention_score(" in _source(session, prefill)
-    src = (session.ascend.root / decode["file"]).read_text().splitlines()
-    enclosing = lambda ev: next(l for l in reversed(src[:ev["line"]]) if l.lstrip().startswith("def ")).strip()  # noqa: E731
-    assert enclosing(decode) == "def _forward_decode(" and enclosing(prefill) == "def _forward_prefill("
-    # decode: eager or graph capture is the run's choice; prefill's tests all hold on the prefill path
-    assert "decode: torch_npu.npu_fused_infer_attention_score_v2 runs when not (_EXTRA_CTX.capturing)" in o.conditions
-    assert not any(c.startswith("prefill: ") for c in o.conditions)
+    rows = {o.scope: o for o in a.opportunities if o.scenario == "flash_attention"}
+    decode, prefill = rows["AscendMLAImpl._forward_decode"], rows["AscendMLAImpl._forward_prefill"]
+    for o, call in ((decode, "npu_fused_infer_attention_score_v2"), (prefill, "npu_fused_infer_attention_score(")):
+        assert str(o.status) == "fused_by_ascend_kernel"
+        ev = o.evidence[0]
+        assert ev["file"] == "vllm_ascend/attention/mla_v1.py" and call in _source(session, ev)
+        assert "get_max_workspace" not in _source(session, ev)
 
 
 def test_vllm_ascend_023_device_adaptor_is_decided_by_the_device_type(hf, real_tree):

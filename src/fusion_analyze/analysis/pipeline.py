@@ -96,7 +96,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     _served_by_transformers(session, loc, facts)
     env = _environment(session, device, facts)
     walker = Walker(session.index, session.resolver.patches, env)
-    result = walker.walk_model(loc.definition)
+    result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
@@ -106,6 +106,30 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _walked_class(session: Session, loc: Location):
+    """The class that runs: on the Ascend backend, the class vllm-ascend registers for the architecture
+    (`ModelRegistry.register_model` in vllm_ascend/models/__init__.py), else the registry's class."""
+    from ..index.modules import Definition
+
+    from ..locate.resolve import Evidence, verify
+
+    o = loc.ascend_override
+    if session.backend == "ascend" and o is not None:
+        found = session.index.lookup(o.module, o.class_name)
+        if isinstance(found, Definition) and found.kind == "class":
+            reg = session.index.get("vllm_ascend.models")
+            lines = reg.text().splitlines() if reg is not None else []
+            at = next((i for i, t in enumerate(lines, 1) if f'"{o.architecture}"' in t), None)
+            said = Evidence(reg.rel, at, lines[at - 1].strip()) if reg is not None and at else None
+            family = found.name.removeprefix("Ascend")
+            own = verify(found.module, [found.name, family], limit=4)
+            loc.verification = ([Evidence(found.module.rel, found.line, f"class {found.name}")]
+                                + [e for e in own if e.line != found.line]
+                                + ([said] if said else []) + loc.verification)
+            return found
+    return loc.definition
 
 
 def _environment(session: Session, device: dict, facts) -> Environment:

@@ -251,10 +251,30 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Impl:
+    """`impl`: the runtime-built implementation a composite layer hands its work to, walked as code, op by op:
+    the class, the attribute of the layer whose __init__ builds it (`holder`) and the name it is stored under
+    there (`self.<assigned> = impl_cls(..., **extra_impl_args)`), the method the layer's custom op calls, and the
+    names of that method's arguments that are the layer's input (the rest are runtime state)."""
+
+    cls: str = key("class", "")
+    holder: str = ""
+    assigned: str = "impl"
+    method: str = "forward"
+    inputs: tuple[str, ...] = ("hidden_states",)
+
+    def problems(self) -> Problems:
+        if not self.cls or not self.holder:
+            yield "impl", "`impl` needs `class` and `holder`"
+
+
+@dataclass(frozen=True)
 class Composite:
-    """`<kind>.<backend>`: the parts a composite layer's op is walked to on that backend."""
+    """`<kind>.<backend>`: the parts a composite layer's op is walked to on that backend (or, with `impl`, the
+    implementation it hands its work to, walked op by op)."""
 
     parts: tuple[Part, ...] = ()
+    impl: Impl | None = None
     own_method: str | None = None
     own_method_parts: tuple[str, ...] = ()
     router_gemm: tuple[str, ...] = ()

@@ -42,6 +42,7 @@ class OpAttrs(TypedDict, total=False):
     ascend_file: str  # file of that class, relative to its tree
     runs: str  # Class.method of the backend's code that runs the op (AscendMoERunner._apply_router_linear)
     native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
+    triton: str  # a `@triton.jit` kernel launched here: where the kernel is defined (file:line)
     fused_by: str  # the Transformers backend's load-time rewrite that built the layer (`RMSNormFuser (file:line)`)
     external: str  # dotted class outside the trees that builds the module (torch.nn.Embedding)
     mixer: bool  # a token mixer (attention / SSM layer, or the attention dispatch function); its own ops follow it

@@ -12,7 +12,7 @@ import libcst as cst
 from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
 from ..index.nodes import find_all
 from ..match.matcher import Graph, Match, match_pattern
-from ..match.patterns import Pattern
+from ..match.patterns import FUSED_KERNEL_FORM, Pattern
 from ..ir.ops import Op
 from ..ir.states import Status
 
@@ -321,7 +321,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
         if hits:
             c, ev = list(conds), []
             for op, k, paths in hits:
-                where = op.attrs.get("ascend_class") or op.layer_class
+                where = op.attrs.get("ascend_class") or op.layer_class or op.scope
                 rests = dict((name, r) for name, r, _p in k.paths or ())
                 for path in paths or [None]:
                     rest = rests.get(path) if path else k.condition
@@ -417,9 +417,29 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     return out
 
 
+def _closest_kernel_scenario(matches: dict[str, list]) -> dict[str, list]:
+    """A call of one fused kernel (the implicit `fused_kernel` form) is the scenario it does exactly, where one
+    does (kernels.yaml `covers` within the pattern's covers, optional and neutral primitives): MLA's
+    npu_kv_rmsnorm_rope_cache (rmsnorm, rope, kvcache) is the kv norm + RoPE + cache write, not a q/k norm
+    + RoPE nor RoPE + cache write alone. A kernel no scenario fits exactly keeps every scenario it covers."""
+    from ..catalog import fuses
+
+    exact: dict[str, set] = {}
+    for pid, ms in matches.items():
+        for m in ms:
+            if m.form.id == FUSED_KERNEL_FORM and any(
+                    fuses(kernel_covers(k.name), m.pattern.covers, m.pattern.optional) for k in m.op_list[0].kernels):
+                exact.setdefault(m.op_list[0].id, set()).add(pid)
+    if not exact:
+        return matches
+    return {pid: [m for m in ms if not (m.form.id == FUSED_KERNEL_FORM and m.op_list[0].id in exact
+                                        and pid not in exact[m.op_list[0].id])]
+            for pid, ms in matches.items()}
+
+
 def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
             cuda_passes: list[GraphPass]) -> list[Opportunity]:
-    matches = {p.id: match_pattern(graph, p) for p in patterns}
+    matches = _closest_kernel_scenario({p.id: match_pattern(graph, p) for p in patterns})
     opsets = {pid: [frozenset(o.id for o in m.op_list) for m in ms] for pid, ms in matches.items()}
     groups: dict[tuple, list] = {}
     for p in patterns:

@@ -12,7 +12,7 @@ import libcst as cst
 from ..catalog import is_dispatcher, kernel_covers
 from ..index.modules import Definition
 from .construction.constructor import Instance
-from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _flat, _self_attr
+from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, WalkerState, _flat, _self_attr
 from ..ir.ops import Kernel
 from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
@@ -45,12 +45,12 @@ class CallSite:
         return Callee(self.frame.module._index, self.frame.module, self.call)
 
 
-class Calls:
+class Calls(WalkerState):
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
     HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
-                "_tensor_method_call", "_partial_call", "_function_call")
+                "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
         site = CallSite(frame, call, cond, steady, stmt, hint)
@@ -72,7 +72,8 @@ class Calls:
         for c in self.ctor.mro(s.frame.cls)[1:]:
             fn = class_method(c, name)
             if fn is not None:
-                return self._inline(s.frame, c, fn, c.module, args, kwargs, s.cond, s.steady)
+                # the base class's method, not a recursion (a subclass in another package calls its base's forward)
+                return self._inline(s.frame, c, fn, c.module, args, kwargs, s.cond, s.steady, replaced=True)
         return []
 
     def _self_call(self, s: CallSite):
@@ -83,9 +84,11 @@ class Calls:
         name = func.attr.value
         if name == "_forward_method" and frame.inst.cls is not None:
             name = self._dispatch_target(frame.inst)  # per-platform dispatch set in __init__
-        method = self.ctor.method(frame.cls, name) if frame.inst.cls is not None else None
+        # `self.m()` dispatches on the instance's class: a subclass's override wins over the base class whose
+        # method is being walked (AscendKimiDecoderLayer._run_self_attn, called from the upstream forward)
+        method = self.ctor.method(frame.inst.cls, name) if frame.inst.cls is not None else None
         if method is None and frame.inst.cls is not None:
-            method = self.ctor.method(frame.inst.cls, name)
+            method = self.ctor.method(frame.cls, name)
         if method is not None:
             args, kwargs = self._site_args(s)
             owner, fn = method
@@ -149,9 +152,9 @@ class Calls:
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
         func, frame = s.func, s.frame
-        if (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in frame.loop_vars
-                and frame.loop_vars[func.value.value].cls is not None
-                and self.ctor.method(frame.loop_vars[func.value.value].cls, func.attr.value) is not None):
+        held = frame.loop_vars[func.value.value].cls if (type(func) is cst.Attribute and type(func.value) is cst.Name
+                                                        and func.value.value in frame.loop_vars) else None
+        if held is not None and type(func) is cst.Attribute and self.ctor.method(held, func.attr.value) is not None:
             # layer.forward_input_norm(...): a method of the decoder layer, called by the model's loop
             args, kwargs = self._site_args(s)
             return self._expand(frame.loop_vars[func.value.value], func.attr.value, args, kwargs,
@@ -203,6 +206,22 @@ class Calls:
         return self._expand(lst.element, "forward", args, kwargs,
                             path=f"{frame.path}.{func.value.attr.value}".lstrip("."), facts=frame.facts,
                             cond=s.cond)
+
+    def _triton_launch(self, s: CallSite):
+        """`kernel[grid](...)` with `kernel` a `@triton.jit` function of the trees: one device kernel, launched
+        here (vllm-ascend's ops/triton, vLLM's Triton kernels), named by its module and function."""
+        func, frame = s.func, s.frame
+        if not (type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute))):
+            return None
+        target = self.index.resolve_expr(frame.module, func.value)
+        if not (isinstance(target, Definition) and target.kind == "function" and _triton_jit(target.node)):
+            return None
+        args, kwargs = self._site_args(s)
+        out = self._op(frame, "kernel", target.name, None, s.stmt, _flat(args, kwargs), s.hint, s.cond, s.steady,
+                       attrs={"triton": f"{target.module.rel}:{target.line}"})
+        self.ops[-1].kernels = [Kernel(f"triton:{target.module.name}.{target.name}", frame.module.rel,
+                                       frame.module.line_of(s.call), None)]
+        return out
 
     def _dotted(self, s: CallSite) -> str | None:
         func = s.func
@@ -271,6 +290,8 @@ class Calls:
             return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
         if type(func) is cst.Name and func.value in _IGNORED_BUILTINS:
             return inputs
+        if dotted and dotted.startswith("torch.") and dotted.rsplit(".", 1)[-1] in _ALLOCATORS:
+            return [self._value(hint[0] if hint else dotted.rsplit(".", 1)[-1])]  # a new buffer: no compute
         if dotted and dotted.split(".")[0] in ("torch", "F", "math", "einops") and not inputs:
             return []
         name = dotted or frame.module.code(func).strip()
@@ -299,14 +320,16 @@ class Calls:
                 terms = vcond.terms if vcond else ()
                 if not any(self.ctor.evaluator.term_truth(t) is Truth.FALSE for t in terms if not t.negated):
                     return value.attr.value
-        return self.backends.forward_name(inst.cls)
+        return self.backends.forward_name(inst.cls) if inst.cls is not None else "forward"
 
     def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False) -> list[str]:
         """`replaced`: the method a patch replaced, called from the patch (not a recursion)."""
         if len(self._stack) > MAX_DEPTH:
             return []
-        key = f"{module.name}.{fn.name.value}"
-        if self._stack.count(key) >= 1 or (not replaced and any(
+        # a method by its class (two classes of one module both define forward), a function by its module
+        key = f"{owner.qualname}.{fn.name.value}" if owner is not None else f"{module.name}.{fn.name.value}"
+        # (a patch's saved original runs under the patched method's own name, once)
+        if self._stack.count(key) >= (2 if replaced else 1) or (not replaced and any(
                 k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
             self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
             return []
@@ -322,6 +345,23 @@ class Calls:
         finally:
             self._stack.pop()
         return sub.returns
+
+
+# torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
+_ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
+                         "empty_strided", "arange", "tensor", "as_tensor"})
+
+
+def _triton_jit(fn) -> bool:
+    """A function under `@triton.jit` / `@triton.autotune(...)` / `@triton.heuristics(...)` (any spelling)."""
+    for d in getattr(fn, "decorators", ()):
+        expr = d.decorator.func if type(d.decorator) is cst.Call else d.decorator
+        if type(expr) is cst.Attribute and expr.attr.value in ("jit", "autotune", "heuristics") \
+                and type(expr.value) is cst.Name and expr.value.value in ("triton", "tl"):
+            return True
+        if type(expr) is cst.Name and expr.value in ("jit", "triton_jit"):
+            return True
+    return False
 
 
 def _attention_dispatch(name: str) -> bool:

@@ -13,10 +13,11 @@ from typing import Any
 import libcst as cst
 
 from ..catalog import catalog
-from ..catalog.schema import Part, Step
+from ..catalog.schema import Impl, Part, Step
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
+from .frame import WalkerState
 from ..ir.ops import Kernel, Op, OpAttrs
 from ..semantics.scope import Scope
 from ..semantics.function_bodies import tables
@@ -24,13 +25,16 @@ from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth
 
 
-class Composites:
+class Composites(WalkerState):
     """Mixin of Walker: the parts of composite layers."""
 
     def _composite_parts(self, frame, sub: Instance, kind: str, path: str, inputs, cond, steady, only=None) -> None:
         """`only`: the names of the parts to emit (a backend's own layer lists the ones its method runs through
         a runtime object, composites.yaml `own_method_parts`)."""
         spec_of = catalog().typed.composites.of(kind, self.index.backend)
+        if spec_of is not None and spec_of.impl is not None and only is None \
+                and self._composite_impl(frame, sub, spec_of.impl, path, inputs, cond):
+            return
         parts = [p for p in spec_of.parts if only is None or p.part in only] if spec_of is not None else []
         if spec_of is None or not parts:
             return
@@ -45,7 +49,7 @@ class Composites:
             cls, origin, inst = self._part_class(sub, spec)
             if cls is None:
                 self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
-                              f"the {spec.part} of {sub.cls.name} is not known: {origin}")
+                              f"the {spec.part} of {sub.name} is not known: {origin}")
                 continue
             impl = self.backends.implementation(cls)
             facts = Bindings(fields=self._carried_fields(sub, spec.fields))
@@ -67,7 +71,7 @@ class Composites:
                 kernels += [k for k in got_kernels if k not in kernels]
             for extra in spec.also:  # code the part runs through a runtime object (the quant method)
                 more = self._attr_path(sub, extra.attr)
-                if more is None:
+                if more is None or more.cls is None:
                     continue
                 more_impl = self.backends.implementation(more.cls)
                 for method in extra.methods:
@@ -83,7 +87,7 @@ class Composites:
             if spec.own_only and not kernels:  # the layer does none of it itself: nothing to show
                 continue
             owner, fn = first
-            attrs = {"inside": sub.cls.name, "part": spec.part, "class_file": cls.module.rel,
+            attrs = {"inside": sub.name, "part": spec.part, "class_file": cls.module.rel,
                      "class_line": cls.line, "found_by": origin}
             if spec.paths:  # the runtime paths it runs on (decode, prefill)
                 attrs["paths"] = list(spec.paths)
@@ -96,6 +100,9 @@ class Composites:
             op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs if not emitted else emitted[-1].outputs,
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
+            at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)
+            if at is not None:  # at the call of its kernel (one that always runs, if any),
+                op.file, op.line = at.file, at.line  # not at the definition of the method that holds it
             emitted.append(op)
             variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
             if variant is not None:
@@ -104,6 +111,48 @@ class Composites:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
+
+    def _composite_impl(self, frame, sub: Instance, spec: Impl, path: str, inputs, cond) -> bool:
+        """The implementation the layer's custom op hands its work to (AscendMLAImpl.forward behind
+        torch.ops.vllm.mla_forward), walked as code: each projection, norm, RoPE, cache write, attention kernel
+        and batched matmul an op at the line that calls it, under the tests of the code on the way. Its
+        __init__ is bound to the call that builds it in the holder's __init__ (`impl_cls(..., **extra_impl_args)`),
+        so `self.q_proj`, `self.kv_a_layernorm` are the model's modules. False when it cannot be built."""
+        mod, _, name = spec.cls.rpartition(".")
+        cls = self.index.lookup(mod, name)
+        holder = self._attr_path(sub, spec.holder)
+        if not (isinstance(cls, Definition) and cls.kind == "class") or holder is None:
+            return False
+        built = self._built_at(holder, spec.assigned)
+        if built is None:
+            return False
+        call, scope = built
+        impl = Instance(cls, call, scope)
+        layer_op = self.ops[-1]
+        got = self.ctor.method(cls, spec.method)
+        if got is None:
+            return False
+        params = [p.name.value for p in got[1].params.params[1:]]
+        args = [list(inputs) if p in spec.inputs else [self._value(p)] for p in params]
+        start = len(self.ops)
+        self._expand(impl, spec.method, args, {}, path=f"{path}.{spec.assigned}", facts=Bindings(), cond=cond)
+        for op in self.ops[start:]:
+            op.attrs.setdefault("inside", sub.name)
+        layer_op.attrs["runs"] = f"{cls.name}.{spec.method}"
+        return len(self.ops) > start
+
+    def _built_at(self, holder: Instance, assigned: str):
+        """(call, scope) of the constructor call whose result the holder's __init__ stores as `self.<assigned>`,
+        directly or through a local (`impl = impl_cls(...); self.impl = impl`), with the scope that binds it."""
+        for c, fn, scope in self.ctor.init_scopes(holder):
+            found = tables(fn, c.module).self_assignments.get(assigned, ())
+            for expr, _cond, pos in found:
+                if type(expr) is cst.Name:
+                    locals_ = [v for t, v, _c, p in tables(fn, c.module).local_assignments if t == expr.value and p <= pos]
+                    expr = locals_[-1] if locals_ else expr
+                if type(expr) is cst.Call:
+                    return expr, scope
+        return None
 
     def _step_ops(self, part, steps: tuple[Step, ...], by_method: list) -> None:
         """The part's kernels as the steps that run them, in the order they run (composites.yaml `steps`), each
@@ -165,7 +214,7 @@ class Composites:
         """Where a MoE user looks: the classes that run the router and the experts on this backend."""
         for role, attr in roles.items():
             inst = self._attr_path(sub, attr) if role not in self.locations else None
-            if inst is not None:
+            if inst is not None and inst.cls is not None:
                 impl = self.backends.implementation(inst.cls)
                 self._role(role, Instance(impl, inst.call, inst.scope))
 
@@ -187,7 +236,7 @@ class Composites:
         """(class, how it was found, its instance if the walk built it) of a part: an attribute path of the
         layer's instance, or the one class a registry function constructs; (None, why, None) when not known."""
         if spec.layer:  # the layer itself (the runner joins what its parts ran)
-            return sub.cls, f"{sub.cls.name} itself", sub
+            return sub.cls, f"{sub.name} itself", sub
         if spec.cls is not None:  # built by the runtime (the attention backend's implementation): the named class
             mod, _, name = spec.cls.rpartition(".")
             cls = self.index.lookup(mod, name)
@@ -198,7 +247,7 @@ class Composites:
             inst = self._attr_path(sub, spec.attr)
             if inst is None:
                 return None, f"no attribute {spec.attr}", None
-            return inst.cls, f"{sub.cls.name}.{spec.attr}", inst
+            return inst.cls, f"{sub.name}.{spec.attr}", inst
         reg = spec.registered_by
         name = reg.function.rsplit(".", 1)[-1] if reg is not None else "?"
         classes = self._registered_classes(reg.function, reg.values) if reg is not None else []

@@ -114,3 +114,31 @@ def _kwarg_text(call, name, scope) -> str | None:
 
 
 
+
+
+class WalkerState:
+    """What every mixin of the Walker (walker.py) reads of the walk's state and calls of its core, declared
+    for the type checker only: at run time the mixins get them from Walker itself."""
+
+    from typing import TYPE_CHECKING
+
+    if TYPE_CHECKING:
+        from ..index.modules import ModuleIndex
+        from ..ir.ops import Op
+        from .construction.constructor import Constructor
+        from .kernels.backend_kernels import Backends
+
+        index: ModuleIndex
+        ctor: Constructor
+        backends: Backends
+        ops: list[Op]
+        _stack: list[str]
+
+        def _value(self, name: str) -> str: ...
+
+        def _op(self, frame, kind, name, layer_class, stmt, inputs, hint, cond, steady, attrs=None,
+                path=None) -> list[str]: ...
+
+        def _expand(self, inst, method: str, args: list, kwargs: dict, path: str, facts, cond=None) -> list[str]: ...
+
+        def _unknown(self, path, module, node, reason) -> None: ...

@@ -237,6 +237,9 @@ class Layers:
             op = self._op_in_method(frame, "matmul", key, gate.cls.name, owner.module, fn, inputs, ["router_logits"],
                                     cond, steady, attrs, f"{path}.{key}")
             op.kernels = kernels
+            at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)
+            if at is not None:  # at the call of the GEMM (the gate's forward or F.linear), not the method's def
+                op.file, op.line = at.file, at.line
             return True
         return False
 

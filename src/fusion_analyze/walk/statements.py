@@ -16,6 +16,12 @@ from ..semantics.values import Known, Bindings
 from ..ir.conditions import Condition, Truth, join
 
 
+# Attributes of a tensor that are not tensors: its shape and what describes it (`x.shape[-1] + 1` is integer
+# arithmetic, no device op).
+_TENSOR_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "itemsize", "layout",
+                              "is_contiguous", "names"})
+
+
 class Statements:
     """Mixin of Walker: the statement walk."""
 
@@ -324,8 +330,8 @@ class Statements:
             orelse = self._eval(frame, expr.orelse, join(cond, test.negate()), steady, stmt, hint, quiet)
             return body or orelse
         if type(expr) is cst.Attribute:
-            if _self_attr(expr):
-                return []
+            if _self_attr(expr) or expr.attr.value in _TENSOR_METADATA:
+                return []  # x.shape[-1], x.dtype: integers and descriptors, not tensors
             return self._eval(frame, expr.value, cond, steady, stmt)
         return []
 

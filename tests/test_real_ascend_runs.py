@@ -1,0 +1,90 @@
+"""What really runs on Ascend (issue 33), on the released 0.30 pair: the model classes vllm-ascend registers for
+an architecture, MLA op by op, the MoE runner as it runs, native fallbacks as the vector work they are."""
+
+from __future__ import annotations
+
+from fusion_analyze.analysis.pipeline import Options, analyze_in, render
+from fusion_analyze.catalog import kernel_covers
+
+from .conftest import validate_report
+
+
+def _text(session, file: str, line: int) -> str:
+    root = session.vllm.root if file.startswith("vllm/") else session.ascend.root
+    return (root / file).read_text().splitlines()[line - 1]
+
+
+def test_model_vllm_ascend_registers_is_walked_in_its_own_class(session, hf):
+    """DeepseekV4ForCausalLM: vllm_ascend/models/__init__.py registers AscendDeepseekV4ForCausalLM; every op of
+    the decoder layer comes from vllm_ascend (its model and what it calls), none from vLLM's CUDA model."""
+    a = analyze_in(session, "DeepseekV4ForCausalLM", Options(hf_root=hf))
+    layer = [op for op in a.walk.ops if op.section == "layer"]
+    # the layer's own code is vllm_ascend's; what it calls may be a vLLM helper (vllm/v1/attention/ops/pcp.py)
+    assert layer and sum(op.file.startswith("vllm_ascend/") for op in layer) > 0.8 * len(layer)
+    own = [op for op in layer if op.scope.startswith("DeepseekV4DecoderLayer.")]
+    assert own and all(op.file == "vllm_ascend/models/deepseek_v4/model.py" for op in own), \
+        sorted({op.file for op in own})
+    assert not any("/nvidia/" in op.file for op in a.walk.ops)
+    assert a.report["locations"]["model"]["class"] == "AscendDeepseekV4ForCausalLM"
+    assert a.report["locations"]["decoder_layer"]["file"] == "vllm_ascend/models/deepseek_v4/model.py"
+    # the registration is evidence, at its line
+    ev = [e for e in a.location.verification if e.file == "vllm_ascend/models/__init__.py"]
+    assert ev and '"DeepseekV4ForCausalLM"' in _text(session, ev[0].file, ev[0].line)
+    # its own fused kernels, each an op at the line that calls it, and known to the catalog
+    kernels = {k.name: k for op in layer for k in op.kernels}
+    for name in ("torch.ops._C_ascend.npu_hc_pre_v2", "torch.ops._C_ascend.npu_hc_post",
+                 "torch.ops._C_ascend.npu_rms_norm_cast"):
+        assert name in kernels, name
+        assert name.rsplit(".", 1)[-1] + "(" in _text(session, kernels[name].file, kernels[name].line)
+        assert kernel_covers(name), name
+    gating = [k for op in a.walk.ops for k in op.kernels if k.name == "torch.ops._C_ascend.moe_gating_top_k_hash"]
+    assert gating and kernel_covers(gating[0].name) >= {"topk"}
+    # a kernel of its own mixes residual streams: it is no add + RMSNorm, attention or MoE combine
+    claimed = [o.id for o in a.opportunities if o.status.value != "open" and any(
+        "npu_hc_pre" in str(e) or "npu_hc_post" in str(e) for e in o.evidence)]
+    assert not claimed
+    md = render(a, "md", lang="en")
+    assert "/nvidia/" not in md.split("### 2.")[1].split("### 3.")[0]
+    validate_report(a.report)
+
+
+def test_triton_launch_is_one_kernel_and_shape_arithmetic_no_op(session, hf):
+    """`muls_add_kernel[(num_programs,)](...)` (vllm_ascend/ops/triton/mul_add.py) is one device kernel at the
+    launch; `(n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE` on `x.shape[-1]` and `x.numel()` is integer arithmetic."""
+    a = analyze_in(session, "DeepseekV4ForCausalLM", Options(hf_root=hf))
+    in_wrapper = [op for op in a.walk.ops if op.file == "vllm_ascend/ops/triton/mul_add.py"]
+    launches = [op for op in in_wrapper if op.name == "muls_add_kernel"]
+    assert launches and all(op.kind == "kernel" for op in launches)
+    assert launches[0].kernels[0].name == "triton:vllm_ascend.ops.triton.mul_add.muls_add_kernel"
+    assert "muls_add_kernel[" in _text(session, launches[0].file, launches[0].line)
+    assert not [op for op in in_wrapper if op.kind in ("add", "sub", "mul", "div")]
+
+
+def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
+    """DeepSeek-V3: AscendMLAImpl.forward (behind torch.ops.vllm.mla_forward) walked as code, its __init__ bound
+    to the call in vLLM's MLAAttention.__init__ (`impl_cls(..., **extra_impl_args)`), so each projection,
+    norm, cache write, attention kernel and batched matmul is an op at its mla_v1.py call line; the kv norm +
+    RoPE + cache write is reported fused by npu_kv_rmsnorm_rope_cache."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    mla = [op for op in a.walk.ops if op.file == "vllm_ascend/attention/mla_v1.py"]
+    by_name = {}
+    for op in mla:
+        by_name.setdefault(op.name if not op.layer_class else op.path.rsplit(".", 1)[-1], op)
+    for name, kind in (("fused_qkv_a_proj", "matmul"), ("q_a_layernorm", "rmsnorm"), ("kv_b_proj", "matmul"),
+                       ("o_proj", "matmul"), ("npu_kv_rmsnorm_rope_cache", "kernel"),
+                       ("npu_transpose_batchmatmul", "kernel"), ("npu_fused_infer_attention_score", "kernel")):
+        assert name in by_name, name
+        op = by_name[name]
+        assert op.kind == kind, (name, op.kind)
+        statement = " ".join(_text(session, op.file, op.line + i) for i in range(4))  # a call over several lines
+        assert f"{name}(" in statement, name
+        assert not _text(session, op.file, op.line).lstrip().startswith("def "), name
+    # the modules are the model's: DeepseekV2MLAAttention's, handed down through MLAModules and **kwargs
+    assert by_name["kv_b_proj"].layer_class == "ColumnParallelLinear"
+    assert by_name["o_proj"].layer_class == "RowParallelLinear"
+    fused = [o for o in a.opportunities if o.scenario == "rmsnorm_rope" and o.scope.startswith("AscendMLAImpl.")]
+    assert fused and all(o.status.value == "fused_by_ascend_kernel" for o in fused)
+    assert all("npu_kv_rmsnorm_rope_cache" in str(o.evidence) for o in fused)
+    # the one kernel is that scenario, not a q/k norm + RoPE of attention heads
+    assert not [o for o in a.opportunities if o.scenario == "qknorm_rope" and "npu_kv_rmsnorm_rope_cache" in str(o.evidence)]
+    validate_report(a.report)
