@@ -88,3 +88,92 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
     # the one kernel is that scenario, not a q/k norm + RoPE of attention heads
     assert not [o for o in a.opportunities if o.scenario == "qknorm_rope" and "npu_kv_rmsnorm_rope_cache" in str(o.evidence)]
     validate_report(a.report)
+
+
+def test_a_native_fallback_is_walked_into_its_vector_work(session, hf):
+    """Llama with a Llama-3.1 config.json: Llama3RotaryEmbedding has no Ascend class, so each layer runs vLLM's
+    forward_native. Its PyTorch ops are listed under the rope op (index_select, the multiplies and adds, cat),
+    the vector chain on them is open with the kernels it removes, the note names the registered Ascend class
+    whose kernel computes the same math, and the CUDA column says what vLLM runs there (forward_cuda's kernel)."""
+    from pathlib import Path
+
+    config = str(Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "llama-3.1-8b.json")
+    a = analyze_in(session, "LlamaForCausalLM", Options(config=config, hf_root=hf))
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "rope")
+    rope = ops[i]
+    assert rope.layer_class == "Llama3RotaryEmbedding" and "forward_native" in rope.attrs["native"]
+    native = [op for op in ops if op.attrs.get("native_of") == "rotary_emb (Llama3RotaryEmbedding)"]
+    assert native and ops[i + 1] is native[0]  # right after the rope op, nested under it
+    kinds = [op.kind for op in native]
+    assert "gather" in kinds and kinds.count("mul") >= 4 and "sub" in kinds and "add" in kinds and "cat" in kinds
+    gather = next(op for op in native if op.kind == "gather")
+    assert "index_select(" in _text(session, gather.file, gather.line)
+    assert rope.attrs["native_ops"] >= 10  # device kernels surely launched, views and casts apart
+    (chain,) = [o for o in a.opportunities if o.scenario == "vector_elementwise_chain"
+                and all(op_id in {op.id for op in native} for op_id in o.ops)]
+    assert chain.status.value == "open" and chain.scope == rope.scope
+    assert f"launches {rope.attrs['native_ops']} separate PyTorch kernels" in chain.note
+    assert "AscendRotaryEmbedding" in chain.note and "_compute_inv_freq" in chain.note
+    assert chain.cuda["status"] == "fused_by_kernel"
+    assert chain.cuda["kernels"] == ["vllm._custom_ops.rotary_embedding"]
+    numbers = a.benefits[chain.id].numbers  # the kernels a fused one removes, per scenario
+    assert all(n["per_layer"]["launches"] >= 1 for n in numbers.values()) and numbers
+    md = render(a, "md", lang="en")
+    assert "  · gather      index_select" in md
+    validate_report(a.report)
+
+
+_MOE_ORDER = ["moe", "moe_gating", "moe_experts", "moe_dispatch", "expert_gemm", "expert_act", "expert_gemm",
+              "moe_combine"]
+
+
+def _moe_sequence(a):
+    """The MoE layer's ops in walk order, from its router GEMM (or the layer op) to its join."""
+    ops = [op for op in a.walk.ops if op.steady]
+    i = next(i for i, op in enumerate(ops) if op.kind == "moe")
+    # the router GEMM: run by the runner (role router), or by the model right before (`self.gate(h)`)
+    start = i - 1 if i and (ops[i - 1].attrs.get("role") == "router"
+                            or ops[i - 1].kind == "matmul" and ops[i - 1].name in ("gate", "router")) else i
+    end = next((j for j in range(i, len(ops)) if ops[j].kind == "moe_join"), None)
+    return ops[start:(end + 1) if end is not None else i + len(_MOE_ORDER)]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM"])
+def test_the_moe_runner_as_it_runs(session, hf, arch):
+    """The MoE layer's ops at the lines that call their kernels, in the order AscendMoERunner runs them: the
+    router GEMM, the gating kernel, the routed experts' steps, then the shared experts (where the model hands
+    them over), then the join; no prepare / finalize step at DP 1 without EP or SP (their branches run no
+    kernel); router_experts and shared_routed open with the separate kernels named."""
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    seq = _moe_sequence(a)
+    kinds = [op.kind for op in seq[1:] if op.attrs.get("role") not in ("router", "shared_expert")]
+    assert kinds[:len(_MOE_ORDER)] == _MOE_ORDER, kinds
+    assert not [op for op in a.walk.ops if op.kind in ("moe_prepare", "moe_finalize")]
+    for op in seq:  # each at a call, none at the definition of the method that holds it
+        text = _text(session, op.file, op.line).lstrip()
+        assert not text.startswith("def "), (op.kind, op.file, op.line)
+    assert seq[0].kind == "matmul" and (seq[0].attrs.get("role") == "router" or seq[0].name == "gate")
+    shared = [i for i, op in enumerate(seq) if op.attrs.get("role") == "shared_expert"]
+    joins = [i for i, op in enumerate(seq) if op.kind == "moe_join"]
+    if shared:  # routed, then shared, then the join
+        combine = max(i for i, op in enumerate(seq) if op.kind == "moe_combine")
+        assert combine < min(shared) and joins and max(shared) < joins[0]
+    (re,) = [o for o in a.opportunities if o.scenario == "router_experts"]
+    assert re.status.value == "open" and "separate kernels" in (re.note or ""), re.note
+    for o in [o for o in a.opportunities if o.scenario == "shared_routed"]:
+        assert o.status.value == "open" and "separate kernels" in (o.note or "")
+
+
+def test_mixtral_experts_are_a_merged_gate_up_and_a_swiglu_kernel(session, hf):
+    """Inside Mixtral's routed experts: the first grouped GEMM runs on w13 (gate and up stacked): gate_up_merge
+    fused in the model; the activation step is npu_swiglu: silu_mul fused by an Ascend kernel."""
+    a = analyze_in(session, "MixtralForCausalLM", Options(hf_root=hf))
+    rows = {o.scenario: o for o in a.opportunities if o.scope.startswith("MixtralMoE.")}
+    assert rows["gate_up_merge"].status.value == "fused_in_model"
+    assert "gemm1" in str(rows["gate_up_merge"].evidence)
+    assert rows["silu_mul"].status.value == "fused_by_ascend_kernel"
+    assert "torch_npu.npu_swiglu" in str(rows["silu_mul"].evidence)

@@ -238,6 +238,7 @@ class Part:
     methods: tuple[str, ...] = ()
     also: tuple[Also, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
+    deployment: Mapping[str, Any] = field(default_factory=dict)
     own_only: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     steps: tuple[StepVariant, ...] = ()

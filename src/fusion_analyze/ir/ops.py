@@ -43,6 +43,12 @@ class OpAttrs(TypedDict, total=False):
     runs: str  # Class.method of the backend's code that runs the op (AscendMoERunner._apply_router_linear)
     native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
     triton: str  # a `@triton.jit` kernel launched here: where the kernel is defined (file:line)
+    native_of: str  # an op of the forward_native a layer runs on the backend: the layer's name
+    native_ops: int  # how many device kernels its forward_native surely launches (ops listed after it, `native_of`)
+    native_ops_if: int  # how many more it launches under tests the walk could not decide (casts included)
+    same_math: str  # a registered Ascend class whose kernels compute what this native forward does
+    cuda_kernels: list[str]  # what the layer of a native op runs on CUDA instead (its forward_cuda's kernels)
+    cuda_runs: str  # the method they are called in (Class.forward_cuda)
     fused_by: str  # the Transformers backend's load-time rewrite that built the layer (`RMSNormFuser (file:line)`)
     external: str  # dotted class outside the trees that builds the module (torch.nn.Embedding)
     mixer: bool  # a token mixer (attention / SSM layer, or the attention dispatch function); its own ops follow it

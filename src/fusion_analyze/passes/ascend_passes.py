@@ -15,7 +15,7 @@ import libcst as cst
 
 from ..index.facts import FactTable
 from ..index.bindings import _dotted_name
-from ..index.modules import ModuleIndex, ModuleInfo
+from ..index.modules import Definition, ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
 from ..semantics.evaluator import evaluator
 from ..ir.conditions import Condition, Truth, as_text, join
@@ -168,7 +168,70 @@ def _calls(index: ModuleIndex, info: ModuleInfo, fn: cst.CSTNode) -> tuple[list[
                 prims.update(c)
         if isinstance(func, cst.Attribute) and func.attr.value in _METHOD_PRIMS:
             prims.add(_METHOD_PRIMS[func.attr.value])
+        if node.args and isinstance(node.args[0].value, cst.Attribute) and _is_self_rooted(node.args[0].value):
+            # auto_functionalized(self.QUANT_OP, ...): the op a matcher chose from a table in __init__
+            for d in _table_kernels(index, info, node.args[0].value):
+                c = kernel_covers(d)
+                if c:
+                    calls.append(d)
+                    prims.update(c)
     return calls, prims
+
+
+def _is_self_rooted(expr) -> bool:
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _table_kernels(index: ModuleIndex, info: ModuleInfo, expr: cst.Attribute) -> list[str]:
+    """The op `auto_functionalized(self.QUANT_OP, ...)` runs, chosen in __init__ from a table
+    (`self.QUANT_OP = QUANT_OPS[key]`): the kernels that table (a module-level dict literal and its later
+    `TABLE[k] = op` entries) holds. `self.QUANT_OP` is read in the pattern's module; `self.matcher.QUANT_OP` in
+    the module of the class `self.matcher = Matcher(...)` builds there. Which entry runs is the key's, but
+    every one does the same primitives."""
+    holder = expr.value
+    module: ModuleInfo | None = info
+    if isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self":
+        module = None  # self.<matcher>.<attr>: the matcher's class, built in this module
+        for a in find_all(info.tree, cst.Assign):
+            t = a.targets[0].target
+            if (isinstance(t, cst.Attribute) and t.attr.value == holder.attr.value and isinstance(a.value, cst.Call)
+                    and isinstance(a.value.func, (cst.Name, cst.Attribute))):
+                cls = index.resolve_expr(info, a.value.func)
+                if isinstance(cls, Definition) and cls.kind == "class":
+                    module = cls.module
+                    break
+    elif not (isinstance(holder, cst.Name) and holder.value == "self"):
+        return []
+    if module is None:
+        return []
+    attr = expr.attr.value
+    for a in find_all(module.tree, cst.Assign):
+        t = a.targets[0].target
+        if not (isinstance(t, cst.Attribute) and t.attr.value == attr and isinstance(a.value, cst.Subscript)
+                and isinstance(a.value.value, cst.Name)):
+            continue
+        table = index.resolve_expr(module, a.value.value)
+        home = getattr(table, "module", None)
+        if home is None:
+            continue
+        out = []
+        for b in find_all(home.tree, cst.Assign):  # the literal and the entries added to it
+            bt = b.targets[0].target
+            name = bt.value if isinstance(bt, cst.Name) else (
+                bt.value.value if isinstance(bt, cst.Subscript) and isinstance(bt.value, cst.Name) else None)
+            if name != a.value.value.value:
+                continue
+            values = [e.value for e in b.value.elements if isinstance(e, cst.DictElement)] \
+                if isinstance(b.value, cst.Dict) else [b.value]
+            for v in values:
+                d = index.dotted(home, v) if isinstance(v, (cst.Name, cst.Attribute)) else None
+                if d:
+                    out.append(re.sub(r"\.(default|Tensor|out)$", "", d))
+        if out:
+            return sorted(set(out))
+    return []
 
 
 def _norm_over(index: ModuleIndex, info: ModuleInfo, fn: cst.FunctionDef) -> str | None:
@@ -244,6 +307,9 @@ def _references(index: ModuleIndex, info: ModuleInfo, node: cst.CSTNode) -> tupl
                 prims.add(_METHOD_PRIMS[n.attr.value])
         elif isinstance(n, cst.Name) and kernel_covers(n.value) and n.value[:1].isalpha():
             names.append(n.value)
+        elif (isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "auto_functionalized"
+              and n.args and isinstance(n.args[0].value, cst.Attribute) and _is_self_rooted(n.args[0].value)):
+            names += _table_kernels(index, info, n.args[0].value)  # auto_functionalized(self.QUANT_OP, ...)
     for n in names:
         prims.update(kernel_covers(n))
     return list(dict.fromkeys(names)), prims

@@ -35,6 +35,8 @@ def op_line(op: dict) -> str:
         head = f"  ↳ {what:<10} {name}"
     elif op["attrs"].get("step"):  # a step of the part above it (the experts' dispatch, GEMMs, combine)
         head = f"    ↳ {what:<12} {name}"
+    elif op["attrs"].get("native_of"):  # a PyTorch op of the forward_native the layer above runs
+        head = f"  · {what:<11} {name}"
     if op["layer_class"]:
         head += f" ({op['layer_class']}"
         if op["attrs"].get("ascend_class"):
@@ -100,6 +102,8 @@ def _cuda_text(o: dict, L: dict) -> str:
     text = L["cuda_status"].get(c["status"], c["status"])
     if c.get("pass"):
         text += f": `{c['pass']}` (`{c['flag']}` = {c['default']})"
+    elif c.get("kernels"):  # the layer's CUDA path runs one kernel where Ascend runs its native ops
+        text += ": " + ", ".join(f"`{k}`" for k in c["kernels"][:2]) + (f" ({c['runs']})" if c.get("runs") else "")
     return text.replace("|", "\\|")
 
 

@@ -405,7 +405,9 @@ class Evaluator:
         if index is None:
             return Unknown("the result of a call")
         callee = Callee(index, module, call)
-        if not callee.is_named or callee.self_rooted:
+        if callee.self_rooted:
+            return self._self_method(call, scope, depth)
+        if not callee.is_named:
             return Unknown("the result of a call")
         target = callee.named
         kind = getattr(target, "kind", None)
@@ -435,6 +437,26 @@ class Evaluator:
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
+
+    def _self_method(self, call: cst.Call, scope, depth: int) -> Value:
+        """`self.m()` with no arguments, where the class is known (a part's code read without an instance:
+        `self._use_ep_sequence_parallel()` returning `self.moe_config.is_sequence_parallel`): the value of its
+        one return, read in the same scope; else unknown."""
+        from .function_bodies import class_method, tables
+
+        func = call.func
+        cls = getattr(scope, "cls", None) or getattr(getattr(scope, "owner", None), "cls", None)
+        if call.args or not (type(func) is cst.Attribute and type(func.value) is cst.Name
+                             and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
+            return Unknown("the result of a call")
+        mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
+        fn = next((f for c in mro if (f := class_method(c, func.attr.value)) is not None), None)
+        if fn is None or not _decision_function(fn, scope.module):
+            return Unknown("the result of a call")
+        returns = tables(fn, scope.module).returns
+        if len(returns) != 1 or returns[0][1] is not None:
+            return Unknown("the result of a call")
+        return self.infer(returns[0][0], scope, depth + 1)
 
     def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
         left = self.infer(expr.left, scope, depth)

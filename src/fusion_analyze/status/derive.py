@@ -154,6 +154,39 @@ def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     return sorted(set(names))
 
 
+def _one_kernel_does(ops: list[Op], need: tuple[str, ...]) -> bool:
+    """One kernel among the ops' does every primitive of the scenario ("shared" excepted: the shared experts'
+    own MLP is never one of a fused kernel's primitives in kernels.yaml)."""
+    want = tuple(p for p in need if p != "shared")
+    return any(kernel_fuses(kernel_covers(k.name), want) for op in ops for k in op.kernels)
+
+
+def _moe_separate(ops: list[Op], around: list[Op], need: tuple[str, ...]) -> list[str]:
+    """The kernels a MoE layer's runner runs for a scenario's primitives, when no one kernel does them all:
+    the layer's parts and steps (router GEMM, gating, experts, join: walk/composites.py) and its shared experts'
+    own ops ("shared"); [] when a part is not known (nothing is claimed then) or one kernel does it all."""
+    moe = [op for op in ops if op.kind == "moe"]
+    inside = list(ops) + [op for op in around if op not in ops and (
+        any(op.path.startswith(x.path + ".") for x in moe)
+        or op.attrs.get("role") == "router" and any(op.attrs.get("inside") == x.layer_class for x in moe))]
+    kernels = [k for op in inside for k in op.kernels]
+    if any(kernel_fuses(kernel_covers(k.name), tuple(p for p in need if p != "shared")) for k in kernels) \
+            and "shared" not in need:
+        return []
+    names: list[str] = []
+    for part in dict.fromkeys(need):
+        if part == "shared":
+            doing = [k for op in inside if op.attrs.get("role") == "shared_expert" for k in op.kernels]
+        elif part == "add" and any(op.kind == "moe_join" for op in inside):  # the join of shared and routed
+            doing = [k for op in inside if op.kind == "moe_join" for k in op.kernels]
+        else:
+            doing = [k for k in kernels if part in kernel_covers(k.name)]
+        if not doing:
+            return []
+        names += [k.name for k in doing if k.condition is None] or [k.name for k in doing]
+    return sorted(set(names))
+
+
 def _operators(ops: list[Op]) -> list[str]:
     """Arithmetic ops as a traced pattern names them (`operator.add`)."""
     return [f"operator.{op.kind}" for op in ops if op.kind in ("add", "mul", "sub", "div")]
@@ -342,6 +375,15 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
                 return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note
             return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None
+    if m.form.fused_in_model and backend == "ascend" and any(op.kind == "moe" for op in ops):
+        # handing the gate or the shared experts to the MoE layer is placement, not fusion: fused only where one
+        # kernel is known to do it all
+        separate = _moe_separate(ops, around or [], need)
+        if separate or not _one_kernel_does(ops + list(around or []), need):
+            said = (f"separate kernels: {', '.join(separate)}" if separate
+                    else "kernels not all known here, and none known to do it all")
+            note = f"the model hands it to the MoE layer ({m.form.fused_in_model}), but the Ascend runner runs {said}"
+            return Status.OPEN, conds, sites, note
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
@@ -362,6 +404,8 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                 break
         return Status.FUSED_IN_MODEL, conds, ev + sites, None
     separate = _separate_kernels(ops, need) if backend == "ascend" else []
+    if backend == "ascend" and not separate and any(op.kind == "moe" for op in ops):
+        separate = _moe_separate(ops, around or [], need)  # what the MoE layer's runner runs for it
     note = f"the Ascend path runs it as separate kernels: {', '.join(separate)}" if separate else None
     return Status.OPEN, conds, sites, note
 
@@ -369,6 +413,11 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
 def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
     if m.form.fused_in_model and not m.inactive:
         return {"status": "fused_in_model"}
+    cuda = [op.attrs.get("cuda_kernels") for op in m.op_list]
+    if cuda and all(cuda) and not m.inactive:  # ops of a layer's native forward on Ascend: one kernel on CUDA
+        first = next(op for op in m.op_list if op.attrs.get("cuda_kernels"))
+        return {"status": "fused_by_kernel", "kernels": sorted({k for ks in cuda for k in ks or ()}),
+                "runs": first.attrs.get("cuda_runs")}
     # MLA-only passes (their ops name unified_mla_*) fit only a match that has an MLA attention op
     optional = m.pattern.optional + (("mla",) if any(op.kind == "mla_attention" for op in m.op_list) else ())
     fitting = [p for p in cuda_passes if p.fuses(m.pattern.covers, optional)]
@@ -417,6 +466,23 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     return out
 
 
+def _native_note(m: Match, note: str | None) -> str | None:
+    """An open scenario all of whose ops are a layer's forward_native on Ascend (walk/layers.py `_native_ops`):
+    said first, with how many separate kernels they are and, where a registered Ascend kernel computes the same
+    math, which one."""
+    layers = {op.attrs.get("native_of") for op in m.op_list}
+    if None in layers or not layers:
+        return note
+    same = next((op.attrs.get("same_math") for op in m.op_list if op.attrs.get("same_math")), None)
+    total = max(int(op.attrs.get("native_ops") or 0) for op in m.op_list)
+    more = max(int(op.attrs.get("native_ops_if") or 0) for op in m.op_list)
+    said = (f"no Ascend kernel: the native forward of {', '.join(sorted(str(x) for x in layers))} launches "
+            f"{total} separate PyTorch kernels on Ascend{f' (and up to {more} more under tests not decided)' if more else ''}"
+            f"; this chain is {len(m.op_list)} of them")
+    said += f"; {same}" if same else ""
+    return f"{said}; {note}" if note else said
+
+
 def _closest_kernel_scenario(matches: dict[str, list]) -> dict[str, list]:
     """A call of one fused kernel (the implicit `fused_kernel` form) is the scenario it does exactly, where one
     does (kernels.yaml `covers` within the pattern's covers, optional and neutral primitives): MLA's
@@ -449,7 +515,13 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
             if _subsumed(m, opsets) or _foreign_kernel_call(m, backend):
                 continue
             anchor = m.ops[m.form.anchor_node]
-            status, conds, ev, note = status_of(m, backend, ascend_passes, graph.neighbours(m.op_list))
+            around = graph.neighbours(m.op_list)
+            moes = [x.path + "." for x in m.op_list if x.kind == "moe"]
+            if moes:  # a MoE layer's parts, steps, router GEMM and shared experts: what its runner runs
+                around += [op for op in graph.ops if op.path.startswith(tuple(moes)) and op not in around]
+            status, conds, ev, note = status_of(m, backend, ascend_passes, around)
+            if status is Status.OPEN and backend == "ascend":
+                note = _native_note(m, note)
             key = (p.id, anchor.scope, status)
             if _crosses_sections(m):
                 ids = {o.id for o in m.op_list}

@@ -235,6 +235,8 @@ class Calls(WalkerState):
         base = self._eval(frame, func.value, s.cond, s.steady, s.stmt)
         args, kwargs = self._site_args(s)
         kind = tensor_method_kind(func.attr.value)
+        if kind and not base and func.attr.value in _TENSOR_ONLY_METHODS:
+            base = [self._value(frame.module.code(func.value).strip().split(".")[-1])]  # a buffer (self.cos_sin_cache)
         if kind and base:
             return self._op(frame, kind, func.attr.value, None, s.stmt, base + _flat(args, kwargs), s.hint, s.cond, s.steady)
         if func.attr.value in _CONTAINER_METHODS:
@@ -284,6 +286,10 @@ class Calls(WalkerState):
                 "native": f"{target.name} ({target.module.rel}:{target.line}) runs as separate PyTorch ops"})
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
+        owned = self._class_function(frame, func) if target is None else None
+        if owned is not None:  # ApplyRotaryEmb.forward_static(...): a static method called on its class
+            owner, fn = owned
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
         original = self._saved_method(target, s.call)
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
@@ -298,6 +304,20 @@ class Calls(WalkerState):
         if dotted and dotted.startswith("torch."):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, "callee not in the taxonomy or the trees")
+
+    def _class_function(self, frame, func):
+        """(class, method) for `Class.method` with Class a class of the trees and method a static or class method
+        of its MRO (not an instance method called on the class, whose first argument is the instance)."""
+        if not (type(func) is cst.Attribute and isinstance(func.value, (cst.Name, cst.Attribute))):
+            return None
+        cls = self.index.resolve_expr(frame.module, func.value)
+        if not (isinstance(cls, Definition) and cls.kind == "class"):
+            return None
+        got = self.ctor.method(cls, func.attr.value)
+        if got is None:
+            return None
+        decorators = {d.decorator.value for d in got[1].decorators if type(d.decorator) is cst.Name}
+        return got if decorators & {"staticmethod", "classmethod"} else None
 
     def _saved_method(self, target, call: cst.Call):
         """(class, method) for `saved(self, ...)` where `saved = SomeClass.method` at module level."""
@@ -346,6 +366,11 @@ class Calls(WalkerState):
             self._stack.pop()
         return sub.returns
 
+
+# Tensor methods no Python container or module has: the receiver is a tensor even where the walk holds no
+# value for it (a buffer read through a helper: `cos_sin_cache.index_select(0, positions)`)
+_TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fill", "masked_fill_", "bmm", "matmul",
+                                  "softmax", "sigmoid", "rsqrt"})
 
 # torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",

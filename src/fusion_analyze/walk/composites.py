@@ -46,13 +46,18 @@ class Composites(WalkerState):
         for spec in parts:
             if spec.part in skipped:
                 continue
+            if spec.layer:  # the runner's join: the shared experts run before it, after the routed ones
+                self._flush_shared()
             cls, origin, inst = self._part_class(sub, spec)
             if cls is None:
                 self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
                               f"the {spec.part} of {sub.name} is not known: {origin}")
                 continue
             impl = self.backends.implementation(cls)
-            facts = Bindings(fields=self._carried_fields(sub, spec.fields))
+            # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
+            # DP 1, no EP, no sequence parallelism: composites.yaml `deployment`), then the layer's own arguments
+            facts = Bindings(fields={**{k: Known(v) for k, v in spec.deployment.items()},
+                                     **self._carried_fields(sub, spec.fields)})
             kernels: list[Kernel] = []
             by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
             walked: set[str] = set()

@@ -13,7 +13,7 @@ from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
-from .frame import _NoneValue, _flat, _kwarg, _kwarg_text
+from .frame import WalkerState, _NoneValue, _flat, _kwarg, _kwarg_text
 from ..ir.ops import Kernel
 from .kernels.runtime_paths import attention_paths, place_on_paths
 from ..catalog.schema import LeafClass
@@ -23,10 +23,11 @@ from ..semantics.values import Bindings, Known, selecting
 from ..ir.conditions import as_text, join
 
 
-class Layers:
+class Layers(WalkerState):
     """Mixin of Walker: submodule calls."""
 
     def _module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
+        assert sub.cls is not None  # the walk calls a module it knows the class of
         path = f"{frame.path}.{name}" if frame.path else name
         impl = self.backends.implementation(sub.cls)
         leaf = leaf_class_for(self.ctor.base_names(sub.cls))
@@ -92,6 +93,8 @@ class Layers:
             attrs["fused_by"] = sub.fused_by
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
+        if native and kind not in catalog().typed.composites.kinds:
+            out = self._native_ops(sub, impl, name, args, kwargs, path, cond, out)
         if collectives:
             out = self._collective_ops(frame, name, stmt, out, collectives, cond, steady, path)
         elif info.reduce and not self._has_code(impl):  # the layer's code is not in the trees: its flag
@@ -109,6 +112,7 @@ class Layers:
                 self._composite_parts(frame, sub, kind, path, inputs, cond, steady, only=only)
         elif kind in catalog().typed.composites.kinds:  # MoE, MLA: followed by their parts (composites.yaml)
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
+        self._flush_shared()  # (where no join part took them)
         self._role_for_submodule(frame, name, sub, kind)
         return out
 
@@ -146,12 +150,13 @@ class Layers:
         the condition of the op, with the one `sub` is built under."""
         if sub.alternatives:
             self.alternatives.append({
-                "path": path, "chosen": sub.cls.name, "condition": as_text(selecting(sub.condition)[0]),
+                "path": path, "chosen": sub.name, "condition": as_text(selecting(sub.condition)[0]),
                 "others": sorted({(a.name, as_text(selecting(a.condition)[0]) or "") for a in sub.alternatives}), "decided": False,
             })
         if sub.decided and not any(a["path"] == path for a in self.alternatives):
             self.alternatives.append(self._decided_alternatives(path, sub))
-        return join(cond, selecting(sub.condition)[0].with_prefix("built when ")) if sub.condition else cond
+        chosen = selecting(sub.condition)[0] if sub.condition else None
+        return join(cond, chosen.with_prefix("built when ")) if chosen is not None else cond
 
     def _all_reduce(self, sub: Instance, flag: str) -> None:
         """A row-parallel linear's own all-reduce: `self.reduce_results` as its __init__ sets it, decided with
@@ -168,11 +173,13 @@ class Layers:
         """The configuration chose `sub`: what another value would build, and what runs it on this backend."""
         choices = []
         for cls, cond, file, line, selects in sub.decided:
+            if not isinstance(cls, Definition):
+                continue
             impl = self.backends.implementation(cls)
             choices.append({"class": cls.name, "runs": impl.name, "condition": cond, "file": file, "line": line,
                             "selected_by": [{"key": k, "value": v} for k, v in selects]})
         choices.sort(key=lambda c: (c["file"], c["line"], c["class"], c["condition"]))
-        return {"path": path, "chosen": sub.cls.name, "condition": None, "decided": True,
+        return {"path": path, "chosen": sub.name, "condition": None, "decided": True,
                 "others": sorted({(c["class"], c["condition"]) for c in choices}), "choices": choices}
 
     def _leaf_values(self, sub: Instance, info: LeafClass) -> dict:
@@ -194,7 +201,7 @@ class Layers:
             # `shared_experts=(None if self.replicate_shared_expert else self.shared_expert)`: the module, under
             # the condition that passes it
             inst = next((b for b in built if b.cls is not None), None)
-            if inst is None:
+            if inst is None or inst.cls is None:
                 continue
             icond = join(cond, inst.condition.with_prefix("built when ")) if inst.condition else cond
             if role == "router":
@@ -202,15 +209,33 @@ class Layers:
                 facts = Bindings(dict(), {})
                 if not self._router_where_run(frame, sub, key, inst, path, inputs, icond, steady):
                     self._op(frame, "matmul", key, inst.cls.name, stmt, inputs, ["router_logits"], icond, steady,
-                             attrs={"role": "router", "inside": sub.cls.name, **self._weight_dtype(impl, inst)},
+                             attrs={"role": "router", "inside": sub.name, **self._weight_dtype(impl, inst)},
                              path=f"{path}.{key}")
                     self.ops[-1].kernels = self._leaf_kernels(impl, "matmul", facts)
+            elif self._shared_after_routed():  # walked where the runner runs them (composites.py, before the join)
+                self._pending_shared = (inst, key, path, inputs, icond, sub)
             else:
-                self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), icond)
-                for op in self.ops:
-                    if op.path.startswith(f"{path}.{key}"):
-                        op.attrs.setdefault("inside", sub.cls.name)
-                        op.attrs.setdefault("role", "shared_expert")
+                self._shared_experts(inst, key, path, inputs, icond, sub)
+
+    def _shared_after_routed(self) -> bool:
+        """The backend's runner runs the shared experts after the routed ones and joins them in a step of its
+        own (composites.yaml: a `layer` part, AscendMoERunner's `torch._foreach_add`)."""
+        spec = catalog().typed.composites.of("moe", self.index.backend)
+        return spec is not None and any(p.layer for p in spec.parts)
+
+    def _shared_experts(self, inst, key, path, inputs, cond, sub) -> None:
+        """The shared experts' MLP, walked as ops of the MoE layer (role shared_expert)."""
+        self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), cond)
+        for op in self.ops:
+            if op.path.startswith(f"{path}.{key}"):
+                op.attrs.setdefault("inside", sub.cls.name)
+                op.attrs.setdefault("role", "shared_expert")
+
+    def _flush_shared(self) -> None:
+        """The shared experts held back for the runner's order, walked now (once)."""
+        pending, self._pending_shared = getattr(self, "_pending_shared", None), None
+        if pending is not None:
+            self._shared_experts(*pending)
 
     def _router_where_run(self, frame, sub: Instance, key, gate: Instance, path, inputs, cond, steady) -> bool:
         """The router GEMM of a MoE layer given its gate, as an op in the method of the layer's backend class
@@ -218,6 +243,7 @@ class Layers:
         a pre-cast weight or the gate's own forward, each under its test; MoERunner._forward_impl on CUDA), with
         what that method runs with it; False when the backend names no such method (the op stays at the
         model's call)."""
+        assert sub.cls is not None and gate.cls is not None
         moe = self.backends.implementation(sub.cls)
         moe_parts = catalog().typed.composites.of("moe", self.index.backend)
         for method in moe_parts.router_gemm if moe_parts is not None else ():

@@ -19,13 +19,14 @@ from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from .kernels.backend_kernels import Backends
 from .layers import Layers
+from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
 from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, Composites, Roles):
+class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
     def __init__(self, index: ModuleIndex, patches: list[Patch], env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
@@ -40,6 +41,7 @@ class Walker(Statements, Calls, Layers, Composites, Roles):
             self.patch_modules.setdefault(target.rpartition(".")[0], set()).add(p.module)
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
+        self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
         self.unknowns: list[dict] = []
         self.alternatives: list[dict] = []
         self.locations: dict[str, RoleLocation] = {}

@@ -209,7 +209,7 @@ class Backends:
         def scope_at(stmt, owner) -> Scope:
             """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
             (and those their values read): a test reading none of them is decided as before, at no cost."""
-            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields)
+            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields, cls=impl)
             here = position.get(id(stmt), -1)
             before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
             if not before:
