@@ -280,6 +280,7 @@ class Composite:
     own_method_parts: tuple[str, ...] = ()
     router_gemm: tuple[str, ...] = ()
     locations: Mapping[str, str] = field(default_factory=dict)  # role -> attribute path
+    location_methods: Mapping[str, str] = field(default_factory=dict)  # role -> the method the runner calls
 
     def problems(self) -> Problems:
         names = [p.part for p in self.parts]

@@ -18,6 +18,7 @@ import libcst as cst
 from .callees import Callee
 from .environment import Environment
 from .runtime_defaults import config_default
+from .scope import Scope, star_kwarg
 from .known_calls import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
                     _is_unbound_chain, _rebound, isinstance_test, none_test)
 from .values import Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, assumed, literal
@@ -164,6 +165,11 @@ class Evaluator:
             return lit
         step = depth + 1
         kind = type(expr)  # libcst's node classes are ABCs: an isinstance chain costs here, on every step
+        if kind in (cst.Subscript, cst.Call) and isinstance(scope, Scope) and scope.star_kwargs:
+            got = star_kwarg(expr, scope)
+            if got is not None:  # kwargs["q_lora_rank"], kwargs.get("g_proj"): what the caller passed by that name
+                value, where = got
+                return self.infer(value, where, step) if value is not None else Known(None)
         if kind is cst.Name:
             return self._name(expr.value, scope, step)
         if kind is cst.Attribute:
@@ -359,6 +365,16 @@ class Evaluator:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default
             return Unknown("getattr of an unknown object")
+        if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
+            base, key = self.infer(args[0], scope, depth), literal(args[1])
+            if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) and self.config is not None:
+                # a field the configuration holds (a key of config.json, a field its class declares) is an
+                # attribute; one a whole config.json lacks is not; else it is not known
+                name = key.value
+                return self._config_read(("hasattr", name, base.text), lambda config: (
+                    Known(True) if isinstance(config.attr(name, base.text), Known)
+                    else Known(False) if config.complete and name not in config._values(base.text)
+                    else Unknown(f"whether config has {name}")))
         if type(func) is cst.Name and func.value in self.calls:
             return self.calls[func.value](call, scope)
         if type(func) is cst.Attribute and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:

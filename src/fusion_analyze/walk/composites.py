@@ -39,7 +39,7 @@ class Composites(WalkerState):
         if spec_of is None or not parts:
             return
         if only is None:  # the runner design's roles; a backend's own layer routes itself (not vLLM's router)
-            self._composite_locations(sub, spec_of.locations)
+            self._composite_locations(sub, spec_of.locations, spec_of.location_methods)
         layer_op = self.ops[-1]
         emitted = []
         skipped = sub.skip_parts  # parts the layer's builder takes out (hf_fusers.py)
@@ -215,13 +215,14 @@ class Composites(WalkerState):
                     return value
         return None
 
-    def _composite_locations(self, sub: Instance, roles: Mapping[str, str]) -> None:
-        """Where a MoE user looks: the classes that run the router and the experts on this backend."""
+    def _composite_locations(self, sub: Instance, roles: Mapping[str, str], methods: Mapping[str, str]) -> None:
+        """Where a MoE user looks: the classes that run the router and the experts on this backend, each with
+        the method the runner calls (AscendRoutedExperts.forward_impl, not RoutedExperts.forward)."""
         for role, attr in roles.items():
             inst = self._attr_path(sub, attr) if role not in self.locations else None
             if inst is not None and inst.cls is not None:
                 impl = self.backends.implementation(inst.cls)
-                self._role(role, Instance(impl, inst.call, inst.scope))
+                self._role(role, Instance(impl, inst.call, inst.scope), methods.get(role, "forward"))
 
     def _part_op(self, frame, spec, cls_name, module, fn, inputs, cond, steady, attrs, path):
         """An op whose line is the part's method in the tree (where its code is), not the model's call."""

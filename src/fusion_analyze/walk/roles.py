@@ -14,10 +14,10 @@ from ..ir.conditions import as_text
 class Roles:
     """Mixin of Walker: role locations."""
 
-    def _role(self, role: str, inst: Instance) -> None:
+    def _role(self, role: str, inst: Instance, method: str = "forward") -> None:
         if role in self.locations or inst.cls is None:
             return
-        fwd = self._forward_of(inst.cls, "forward")
+        fwd = self._forward_of(inst.cls, method)
         f_file = f_line = None
         patched = None
         if fwd is not None:

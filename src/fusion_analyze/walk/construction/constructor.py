@@ -17,7 +17,7 @@ from ...config.transformers_auto import auto_model_class
 from .default_choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
 from .alternatives import OtherChoice, OtherChoices
-from ...semantics.scope import Scope, bind_params, copy_chain
+from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, join
 
@@ -278,7 +278,7 @@ class Constructor(AttrSources, OtherChoices):
             return [Instance(None)]
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return [i for i in self._value_of(expr, scope, depth) if i is not None]
-        got = _star_kwarg(expr, scope)
+        got = star_kwarg(expr, scope)
         if got is not None:  # kwargs["q_proj"], kwargs.get("fused_qkv_a_proj"): what the caller passed by that name
             value, where = got
             return self.evaluate(value, where, depth + 1) if value is not None else [Instance(None)]
@@ -311,7 +311,7 @@ class Constructor(AttrSources, OtherChoices):
         if type(expr) is cst.Attribute and self.nested_attr(expr, scope, depth) is not None:
             return self.nested_attr(expr, scope, depth)
         if type(expr) is cst.Attribute and type(expr.value) is cst.Name:
-            got = _field_of_built(expr.value.value, expr.attr.value, scope)
+            got = _field_of_built(expr.value.value, expr.attr.value, scope, self._local_of)
             if got is not None:  # mla_modules.o_proj with mla_modules = MLAModules(o_proj=self.o_proj, ...)
                 return self.evaluate(got[0], got[1], depth + 1)
         if type(expr) is cst.Name:
@@ -351,6 +351,20 @@ class Constructor(AttrSources, OtherChoices):
         if isinstance(target, Definition) and target.kind == "assign":
             return self.evaluate(target.node, Scope(module=target.module), depth + 1)
         return []
+
+    def _local_of(self, scope: Scope, name: str):
+        """The one expression a local `name` of the __init__ that `scope` binds is assigned (None when it is
+        assigned more than once, or not at all)."""
+        owner = scope.owner
+        if not isinstance(owner, Instance) or owner.cls is None:
+            return None
+        for c, fn, _sc in self.init_scopes(owner):
+            if c.module is not scope.module:
+                continue
+            found = [v for t, v, _c, _p in tables(fn, c.module).local_assignments if t == name]
+            if len(found) == 1:
+                return found[0]
+        return None
 
     def _call(self, call: cst.Call, scope: Scope, depth: int, item: int | None = None) -> list[Instance]:
         func = call.func
@@ -493,47 +507,26 @@ def _model_type(evaluator) -> str | None:
     return getattr(evaluator.config, "model_type", None)
 
 
-def _field_of_built(name: str, field_name: str, scope: Scope, hops: int = 0):
+def _field_of_built(name: str, field_name: str, scope: Scope, local_of, hops: int = 0):
     """(expression, scope) of keyword `field_name` of the call that built the value of `name` (a record of
     modules handed down: `MLAModules(kv_b_proj=self.kv_b_proj, ...)`), followed through parameters and
-    locals; None when it is not such a call."""
+    locals (`local_of` reads a local of the __init__ a scope binds, whatever the scope's locals hold now);
+    None when it is not such a call."""
     if hops > 4 or scope is None:
         return None
-    if name in scope.locals and len(scope.locals[name]) == 1:
-        value, where = scope.locals[name][0][0], scope
-    elif name in scope.params:
+    if name in scope.params:
         value, where = scope.params[name]
     else:
-        return None
+        value, where = local_of(scope, name), scope
+        if value is None:
+            return None
     if type(value) is cst.Name:
-        return _field_of_built(value.value, field_name, where, hops + 1)
+        return _field_of_built(value.value, field_name, where, local_of, hops + 1)
     if type(value) is cst.Call:
         for a in value.args:
             if a.keyword is not None and a.keyword.value == field_name:
                 return a.value, where
     return None
-
-
-def _star_kwarg(expr, scope: Scope):
-    """(expression, scope) a `**kwargs` parameter collected under a key read as `kwargs["k"]` or
-    `kwargs.get("k"[, default])`; (None, None) for a key the caller did not pass with no default (None);
-    None when `expr` is no such read."""
-    if type(expr) is cst.Subscript and type(expr.value) is cst.Name and len(expr.slice) == 1 \
-            and type(expr.slice[0].slice) is cst.Index:
-        star, key, default = expr.value.value, expr.slice[0].slice.value, None
-    elif (type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "get"
-          and type(expr.func.value) is cst.Name and 1 <= len(expr.args) <= 2):
-        star, key = expr.func.value.value, expr.args[0].value
-        default = expr.args[1].value if len(expr.args) == 2 else None
-    else:
-        return None
-    collected = scope.star_kwargs.get(star)
-    if collected is None or type(key) is not cst.SimpleString:
-        return None
-    name = key.evaluated_value
-    if name in collected:
-        return collected[name]
-    return (default, scope) if default is not None else (None, scope)
 
 
 def _integer_item(expr: cst.Subscript) -> int | None:
