@@ -79,6 +79,11 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
         statement = " ".join(_text(session, op.file, op.line + i) for i in range(4))  # a call over several lines
         assert f"{name}(" in statement, name
         assert not _text(session, op.file, op.line).lstrip().startswith("def "), name
+    # at the report's deployment on A2 MLAPO is off (enabling_mlapo: no kv-consumer, kv_transfer_config None;
+    # enable_fa_quant: cache dtype auto): _mla_preprocess is the path that runs, mla_preprocess_only_decode not
+    assert by_name["fused_qkv_a_proj"].steady and not by_name["fused_qkv_a_proj"].attrs.get("other_branch")
+    assert not [op for op in mla if op.steady and "mla_prolog" in op.name]
+    assert len([op for op in a.walk.ops if op.kind == "mla_attention"]) == 1  # use_mha decided: one arm
     # the modules are the model's: DeepseekV2MLAAttention's, handed down through MLAModules and **kwargs
     assert by_name["kv_b_proj"].layer_class == "ColumnParallelLinear"
     assert by_name["o_proj"].layer_class == "RowParallelLinear"
@@ -142,7 +147,7 @@ def _moe_sequence(a):
 import pytest  # noqa: E402
 
 
-@pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM"])
+@pytest.mark.parametrize("arch", ["Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"])
 def test_the_moe_runner_as_it_runs(session, hf, arch):
     """The MoE layer's ops at the lines that call their kernels, in the order AscendMoERunner runs them: the
     router GEMM, the gating kernel, the routed experts' steps, then the shared experts (where the model hands
@@ -162,6 +167,13 @@ def test_the_moe_runner_as_it_runs(session, hf, arch):
     if shared:  # routed, then shared, then the join
         combine = max(i for i, op in enumerate(seq) if op.kind == "moe_combine")
         assert combine < min(shared) and joins and max(shared) < joins[0]
+        # run by AscendSharedExperts (part1 / apply_activation / part2), not by the model's MLP forward
+        assert all(seq[i].file == "vllm_ascend/ops/fused_moe/shared_experts.py" for i in shared)
+        names = [seq[i].name if not seq[i].layer_class else seq[i].path.rsplit(".", 1)[-1] for i in shared]
+        assert names[:3] == ["gate_up_proj", "act_fn", "down_proj"]
+        gate = [seq[i] for i in shared if seq[i].path.endswith("expert_gate")]
+        # the sigmoid expert gate only where the shared MLP has one (Qwen2/Qwen3-MoE's `expert_gate=`; GLM none)
+        assert bool(gate) == arch.startswith(("Qwen2Moe", "Qwen3Moe"))
     (re,) = [o for o in a.opportunities if o.scenario == "router_experts"]
     assert re.status.value == "open" and "separate kernels" in (re.note or ""), re.note
     for o in [o for o in a.opportunities if o.scenario == "shared_routed"]:

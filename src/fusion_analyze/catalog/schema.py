@@ -180,6 +180,7 @@ class Runtime:
     layer_dispatch: tuple[str, ...] = ()
     vllm_version_test: tuple[str, ...] = ()
     attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
+    deployment: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -270,12 +271,29 @@ class Impl:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """`shared`: the backend's class that runs the shared experts the model hands to the MoE layer, the
+    attribute of it that holds the model's MLP, and its methods in the order they run (each walked as code, the
+    first on the layer's input, the next on what the one before returned; `with_input`: also on the input)."""
+
+    cls: str = key("class", "")
+    holds: str = "layer"
+    methods: tuple[str, ...] = ()
+    with_input: tuple[str, ...] = ()
+
+    def problems(self) -> Problems:
+        if not self.cls or not self.methods:
+            yield "shared", "`shared` needs `class` and `methods`"
+
+
+@dataclass(frozen=True)
 class Composite:
     """`<kind>.<backend>`: the parts a composite layer's op is walked to on that backend (or, with `impl`, the
     implementation it hands its work to, walked op by op)."""
 
     parts: tuple[Part, ...] = ()
     impl: Impl | None = None
+    shared: Shared | None = None
     own_method: str | None = None
     own_method_parts: tuple[str, ...] = ()
     router_gemm: tuple[str, ...] = ()

@@ -75,6 +75,8 @@ class ConfigFacts:
                 return Unknown(f"the default of config.{name} in {cls.name} is not a literal")
         if self.complete and name == _ROPE:
             return Known({"rope_type": "default"})
+        if name == "model_type" and self.model_type and not text:  # the class's `model_type` (its registry key)
+            return Known(self.model_type)
         return Unknown(f"config.{name} is not known ({self.describe_source()})")
 
     def getattr(self, name: str, default: Value, text: bool = False) -> Value:

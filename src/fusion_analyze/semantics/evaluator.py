@@ -56,6 +56,7 @@ class Evaluator:
         self._terms: dict = {}  # (test, scope, its version, bindings) -> truth, kept the same way
         self._hiding = 0
         self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
+        self._one_return: dict = {}  # (class, method) -> (class, the expression of its one return or None)
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -364,8 +365,13 @@ class Evaluator:
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default
-            return Unknown("getattr of an unknown object")
+            carried = _carried(scope, key.value) if key is not None and isinstance(key.value, str) \
+                and isinstance(base, (Unknown, NotNone)) else None
+            return carried if carried is not None else Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
+            held = self._module_has(args[0], literal(args[1]), scope)
+            if held is not None:  # hasattr(self.layer, "expert_gate"): the module's class decides
+                return held
             base, key = self.infer(args[0], scope, depth), literal(args[1])
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) and self.config is not None:
                 # a field the configuration holds (a key of config.json, a field its class declares) is an
@@ -380,6 +386,10 @@ class Evaluator:
         if type(func) is cst.Attribute and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
             # the default environment: every variable unset
             return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
+        if type(func) is cst.Name and func.value in ("all", "any") and len(args) == 1 and len(call.args) == 1:
+            got = self._all_any(func.value == "all", args[0], scope, depth)
+            if got is not None:  # all(dim == 0 for dim in (a, b)): each element's test, read in place
+                return got
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             return _BUILTINS[func.value](self.infer(args[0], scope, depth))
         if type(func) is cst.Attribute:
@@ -445,14 +455,60 @@ class Evaluator:
                 return self.infer(returns[0][0], inner, depth)
             # a function that ends in a return always returns one of the returns left: when they all give one
             # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
-            last = fn.body.body[-1] if fn.body.body else None
-            if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return:
+            last = fn.body.body[-1] if fn.body.body else None  # (ending in a raise: it returns one of them or none)
+            if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Return, cst.Raise):
                 got = [self.infer(v, inner, depth) for v, _c in returns]
                 if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                     return got[0]
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
+
+    def _all_any(self, is_all: bool, arg, scope, depth: int) -> Value | None:
+        """`all(test for x in (a, b))` / `any(...)` over a tuple or list written out: the test read with each
+        element in place of `x`; decided as soon as one element decides it, unknown when one is unknown and
+        none decides; None for any other argument."""
+        if not (isinstance(arg, (cst.GeneratorExp, cst.ListComp)) and arg.for_in.inner_for_in is None
+                and not arg.for_in.ifs and type(arg.for_in.target) is cst.Name
+                and isinstance(arg.for_in.iter, (cst.Tuple, cst.List))):
+            return None
+        name = arg.for_in.target.value
+        unknown = False
+        for el in arg.for_in.iter.elements:
+            test = arg.elt.visit(_Substitute(name, el.value))
+            if not isinstance(test, cst.BaseExpression):
+                return None
+            t = truth_of(self.infer(test, scope, depth))
+            if t is Truth.UNKNOWN:
+                unknown = True
+            elif (t is Truth.FALSE) == is_all:  # a false element decides all(), a true one any()
+                return Known(not is_all)
+        return Unknown("all / any of an unknown value") if unknown else Known(is_all)
+
+    def _module_has(self, expr, key, scope) -> Value | None:
+        """`hasattr(self.<sub>, "name")` where the walk built `self.<sub>`: whether its class or its __init__
+        chain gives it that attribute (a method, a class attribute, `self.name = ...`); None when not such a
+        test or the module is not known."""
+        owner = getattr(scope, "owner", None)
+        if not (self.attrs is not None and owner is not None and key is not None and isinstance(key.value, str)
+                and type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self"):
+            return None
+        from .function_bodies import class_method, tables
+
+        sub = self.attrs.attr(owner, expr.attr.value)
+        if sub is None or getattr(sub, "cls", None) is None:
+            return None
+        name = key.value
+        for c in self.attrs.mro(sub.cls):
+            if class_method(c, name) is not None or c.may_assign(name):
+                return Known(True)
+        for c, fn, _scope in self.attrs.init_scopes(sub):
+            if name in tables(fn, c.module).self_assignments:
+                return Known(True)
+        if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers")
+               for c in self.attrs.mro(sub.cls)[:-1]):
+            return None  # a base outside the trees may give it
+        return Known(False)
 
     def _self_method(self, call: cst.Call, scope, depth: int) -> Value:
         """`self.m()` with no arguments, where the class is known (a part's code read without an instance:
@@ -465,14 +521,17 @@ class Evaluator:
         if call.args or not (type(func) is cst.Attribute and type(func.value) is cst.Name
                              and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
             return Unknown("the result of a call")
-        mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
-        fn = next((f for c in mro if (f := class_method(c, func.attr.value)) is not None), None)
-        if fn is None or not _decision_function(fn, scope.module):
-            return Unknown("the result of a call")
-        returns = tables(fn, scope.module).returns
-        if len(returns) != 1 or returns[0][1] is not None:
-            return Unknown("the result of a call")
-        return self.infer(returns[0][0], scope, depth + 1)
+        key = (id(cls), func.attr.value)
+        if key not in self._one_return:  # per class and method: the expression of its one return, if any
+            mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
+            found = next(((c, f) for c in mro if (f := class_method(c, func.attr.value)) is not None), None)
+            one = None
+            if found is not None and _decision_function(found[1], found[0].module):
+                returns = tables(found[1], found[0].module).returns
+                one = returns[0][0] if len(returns) == 1 and returns[0][1] is None else None
+            self._one_return[key] = (cls, one)  # (the class is kept: its id is not reused while it is here)
+        one = self._one_return[key][1]
+        return self.infer(one, scope, depth + 1) if one is not None else Unknown("the result of a call")
 
     def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
         left = self.infer(expr.left, scope, depth)
@@ -480,9 +539,14 @@ class Evaluator:
         if t is Truth.UNKNOWN and scope is not None:  # a test the platform decides (rocm_aiter_ops.is_enabled())
             t = self.truth(expr.left, scope.module, scope=scope)
             left = Known(t is Truth.TRUE)  # its truth is all that `and` / `or` return when they stop at it
-        if t is Truth.UNKNOWN:
-            return Unknown("and / or of an unknown value")
         is_and = type(expr.operator) is cst.And
+        if t is Truth.UNKNOWN:
+            # `a and False` is falsy and `a or True` truthy whatever `a` is: the truth is decided (the value is
+            # `a` or the right side; a test reads only its truth)
+            right = truth_of(self.infer(expr.right, scope, depth))
+            if right is (Truth.FALSE if is_and else Truth.TRUE):
+                return Known(not is_and)
+            return Unknown("and / or of an unknown value")
         if (t is Truth.TRUE) == is_and:  # `a and b` with a true, `a or b` with a false: b decides
             return self.infer(expr.right, scope, depth)
         return left
@@ -502,6 +566,17 @@ class Evaluator:
             else:
                 break
         return (expr, scope) if scope is not None else None
+
+class _Substitute(cst.CSTTransformer):
+    """A comprehension's element with its loop name replaced by one element expression."""
+
+    def __init__(self, name: str, value: cst.BaseExpression):
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
+        return self.value if original_node.value == self.name else updated_node
+
 
 def truth_of(value: Value) -> Truth:
     """Python's truth of a value, when it is known."""
@@ -530,9 +605,21 @@ def _compare(op: type, left: Value, right: Value) -> Value:
 
 
 def _carried(scope, attr: str) -> Value | None:
-    """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else None."""
+    """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else what the
+    report's deployment says of the runtime's configuration objects (walk.yaml `runtime.deployment`), else
+    None."""
     fields = getattr(scope, "fields", None)
-    return fields.get(attr) if fields else None
+    if fields and attr in fields:
+        return fields[attr]
+    deployment = _deployment()
+    return Known(deployment[attr]) if attr in deployment else None
+
+
+@lru_cache(maxsize=1)
+def _deployment() -> dict:
+    from ..catalog import catalog
+
+    return dict(catalog().typed.walk.runtime.deployment)
 
 
 @lru_cache(maxsize=4)

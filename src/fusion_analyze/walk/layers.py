@@ -224,8 +224,31 @@ class Layers(WalkerState):
         return spec is not None and any(p.layer for p in spec.parts)
 
     def _shared_experts(self, inst, key, path, inputs, cond, sub) -> None:
-        """The shared experts' MLP, walked as ops of the MoE layer (role shared_expert)."""
-        self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), cond)
+        """The shared experts' MLP, walked as ops of the MoE layer (role shared_expert): through the backend's
+        class that runs them where composites.yaml names one (AscendSharedExperts: part1 -> gate_up_proj,
+        apply_activation -> act_fn, part2 -> down_proj and the expert gate, each at its call there), else the
+        model's MLP forward."""
+        spec = catalog().typed.composites.of("moe", self.index.backend)
+        runner = spec.shared if spec is not None else None
+        mod, _, name = runner.cls.rpartition(".") if runner is not None else ("", "", "")
+        cls = self.index.lookup(mod, name) if runner is not None else None
+        if runner is not None and isinstance(cls, Definition) and cls.kind == "class" \
+                and all(self.ctor.method(cls, m) is not None for m in runner.methods):
+            holder = Instance(cls)
+            holder.built[runner.holds] = inst  # `self.layer`: the model's shared MLP
+            value, start = inputs, len(self.ops)
+            for method in runner.methods:
+                args = [inputs, value] if method in runner.with_input else [value]
+                value = self._expand(holder, method, args, {}, f"{path}.{key}", Bindings(), cond) or value
+            mine = f"{path}.{key}.{runner.holds}."
+            for op in self.ops[start:]:  # the shared MLP's ops, named as the model's MLP (its scope, its paths)
+                op.scope = f"{inst.name}.forward"
+                if op.path.startswith(mine):
+                    op.path = f"{path}.{key}." + op.path[len(mine):]
+                if op.name.startswith(f"{runner.holds}."):  # self.layer.down_proj(...): the MLP's down_proj
+                    op.name = op.name[len(runner.holds) + 1:]
+        else:
+            self._expand(inst, "forward", [inputs], {}, f"{path}.{key}", Bindings(), cond)
         for op in self.ops:
             if op.path.startswith(f"{path}.{key}"):
                 op.attrs.setdefault("inside", sub.cls.name)
