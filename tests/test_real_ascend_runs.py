@@ -189,3 +189,22 @@ def test_mixtral_experts_are_a_merged_gate_up_and_a_swiglu_kernel(session, hf):
     assert "gemm1" in str(rows["gate_up_merge"].evidence)
     assert rows["silu_mul"].status.value == "fused_by_ascend_kernel"
     assert "torch_npu.npu_swiglu" in str(rows["silu_mul"].evidence)
+
+
+def test_a_native_activation_inside_the_experts_is_walked(session, hf):
+    """GPT-OSS's experts activate with swigluoai: on Ascend the MoE MLP calls SwigluOAIAndMul.forward_native
+    (vllm_ascend/ops/activation.py), whose PyTorch ops (clamps, sigmoid, multiplies, add) are listed under the
+    activation step, each at its line in vLLM's activation.py, and the chain on them is open with a note."""
+    a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
+    ops = a.walk.ops
+    i = next(i for i, op in enumerate(ops) if op.kind == "expert_act")
+    native = [op for op in ops if op.attrs.get("native_of") == "act (SwigluOAIAndMul)"]
+    assert native and ops[i + 1] is native[0]
+    assert {op.file for op in native} == {"vllm/model_executor/layers/activation.py"}
+    assert {"sigmoid", "mul", "add"} <= {op.kind for op in native}
+    rows = [o for o in a.opportunities if set(o.ops) & {op.id for op in native}]
+    assert rows and all(o.status.value == "open" and "native forward of act (SwigluOAIAndMul)" in (o.note or "")
+                        for o in rows)
+    # the experts part is at the runner's call of the comm method, not at a kernel of one of its steps
+    (experts,) = [op for op in ops if op.kind == "moe_experts"]
+    assert "fused_experts(" in _text(session, experts.file, experts.line)

@@ -240,6 +240,7 @@ class Part:
     also: tuple[Also, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
     deployment: Mapping[str, Any] = field(default_factory=dict)
+    at_call: str | None = None  # the op is at the call of this method in the module of the experts' class
     own_only: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     steps: tuple[StepVariant, ...] = ()

@@ -449,10 +449,13 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     used = {o.id for o in out}
     tests = sorted({n for op in ops for n, side in op.branches  # a side with an op it alone holds back
                     if side == 1 and all(other == 0 for m, other in op.branches if m != n)})
+    matchable = {k for p in patterns for f in (*p.forms, *p.inactive) for node in f.nodes for k in node.kinds}
     for n in tests[:MAX_OTHER_BRANCHES]:
         view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
                 or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]
         held = {op.id for op in view if (n, 1) in op.branches}
+        if not any(op.kind in matchable for op in view if op.id in held):
+            continue  # no pattern has a node its held ops could be: no opportunity can involve them
         for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes):
             if (o.scenario, o.scope) in known or not held & set(o.ops):
                 continue

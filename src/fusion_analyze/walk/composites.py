@@ -106,7 +106,10 @@ class Composites(WalkerState):
                                part_cond, steady, attrs, op_path)
             op.kernels = kernels
             at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)
-            if at is not None:  # at the call of its kernel (one that always runs, if any),
+            called = self._called_at(spec.at_call) if spec.at_call else None
+            if called is not None:  # at the call that runs the part (`moe_comm_method.fused_experts(...)`)
+                op.file, op.line = called
+            elif at is not None:  # at the call of its kernel (one that always runs, if any),
                 op.file, op.line = at.file, at.line  # not at the definition of the method that holds it
             emitted.append(op)
             variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
@@ -191,6 +194,52 @@ class Composites(WalkerState):
             op.branches = list(part.branches)
             self.ops.append(op)
             inputs = op.outputs
+            for k in taken:  # a step whose kernel is a layer's forward_native: its PyTorch ops, under it
+                if k.name.startswith("native:") and k.condition is None or k.name.startswith("native:") and len(taken) == 1:
+                    self._native_step(op, k)
+                    break
+
+    def _module_at(self, rel: str):
+        """The module of a file of the trees, by its path as reports name it (vllm_ascend/ops/activation.py)."""
+        tree = self.index.trees.get(rel.split("/", 1)[0])
+        name = self.index.module_name_for(tree.root / rel) if tree is not None else None
+        return self.index.get(name) if name else None
+
+    def _called_at(self, method: str) -> tuple[str, int] | None:
+        """(file, line) of the first call `<x>.<method>(...)` in the module of the class that runs the routed
+        experts on this backend (the report's "MoE experts" location): where the runner calls the part."""
+        where = self.locations.get("moe_experts")
+        module = self._module_at(where.file) if where is not None else None
+        if module is None:
+            return None
+        calls = [c for c in find_all(module.tree, cst.Call)
+                 if type(c.func) is cst.Attribute and c.func.attr.value == method]
+        return (module.rel, min(module.line_of(c) for c in calls)) if calls else None
+
+    def _native_step(self, step: Op, k: Kernel) -> None:
+        """A step that runs a layer's forward_native (`native:SwigluOAIAndMul.forward_native`, called at the
+        kernel's line: GPT-OSS's swigluoai in the experts on Ascend) walked into its PyTorch ops, nested under the
+        step (walk/native.py marks them the same way)."""
+        cls_name, _, method = k.name.removeprefix("native:").partition(".")
+        module = self._module_at(k.file)
+        cls = self.index.resolve_expr(module, cst.Name(cls_name)) if module is not None else None
+        if not (isinstance(cls, Definition) and cls.kind == "class") or self.ctor.method(cls, method or "") is None:
+            return
+        start = len(self.ops)
+        self._expand(Instance(cls), method, [list(step.inputs)], {}, path=f"{step.path}.native", facts=Bindings(),
+                     cond=None)
+        inner = [op for op in self.ops[start:]]
+        launching = [op for op in inner if op.kind not in ("view", "split", "transpose", "identity")]
+        if len(launching) <= 1:
+            del self.ops[start:]
+            return
+        sure = sum(1 for op in launching if op.steady and not op.condition and op.kind != "cast")
+        for op in inner:
+            op.condition = step.condition
+            op.scope = step.scope
+            op.attrs["native_of"] = f"{step.name} ({cls.name})"
+            op.attrs["native_ops"], op.attrs["native_ops_if"] = sure, len(launching) - sure
+        step.attrs["native_ops"], step.attrs["native_ops_if"] = sure, len(launching) - sure
 
     def _carried_fields(self, sub: Instance, fields: Mapping[str, str]) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the
