@@ -170,7 +170,7 @@ class Evaluator:
             got = star_kwarg(expr, scope)
             if got is not None:  # kwargs["q_lora_rank"], kwargs.get("g_proj"): what the caller passed by that name
                 value, where = got
-                return self.infer(value, where, step) if value is not None else Known(None)
+                return self.infer(value, where, step)
         if kind is cst.Name:
             return self._name(expr.value, scope, step)
         if kind is cst.Attribute:

@@ -70,21 +70,19 @@ def copy_chain(chain: list[tuple]) -> list[tuple]:
 
 def star_kwarg(expr, scope: Scope):
     """(expression, scope) a `**kwargs` parameter collected under a key read as `kwargs["k"]` or
-    `kwargs.get("k"[, default])`; (None, None) for a key the caller did not pass with no default (None);
-    None when `expr` is no such read."""
+    `kwargs.get("k"[, default])`; None when `expr` is no such read or the key was not seen passed."""
     if type(expr) is cst.Subscript and type(expr.value) is cst.Name and len(expr.slice) == 1 \
             and type(expr.slice[0].slice) is cst.Index:
-        star, key, default = expr.value.value, expr.slice[0].slice.value, None
+        star, key = expr.value.value, expr.slice[0].slice.value
     elif (type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "get"
           and type(expr.func.value) is cst.Name and 1 <= len(expr.args) <= 2):
         star, key = expr.func.value.value, expr.args[0].value
-        default = expr.args[1].value if len(expr.args) == 2 else None
     else:
         return None
     collected = scope.star_kwargs.get(star)
     if collected is None or type(key) is not cst.SimpleString:
         return None
     name = key.evaluated_value
-    if name in collected:
-        return collected[name]
-    return (default, scope) if default is not None else (None, scope)
+    # a key the binder did not see passed is not known to be absent (the call may spread a dict it cannot
+    # follow): no value is guessed for it, not even the default of `.get`
+    return collected.get(name)

@@ -17,7 +17,7 @@ from ..catalog.schema import Impl, Part, Step
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
-from .frame import WalkerState
+from .frame import WalkerState, nest_native
 from ..ir.ops import Kernel, Op, OpAttrs
 from ..semantics.scope import Scope
 from ..semantics.function_bodies import tables
@@ -194,10 +194,9 @@ class Composites(WalkerState):
             op.branches = list(part.branches)
             self.ops.append(op)
             inputs = op.outputs
-            for k in taken:  # a step whose kernel is a layer's forward_native: its PyTorch ops, under it
-                if k.name.startswith("native:") and k.condition is None or k.name.startswith("native:") and len(taken) == 1:
-                    self._native_step(op, k)
-                    break
+            native = [k for k in taken if k.name.startswith("native:")]
+            if native and (len(taken) == 1 or native[0].condition is None):
+                self._native_step(op, native[0])  # a step that runs a layer's forward_native: its ops, under it
 
     def _module_at(self, rel: str):
         """The module of a file of the trees, by its path as reports name it (vllm_ascend/ops/activation.py)."""
@@ -228,18 +227,9 @@ class Composites(WalkerState):
         start = len(self.ops)
         self._expand(Instance(cls), method, [list(step.inputs)], {}, path=f"{step.path}.native", facts=Bindings(),
                      cond=None)
-        inner = [op for op in self.ops[start:]]
-        launching = [op for op in inner if op.kind not in ("view", "split", "transpose", "identity")]
-        if len(launching) <= 1:
-            del self.ops[start:]
-            return
-        sure = sum(1 for op in launching if op.steady and not op.condition and op.kind != "cast")
-        for op in inner:
-            op.condition = step.condition
-            op.scope = step.scope
-            op.attrs["native_of"] = f"{step.name} ({cls.name})"
-            op.attrs["native_ops"], op.attrs["native_ops_if"] = sure, len(launching) - sure
-        step.attrs["native_ops"], step.attrs["native_ops_if"] = sure, len(launching) - sure
+        if nest_native(self.ops, start, step, f"{step.name} ({cls.name})"):
+            for op in self.ops[start:]:
+                op.condition = step.condition
 
     def _carried_fields(self, sub: Instance, fields: Mapping[str, str]) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the

@@ -116,6 +116,30 @@ def _kwarg_text(call, name, scope) -> str | None:
 
 
 
+# op kinds that launch no device kernel (a view of the same storage)
+NO_LAUNCH = frozenset({"view", "split", "transpose", "identity"})
+
+
+def nest_native(ops: list, start: int, under, label: str) -> bool:
+    """The ops from `start` on are a layer's forward_native (walk/native.py) or a step's (composites.py):
+    marked as nested under `under` (`native_of`, its scope), with how many device kernels they surely launch and
+    how many more under tests the walk could not decide (casts included; views and splits launch none). False,
+    and the ops dropped, when they launch at most one kernel: the op above says it already (F.embedding)."""
+    inner = ops[start:]
+    launching = [op for op in inner if op.kind not in NO_LAUNCH]
+    if len(launching) <= 1:
+        del ops[start:]
+        return False
+    sure = sum(1 for op in launching if op.steady and not op.attrs.get("other_branch")
+               and not op.condition and op.kind != "cast")
+    for op in inner:
+        op.scope = under.scope  # the layer's vector work, wherever its helpers live
+        op.attrs["native_of"] = label
+        op.attrs["native_ops"], op.attrs["native_ops_if"] = sure, len(launching) - sure
+    under.attrs["native_ops"], under.attrs["native_ops_if"] = sure, len(launching) - sure
+    return True
+
+
 class WalkerState:
     """What every mixin of the Walker (walker.py) reads of the walk's state and calls of its core, declared
     for the type checker only: at run time the mixins get them from Walker itself."""

@@ -11,11 +11,7 @@ from ..index.nodes import find_all
 from ..semantics.function_bodies import class_method
 from ..semantics.values import Bindings
 from .construction.constructor import Instance
-from .frame import WalkerState
-
-# op kinds that launch no device kernel (a view of the same storage)
-_NO_LAUNCH = frozenset({"view", "split", "transpose", "identity"})
-
+from .frame import WalkerState, nest_native
 
 class NativeFallbacks(WalkerState):
     """Mixin of Walker: the native forward of a layer with no Ascend kernel."""
@@ -29,28 +25,15 @@ class NativeFallbacks(WalkerState):
         start = len(self.ops)
         got = self._expand(Instance(impl, sub.call, sub.scope, sub.condition), "forward_native", args, kwargs, path=f"{path}.native",
                            facts=Bindings(dict(), self._attr_facts(sub)), cond=cond)
-        inner = self.ops[start:]
+        if not nest_native(self.ops, start, layer_op, f"{name} ({impl.name})"):
+            return out
         same = self._same_math(impl)
         cuda = self._cuda_kernels(sub.cls) if sub.cls is not None else None
-        # device launches: views and splits launch nothing; a cast or an op under a test the walk could not
-        # decide (enable_fp32_compute, the other side of is_neox_style) is counted apart
-        launching = [op for op in inner if op.kind not in _NO_LAUNCH]
-        if len(launching) <= 1:  # the layer's one PyTorch op (F.embedding): the layer op says it already
-            del self.ops[start:]
-            return out
-        sure = sum(1 for op in launching if op.steady and not op.attrs.get("other_branch")
-                   and not op.condition and op.kind != "cast")
-        for op in inner:
-            op.attrs["native_of"] = f"{name} ({impl.name})"
-            op.attrs["native_ops"] = sure
-            op.attrs["native_ops_if"] = len(launching) - sure
+        for op in self.ops[start:]:
             if cuda:  # what the layer runs on CUDA instead: its forward_cuda's kernels
                 op.attrs["cuda_kernels"], op.attrs["cuda_runs"] = cuda
-            op.scope = layer_op.scope  # the layer's vector work, wherever its helpers live
             if same:
                 op.attrs["same_math"] = same
-        if inner:
-            layer_op.attrs["native_ops"], layer_op.attrs["native_ops_if"] = sure, len(launching) - sure
         return got or out
 
     def _cuda_kernels(self, cls: Definition):

@@ -281,7 +281,7 @@ class Constructor(AttrSources, OtherChoices):
         got = star_kwarg(expr, scope)
         if got is not None:  # kwargs["q_proj"], kwargs.get("fused_qkv_a_proj"): what the caller passed by that name
             value, where = got
-            return self.evaluate(value, where, depth + 1) if value is not None else [Instance(None)]
+            return self.evaluate(value, where, depth + 1)
         if type(expr) is cst.Call:
             return self._call(expr, scope, depth)
         if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
