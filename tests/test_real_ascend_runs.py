@@ -99,7 +99,9 @@ def test_a_native_fallback_is_walked_into_its_vector_work(session, hf):
     """Llama with a Llama-3.1 config.json: Llama3RotaryEmbedding has no Ascend class, so each layer runs vLLM's
     forward_native. Its PyTorch ops are listed under the rope op (index_select, the multiplies and adds, cat),
     the vector chain on them is open with the kernels it removes, the note names the registered Ascend class
-    whose kernel computes the same math, and the CUDA column says what vLLM runs there (forward_cuda's kernel)."""
+    whose kernel computes the same math, and the CUDA column says what vLLM runs there: at its default
+    compilation (Inductor, custom ops off: vllm/config/vllm.py) the same forward_native, fused by Inductor;
+    forward_cuda's kernel only where custom_ops enables rotary_embedding."""
     from pathlib import Path
 
     config = str(Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "llama-3.1-8b.json")
@@ -120,8 +122,10 @@ def test_a_native_fallback_is_walked_into_its_vector_work(session, hf):
     assert chain.status.value == "open" and chain.scope == rope.scope
     assert f"launches {rope.attrs['native_ops']} separate PyTorch kernels" in chain.note
     assert "AscendRotaryEmbedding" in chain.note and "_compute_inv_freq" in chain.note
-    assert chain.cuda["status"] == "fused_by_kernel"
-    assert chain.cuda["kernels"] == ["vllm._custom_ops.rotary_embedding"]
+    assert chain.cuda["status"] == "fused_by_inductor"
+    ev = chain.cuda["evidence"]
+    assert ev["file"] == "vllm/config/vllm.py" and 'custom_ops.append("none")' in _text(session, ev["file"], ev["line"])
+    assert chain.cuda["kernels_if_enabled"] == ["vllm._custom_ops.rotary_embedding"]
     numbers = a.benefits[chain.id].numbers  # the kernels a fused one removes, per scenario
     assert all(n["per_layer"]["launches"] >= 1 for n in numbers.values()) and numbers
     md = render(a, "md", lang="en")
@@ -208,3 +212,62 @@ def test_a_native_activation_inside_the_experts_is_walked(session, hf):
     # the experts part is at the runner's call of the comm method, not at a kernel of one of its steps
     (experts,) = [op for op in ops if op.kind == "moe_experts"]
     assert "fused_experts(" in _text(session, experts.file, experts.line)
+
+
+def test_the_cuda_column_reads_what_vllm_runs_for_a_moe_layer(session, hf):
+    """Item 5, the MoE router: on CUDA vLLM builds FusedTopKRouter (no Ascend factory patch), whose
+    _compute_routing calls fused_topk, which calls the function dispatch_topk_softmax_func returns off ROCm
+    (vllm_topk_softmax): its `_moe_C.topk_softmax` kernel is the CUDA column of gate_topk, with the test it runs
+    under. Handing the gate or the shared experts to the layer is placement on CUDA too; what the experts run
+    on CUDA is not read, so their rows say unknown, not open."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    rows = {o.id: o for o in a.opportunities}
+    gate = rows["gate_topk@Qwen3MoeSparseMoeBlock.forward"]
+    assert gate.status.value == "fused_by_ascend_kernel"
+    assert gate.cuda["status"] == "fused_by_kernel" and gate.cuda["kernels"] == ["torch.ops._moe_C.topk_softmax"]
+    assert gate.cuda["runs"] == "FusedTopKRouter._compute_routing"
+    assert gate.cuda["conditions"] == ['torch.ops._moe_C.topk_softmax runs when scoring_func == "softmax"']
+    (router,) = [op for op in a.walk.ops if op.kind == "moe_gating"]
+    assert router.layer_class == "AscendFusedTopKRouter"  # the Ascend walk is unchanged
+    for oid in ("router_experts@Qwen3MoeSparseMoeBlock.forward", "shared_routed@Qwen3MoeMLP.forward"):
+        assert rows[oid].cuda["status"] == "open" and "separate kernels" in rows[oid].cuda["note"]
+    act = rows["silu_mul@Qwen3MoeSparseMoeBlock.forward"]
+    assert act.cuda["status"] == "unknown" and "not read" in act.cuda["note"]
+    validate_report(a.report)
+
+
+def test_the_cuda_column_on_a_cuda_walk_reads_the_ops_kernels(real_tree, hf):
+    """Without vllm-ascend the walk is vLLM's CUDA path: the router's op holds topk_softmax (followed through
+    the dispatcher's returned function), and the CUDA column of gate_topk says that kernel fuses it."""
+    from fusion_analyze.analysis.session import Session
+
+    cuda = Session.open(str(real_tree("vllm==0.30.0")), None)
+    a = analyze_in(cuda, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    (router,) = [op for op in a.walk.ops if op.kind == "moe_gating"]
+    assert "torch.ops._moe_C.topk_softmax" in {k.name for k in router.kernels}
+    assert "topk_softmax(" in (cuda.vllm.root / router.file).read_text().splitlines()[router.line - 1]
+    (gate,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert gate.cuda["status"] == "fused_by_kernel" and gate.cuda["kernels"] == ["torch.ops._moe_C.topk_softmax"]
+
+
+def test_inductor_fuses_plain_element_wise_chains_on_cuda(session, hf):
+    """Item 5, Inductor: vLLM's default configuration compiles with Inductor and turns custom ops off
+    (vllm/config/vllm.py `custom_ops.append("none")`), so a chain of the model's plain element-wise ops inside
+    one piecewise graph is fused there by generated code. A chain across attention or a GEMM is not: Granite's
+    embedding scale and the first residual add stay open on CUDA, its residual scale + add after attention is
+    fused by Inductor."""
+    a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    chains = [o for o in a.opportunities if o.scenario == "vector_elementwise_chain"]
+    by_ops = {o.id: [op for op in a.walk.ops if op.id in o.ops] for o in chains}
+    across = [o for o in chains if any(op.section == "prologue" for op in by_ops[o.id])]
+    within = [o for o in chains if all(op.section == "layer" for op in by_ops[o.id])]
+    assert across and within
+    assert all(o.cuda["status"] == "open" for o in across)
+    ops = a.walk.ops
+    for o in within:
+        assert o.cuda["status"] == "fused_by_inductor"
+        ev = o.cuda["evidence"]
+        assert 'custom_ops.append("none")' in _text(session, ev["file"], ev["line"])
+        first = o.matches[0].op_list  # the match the column is read from: no attention or GEMM inside it
+        kinds = {op.kind for op in ops[ops.index(first[0]):ops.index(first[-1]) + 1]}
+        assert not kinds & {"attention", "matmul"}, kinds

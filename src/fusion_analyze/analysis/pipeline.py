@@ -99,7 +99,9 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
-    opps = derive(result.ops, session.patterns, session.backend, ascend, cuda)
+    from ..passes.cuda_passes import inductor_default
+
+    opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
     benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
                  index.errors_touched(), configuration=facts)

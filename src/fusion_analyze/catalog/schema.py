@@ -85,6 +85,7 @@ class LeafOps:
     tensor_methods: Mapping[str, str]
     operators: Mapping[str, str]
     kernel_prefixes: tuple[str, ...]
+    cuda_kernel_prefixes: tuple[str, ...] = ()  # kernels of vLLM's CUDA build: never an Ascend kernel
     mixers: Mixers | None = None
     attention_impls: Mapping[str, Mapping[str, str]] = keys_of(BACKENDS)  # backend -> kind -> class
     assume: tuple[Assumption, ...] = ()

@@ -71,6 +71,11 @@ def is_kernel(dotted: str | None) -> bool:
     return bool(dotted) and any(dotted.startswith(p) for p in leaf_ops().kernel_prefixes)
 
 
+def is_cuda_kernel(dotted: str | None) -> bool:
+    """A kernel of vLLM's CUDA build (leaf_ops.yaml `cuda_kernel_prefixes`): not one Ascend runs."""
+    return bool(dotted) and any(dotted.startswith(p) for p in leaf_ops().cuda_kernel_prefixes)
+
+
 def collective_kind(function_name: str) -> str | None:
     """The collective a function of the trees is (`tensor_model_parallel_all_reduce`: allreduce), by the
     functions table."""

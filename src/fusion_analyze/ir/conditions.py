@@ -52,10 +52,34 @@ class Term:
     negated: bool = False
     prefix: str = ""  # "built when "
     suffix: str = ""  # " [is_moe = ...]": what a local flag was computed from
+    # the local this test reads under another name: `self.use_mha` in forward is the `use_mha` its class's
+    # __init__ assigns to it (`self.use_mha = use_mha`), so a test of either is the same test (key())
+    alias: str | None = None
 
     def render(self) -> str:
         body = f"not ({self.text})" if self.negated else self.text
         return f"{self.prefix}{body}{self.suffix}"
+
+    def key(self) -> tuple[str, str, bool]:
+        """(module, the test's code without its negations, whether it must hold): `not (not x)` is `x`, and
+        a `built when` prefix or a computed-from suffix does not change what is tested."""
+        kept = self.__dict__.get("_key")
+        if kept is None:
+            kept = self._key()
+            object.__setattr__(self, "_key", kept)  # computed once per term (joins ask it often)
+        return kept
+
+    def _key(self) -> tuple[str, str, bool]:
+        expr, holds = self.expr, not self.negated
+        while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            expr, holds = expr.expression, not holds
+        if self.alias is not None:
+            text = self.alias
+        elif expr is None:
+            text = self.text
+        else:
+            text = code_of(self.module, expr.with_changes(lpar=(), rpar=()) if getattr(expr, "lpar", None) else expr)
+        return (getattr(self.module, "name", "") or "", " ".join(text.split()), holds)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,10 +124,33 @@ class Condition:
 
 
 def join(a: Condition | None, b: Condition | None) -> Condition | None:
-    """Both hold (either may be absent)."""
+    """Both hold (either may be absent); a test `a` already has is not said twice (`self.qk_norm and built
+    when self.qk_norm` is one test)."""
     if a and b:
-        return Condition(a.terms + b.terms)
+        have = {t.key() for t in a.terms if t.expr is not None}
+        extra = tuple(t for t in b.terms if t.expr is None or t.key() not in have)
+        return Condition(a.terms + extra) if extra else a
     return a or b
+
+
+def implied(cond: Condition | None, test: Condition) -> Truth:
+    """What `cond` (a path's tests) says of a one-term `test`: TRUE where it has the same test, FALSE where it
+    has its negation, UNKNOWN otherwise. A test of code only (not a note) is compared."""
+    if not cond or len(test.terms) != 1 or test.terms[0].expr is None:
+        return Truth.UNKNOWN
+    module, text, holds = test.terms[0].key()
+    for t in cond.terms:
+        if t.expr is not None and t.key()[:2] == (module, text):
+            return Truth.TRUE if t.key()[2] == holds else Truth.FALSE
+    return Truth.UNKNOWN
+
+
+def contradicts(a: Condition | None, b: Condition | None) -> bool:
+    """A test of `b` is negated in `a`: both cannot hold (the branch or construction cannot run)."""
+    if not a or not b:
+        return False
+    seen = {t.key()[:2]: t.key()[2] for t in a.terms if t.expr is not None}
+    return any(t.expr is not None and seen.get(t.key()[:2], t.key()[2]) != t.key()[2] for t in b.terms)
 
 
 def as_text(cond: Condition | str | None) -> str | None:
@@ -115,6 +162,30 @@ def any_of_text(rests: list[str]) -> str:
     """`(a or b)`; beyond three paths or a few hundred characters, how many: a report line, not a proof."""
     text = "(" + " or ".join(rests) + ")"
     return text if len(rests) <= 3 and len(text) <= 400 else f"(one of {len(rests)} call paths)"
+
+
+def split_outside(text: str, sep: str) -> list[str]:
+    """`a and (b and c) and d` split on " and " -> [a, (b and c), d]: only outside brackets and quotes (a
+    printed condition read back, or cut for a table cell without breaking a token)."""
+    out, depth, quote, start, i = [], 0, None, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            out.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    out.append(text[start:])
+    return [p.strip() for p in out if p.strip()]
 
 
 def code_of(module, expr) -> str:

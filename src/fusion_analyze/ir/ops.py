@@ -49,6 +49,7 @@ class OpAttrs(TypedDict, total=False):
     same_math: str  # a registered Ascend class whose kernels compute what this native forward does
     cuda_kernels: list[str]  # what the layer of a native op runs on CUDA instead (its forward_cuda's kernels)
     cuda_runs: str  # the method they are called in (Class.forward_cuda)
+    cuda_kernel_conditions: dict[str, str]  # kernel name -> the test it runs under on CUDA (a composite part's kernels)
     fused_by: str  # the Transformers backend's load-time rewrite that built the layer (`RMSNormFuser (file:line)`)
     external: str  # dotted class outside the trees that builds the module (torch.nn.Embedding)
     mixer: bool  # a token mixer (attention / SSM layer, or the attention dispatch function); its own ops follow it

@@ -130,3 +130,36 @@ def read_cuda_passes(index: ModuleIndex) -> list[GraphPass]:
         if out:
             break
     return out
+
+
+INDUCTOR_FACTS = FactTable("inductor_default", "None -> where vLLM's default compilation turns custom ops off")
+_NONE_TEXT = re.compile(rb"custom_ops\.append\(\s*[\"']none[\"']\s*\)")
+
+
+def inductor_default(index: ModuleIndex) -> dict | None:
+    """Where vLLM's configuration, left at its defaults on CUDA (optimisation level O2: compilation mode
+    VLLM_COMPILE, Inductor backend), turns CustomOps off (`custom_ops.append("none")` under a test naming
+    "inductor"): every CustomOp layer then runs its forward_native and Inductor compiles the model's plain
+    PyTorch ops, fusing element-wise chains within each piecewise graph. {file, line} of that call; None
+    where the tree has no such default (the CUDA column then reads kernels and passes only)."""
+    return INDUCTOR_FACTS.get(index, None, lambda: _inductor_default(index))
+
+
+def _inductor_default(index: ModuleIndex) -> dict | None:
+    from ..semantics.values import literal
+
+    for name in LEVEL_TABLES:
+        info = index.get(name)
+        if info is None:
+            continue
+        for stmt in info.statements_with(_NONE_TEXT):
+            for test_if in find_all(stmt, cst.If):
+                if '"inductor"' not in info.code(test_if.test):
+                    continue
+                for call in find_all(test_if.body, cst.Call):
+                    func = call.func
+                    if (type(func) is cst.Attribute and func.attr.value == "append" and len(call.args) == 1
+                            and type(func.value) is cst.Attribute and func.value.attr.value == "custom_ops"
+                            and literal(call.args[0].value) == Known("none")):
+                        return {"file": info.rel, "line": info.line_of(call)}
+    return None

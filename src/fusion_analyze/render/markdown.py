@@ -8,6 +8,7 @@ from pathlib import Path
 import jinja2
 
 from ..resources import data_dir, load_yaml
+from ..ir.conditions import split_outside
 from ..ir.states import ORDER
 
 ROLES = [
@@ -94,7 +95,24 @@ def _state(o: dict, L: dict) -> str:
         text += f" (`{ev['file']}` L{ev['line']})"
     if o.get("note"):
         text += f"; {o['note'][:140]}"
+    cond = o.get("conditional")
+    if cond:  # the undecided test it rests on, said in the row itself
+        first = (cond["when"] or cond["state_if"])[0]
+        more = len(cond["when"]) + len(cond["state_if"]) - 1
+        text += f" — {L['conditional_if']} `{short_condition(first)}`" + (f" (+{more})" if more else "")
     return text.replace("|", "\\|")
+
+
+def short_condition(text: str, width: int = 72) -> str:
+    """A condition cut at a word boundary outside brackets and quotes (never inside a token), with `…`."""
+    if len(text) <= width:
+        return text
+    words, kept = split_outside(text, " "), ""
+    for word in words:
+        if kept and len(kept) + 1 + len(word) > width:
+            break
+        kept = f"{kept} {word}" if kept else word
+    return kept + " …"
 
 
 def _cuda_text(o: dict, L: dict) -> str:
@@ -167,7 +185,8 @@ def _render(tmpl, data: dict, lang: str) -> str:
         elif op["attrs"].get("other_branch"):
             other.append({**op, "line_text": op_line(op)})
     L = labels(lang)
-    opps = sorted(data.get("opportunities", []), key=lambda o: (ORDER[o["status"]], -o["benefit"]["priority"], o["id"]))
+    opps = sorted(data.get("opportunities", []),  # a conditional row after the decided ones of its state
+                  key=lambda o: (ORDER[o["status"]], "conditional" in o, -o["benefit"]["priority"], o["id"]))
     table, open_ = [], []
     from ..estimate.benefit import STARS
 
@@ -183,6 +202,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
                           "message": o["message"]})
     return tmpl.render(
         L=L, table=table, open=open_, estimate=data.get("estimate", {}),
+        conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),

@@ -16,9 +16,11 @@ def print_summary(a, output: str, stubs: str | None, to_stdout: bool) -> None:
     versions = f"vLLM {src['vllm']['version']}" + (f" · vllm-ascend {src['vllm_ascend']['version']}" if src.get("vllm_ascend") else "")
     console.print(f"[bold]{a.location.architecture}[/bold]  {a.location.file}:{a.location.line}  ({versions}, backend {a.session.backend})")
     counts = Counter(o.status for o in a.opportunities)
-    console.print("  " + "  ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    apart = Counter(o.status for o in a.opportunities if o.conditional)  # counted apart: they rest on a test
+    console.print("  " + "  ".join(f"{k}: {v}" + (f" ({apart[k]} conditional)" if apart[k] else "")
+                                   for k, v in sorted(counts.items())))
     opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
-    opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
+    opens.sort(key=lambda o: (o.conditional, -a.benefits[o.id].priority, not o.cuda_only, o.id))
     if opens:
         t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for col in ("priority", "open opportunity", "where", "CUDA"):

@@ -80,6 +80,13 @@ class Evaluator:
         decided = self.env.platform_truth(expr)
         if decided is not Truth.UNKNOWN:
             return decided
+        params = getattr(scope, "params", None)
+        local = getattr(scope, "locals", None) or {}
+        if isinstance(expr, cst.Name) and params and expr.value in params and expr.value not in local:
+            # a parameter's test is its argument's, read where the caller wrote it
+            # (`use_rocm_aiter=rocm_aiter_ops.is_fused_moe_enabled()`: the platform's answer)
+            arg, where = params[expr.value]
+            return self.truth(arg, getattr(where, "module", module), env, where)
         return assumed(code_of(module, expr), self.backend)
 
     def residual(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):

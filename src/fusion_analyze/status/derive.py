@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
+from ..catalog.taxonomy import is_cuda_kernel
 from ..index.nodes import find_all
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import FUSED_KERNEL_FORM, Pattern
-from ..ir.ops import Op
+from ..ir.ops import Kernel, Op
 from ..ir.states import Status
 
 if TYPE_CHECKING:  # the passes the session read from the trees: only their data is used here
@@ -36,6 +37,13 @@ class Opportunity:
     pattern: Pattern
     matches: list[Match] = field(default_factory=list)
     note: str | None = None
+    when: list[str] = field(default_factory=list)  # undecided tests the row's ops run under (each match's)
+    state_if: list[str] = field(default_factory=list)  # undecided tests its state rests on
+
+    @property
+    def conditional(self) -> bool:
+        """The row exists, or has its state, only if a test the walk could not decide holds."""
+        return bool(self.when or self.state_if)
 
     @property
     def cuda_only(self) -> bool:
@@ -51,6 +59,8 @@ class Opportunity:
         }
         if self.note:
             d["note"] = self.note
+        if self.conditional:
+            d["conditional"] = {"when": list(self.when), "state_if": list(self.state_if)}
         return d
 
 
@@ -82,14 +92,15 @@ def _fill(text: str, m: Match) -> str:
     return re.sub(r"\{(\w+\.attrs\.\w+)\}", sub, text)
 
 
-def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> list[tuple[Op, object, list[str]]]:
+def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> list[tuple[Op, Kernel, list[str]]]:
     """(op, kernel, the runtime paths it is cited for) of the kernels that fuse the scenario: per runtime path
     (walk/kernels/runtime_paths.py), the kernel that path runs, the first path's first; one kernel without paths when none
     were read. A dispatcher (unified_attention_with_output)
     is cited only when none of the implementation's kernels is known."""
     if len(need) < 2:  # a merge (qkv_merge: three GEMMs as one) is not shown by a kernel doing one GEMM
         return []
-    found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)]
+    found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)
+             and not (backend == "ascend" and is_cuda_kernel(k.name))]  # vLLM's CUDA build is not Ascend's
     if any(not is_dispatcher(k.name) for _op, k in found):
         found = [ok for ok in found if not is_dispatcher(ok[1].name)]
     if not found:
@@ -342,26 +353,29 @@ def _listed(values: tuple) -> str:
 
 
 def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
-              around: list[Op] | None = None) -> tuple[Status, list[str], list[dict], str | None]:
+              around: list[Op] | None = None) -> tuple[Status, list[str], list[dict], str | None, list[str]]:
+    """(state, conditions, evidence, note, the undecided tests the state rests on: a fusing kernel that runs
+    only when its code's test holds, a graph pass's guard the walk could not decide)."""
     ops = m.op_list
     need = m.pattern.covers
     conds = _op_conditions(ops)
     sites = _call_sites(ops)
     if m.inactive:
-        return Status.INACTIVE, [_fill(m.form.when or "", m)] + conds, sites, None
+        return Status.INACTIVE, [_fill(m.form.when or "", m)] + conds, sites, None, []
     if backend == "ascend":
         hits = _covering_kernels(ops, need, backend)
         if hits:
-            c, ev = list(conds), []
+            c, ev, ifs = list(conds), [], []
             for op, k, paths in hits:
                 where = op.attrs.get("ascend_class") or op.layer_class or op.scope
                 rests = dict((name, r) for name, r, _p in k.paths or ())
                 for path in paths or [None]:
                     rest = rests.get(path) if path else k.condition
                     c += [f"{path + ': ' if path else ''}{k.name} runs when {rest}"] if rest else []
+                    ifs += [f"{path + ': ' if path else ''}{rest}"] if rest else []
                 on = f"; {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}" if paths else ""
                 ev.append(_ev(k.file, k.line, f"{k.name} (in {where}{on})"))
-            return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None
+            return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None, ifs
         hit_pass = _ascend_pass(m, ascend_passes, around)
         if hit_pass is not None:
             p, pat, failed, undecided, unregistered = hit_pass
@@ -370,11 +384,12 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                     note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
                 else:  # registered, but the graph it traces is not the model's
                     note = f"{p.name} would rewrite this, but its {pat.name} traces another graph: {'; '.join(failed)}"
-                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note
+                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
             if p.default_on() is False:
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
-                return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note
-            return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None
+                return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note, []
+            ifs = [u for u in undecided if not u.startswith("as part of ")]
+            return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None, ifs
     if m.form.fused_in_model and backend == "ascend" and any(op.kind == "moe" for op in ops):
         # handing the gate or the shared experts to the MoE layer is placement, not fusion: fused only where one
         # kernel is known to do it all
@@ -383,18 +398,18 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             said = (f"separate kernels: {', '.join(separate)}" if separate
                     else "kernels not all known here, and none known to do it all")
             note = f"the model hands it to the MoE layer ({m.form.fused_in_model}), but the Ascend runner runs {said}"
-            return Status.OPEN, conds, sites, note
+            return Status.OPEN, conds, sites, note, []
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class}: "
                     f"{native[0].attrs.get('native')}")
-            return Status.OPEN, conds, [_ev(native[0].attrs.get("class_file") or native[0].file, native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note
+            return Status.OPEN, conds, [_ev(native[0].attrs.get("class_file") or native[0].file, native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note, []
         separate = _separate_kernels(ops, need) if backend == "ascend" else []
         if separate:
             note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "
                     f"separate kernels: {', '.join(separate)}")
-            return Status.OPEN, conds, sites, note
+            return Status.OPEN, conds, sites, note, []
         ev = []
         for op in [m.ops[n.name] for n in m.form.nodes if n.name in m.ops] + ops:  # the form's own layer first
             if cls_file := op.attrs.get("class_file"):
@@ -402,22 +417,36 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                 by = f" (built at load time by the Transformers backend's {by})" if by and "Fuser" in by else ""
                 ev.append(_ev(cls_file, op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}{by}"))
                 break
-        return Status.FUSED_IN_MODEL, conds, ev + sites, None
+        return Status.FUSED_IN_MODEL, conds, ev + sites, None, []
     separate = _separate_kernels(ops, need) if backend == "ascend" else []
     if backend == "ascend" and not separate and any(op.kind == "moe" for op in ops):
         separate = _moe_separate(ops, around or [], need)  # what the MoE layer's runner runs for it
     note = f"the Ascend path runs it as separate kernels: {', '.join(separate)}" if separate else None
-    return Status.OPEN, conds, sites, note
+    return Status.OPEN, conds, sites, note, []
 
 
-def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
+def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = None, inductor: dict | None = None,
+                graph: Graph | None = None) -> dict:
+    """The CUDA column: what vLLM runs for the matched ops on CUDA at its default configuration. `inductor`:
+    where that configuration compiles with Inductor and turns CustomOps off (passes/cuda_passes.py)."""
     if m.form.fused_in_model and not m.inactive:
+        if any(op.kind == "moe" for op in m.op_list) and m.pattern.category == "moe":
+            # the gate or the shared experts handed to the MoE layer: vLLM's runner still runs the router GEMM,
+            # the top-k kernel, the experts and the shared MLP as kernels of their own (placement, not fusion)
+            return {"status": "open", "note": f"the model hands it to the MoE layer ({m.form.fused_in_model}), "
+                                              "but vLLM's runner runs them as separate kernels"}
         return {"status": "fused_in_model"}
-    cuda = [op.attrs.get("cuda_kernels") for op in m.op_list]
+    inductor = _by_inductor(m, graph, inductor) if inductor is not None and not m.inactive else None
+    if inductor is not None:
+        return inductor
+    cuda = [op.attrs.get("cuda_kernels") if op.attrs.get("native_of") else None for op in m.op_list]
     if cuda and all(cuda) and not m.inactive:  # ops of a layer's native forward on Ascend: one kernel on CUDA
         first = next(op for op in m.op_list if op.attrs.get("cuda_kernels"))
         return {"status": "fused_by_kernel", "kernels": sorted({k for ks in cuda for k in ks or ()}),
                 "runs": first.attrs.get("cuda_runs")}
+    fusing = _cuda_fusing(m, backend)
+    if fusing is not None and not m.inactive:
+        return fusing
     # MLA-only passes (their ops name unified_mla_*) fit only a match that has an MLA attention op
     optional = m.pattern.optional + (("mla",) if any(op.kind == "mla_attention" for op in m.op_list) else ())
     fitting = [p for p in cuda_passes if p.fuses(m.pattern.covers, optional)]
@@ -428,7 +457,75 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass]) -> dict:
         return {"status": {True: "fused_by_pass", None: "fused_by_pass_if", False: "pass_off_by_default"}[on],
                 "pass": p.name, "flag": p.flag, "default": p.default,
                 "conditions": p.conditions(), "evidence": p.evidence(pat)}
+    if not m.inactive and backend == "ascend" and any(
+            (op.attrs.get("part") or op.attrs.get("step")) and not op.attrs.get("cuda_kernels") for op in m.op_list):
+        # a composite layer's part or step walked on Ascend whose CUDA counterpart was not read: not a claim
+        return {"status": "unknown", "note": "what vLLM runs for this part of the layer on CUDA is not read"}
+    if not m.inactive and backend == "ascend" and all(
+            op.file.startswith("vllm_ascend/") and op.attrs.get("role") != "shared_expert" for op in m.op_list):
+        # vllm-ascend's own code (its MLA implementation, its model classes): CUDA runs other code for it
+        return {"status": "unknown", "note": "the ops are vllm-ascend's own code; what vLLM runs for it on CUDA is not read"}
     return {"status": "inactive" if m.inactive else "open"}
+
+
+def _pointwise(op: Op) -> bool:
+    """Code Inductor generates under vLLM's default compilation: a CustomOp's forward_native op, or a plain
+    PyTorch call of the model (no layer, no device kernel named), not a GEMM, attention or collective."""
+    return bool(op.attrs.get("native_of")) or (not op.kernels and not op.layer_class
+                                               and op.kind not in ("matmul", "bmm", "attention", "allreduce"))
+
+
+def _by_inductor(m: Match, graph: Graph | None, inductor: dict) -> dict | None:
+    """Under vLLM's default compilation on CUDA (Inductor, custom ops off) the match is plain PyTorch
+    element-wise work in one piecewise graph: a CustomOp layer's forward_native (which runs instead of its
+    forward_cuda) or element-wise torch calls of the model, with no attention op between them. Inductor fuses
+    such chains into generated kernels. None where the match is anything else."""
+    ops = m.op_list
+    native = all(op.attrs.get("native_of") for op in ops)
+    plain = m.pattern.category == "vector" and all(not op.kernels and not op.layer_class for op in ops)
+    if not ops or not (native or plain):
+        return None
+    if graph is None or not all(op.id in graph.pos for op in ops):
+        return None
+    lo, hi = min(graph.pos[op.id] for op in ops), max(graph.pos[op.id] for op in ops)
+    if any(not _pointwise(op) for op in graph.ops[lo:hi + 1]):
+        # attention splits the piecewise graph; a GEMM, a collective or a kernel call is not generated code:
+        # Inductor fuses the element-wise ops on either side of it, not the chain across it
+        return None
+    cuda = sorted({k for op in ops for k in op.attrs.get("cuda_kernels") or ()})
+    out = {"status": "fused_by_inductor", "evidence": _ev(inductor["file"], inductor["line"],
+                                                              "custom_ops 'none' under Inductor (vLLM's default compilation)")}
+    if cuda:  # the CustomOp's own kernel runs only where custom_ops enables it (`+<name>`)
+        out["kernels_if_enabled"] = cuda
+        out["runs_if_enabled"] = next(op.attrs.get("cuda_runs") for op in ops if op.attrs.get("cuda_kernels"))
+    return out
+
+
+def _cuda_fusing(m: Match, backend: str | None) -> dict | None:
+    """The CUDA column from what vLLM launches there for the matched ops: a kernel of a composite part
+    (the router's `topk_softmax`) or, on a report walked on CUDA, of the ops themselves, that does every
+    primitive of the scenario; its test, if it runs under one, among the conditions. None where none does."""
+    need = m.pattern.covers
+    if len(need) < 2:
+        return None
+    for op in m.op_list:
+        names = op.attrs.get("cuda_kernels") or ()
+        tests = op.attrs.get("cuda_kernel_conditions") or {}
+        fusing = [k for k in names if kernel_fuses(kernel_covers(k), need)]
+        if fusing:  # an unconditional kernel first, then the one with the fewest tests
+            k = min(fusing, key=lambda n: (n in tests, (tests.get(n) or "").count(" and ")))
+            out = {"status": "fused_by_kernel", "kernels": [k], "runs": op.attrs.get("cuda_runs")}
+            if tests.get(k):
+                out["conditions"] = [f"{k} runs when {tests[k]}"]
+            return out
+    hits = _covering_kernels(m.op_list, need, "cuda") if backend == "cuda" else []
+    if hits:
+        op, k, _paths = hits[0]
+        out = {"status": "fused_by_kernel", "kernels": [k.name], "runs": f"{op.layer_class or op.scope}"}
+        if k.condition:
+            out["conditions"] = [f"{k.name} runs when {k.condition}"]
+        return out
+    return None
 
 
 def _subsumed(m: Match, by: dict[str, list[frozenset]]) -> bool:
@@ -440,11 +537,11 @@ MAX_OTHER_BRANCHES = 8  # undecided tests whose `else` side is matched too, per 
 
 
 def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
-           cuda_passes: list[GraphPass]) -> list[Opportunity]:
+           cuda_passes: list[GraphPass], inductor: dict | None = None) -> list[Opportunity]:
     """The opportunities of the steady sequence; then, for each test the walk could not decide, those of the
     sequence with its `else` side in place of its `if` side that involve an op of that side (the `if` side
     may not be the one that runs: HunYuan V3's attention without the HPC kernel)."""
-    out = _derive(ops, Graph(ops), patterns, backend, ascend_passes, cuda_passes)
+    out = _derive(ops, Graph(ops), patterns, backend, ascend_passes, cuda_passes, inductor)
     known = {(o.scenario, o.scope) for o in out}
     used = {o.id for o in out}
     tests = sorted({n for op in ops for n, side in op.branches  # a side with an op it alone holds back
@@ -456,7 +553,7 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
         held = {op.id for op in view if (n, 1) in op.branches}
         if not any(op.kind in matchable for op in view if op.id in held):
             continue  # no pattern has a node its held ops could be: no opportunity can involve them
-        for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes):
+        for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes, inductor):
             if (o.scenario, o.scope) in known or not held & set(o.ops):
                 continue
             known.add((o.scenario, o.scope))
@@ -507,7 +604,7 @@ def _closest_kernel_scenario(matches: dict[str, list]) -> dict[str, list]:
 
 
 def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, ascend_passes: list[GraphPass],
-            cuda_passes: list[GraphPass]) -> list[Opportunity]:
+            cuda_passes: list[GraphPass], inductor: dict | None = None) -> list[Opportunity]:
     matches = _closest_kernel_scenario({p.id: match_pattern(graph, p) for p in patterns})
     opsets = {pid: [frozenset(o.id for o in m.op_list) for m in ms] for pid, ms in matches.items()}
     groups: dict[tuple, list] = {}
@@ -522,7 +619,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
             moes = [x.path + "." for x in m.op_list if x.kind == "moe"]
             if moes:  # a MoE layer's parts, steps, router GEMM and shared experts: what its runner runs
                 around += [op for op in graph.ops if op.path.startswith(tuple(moes)) and op not in around]
-            status, conds, ev, note = status_of(m, backend, ascend_passes, around)
+            status, conds, ev, note, ifs = status_of(m, backend, ascend_passes, around)
             if status is Status.OPEN and backend == "ascend":
                 note = _native_note(m, note)
             key = (p.id, anchor.scope, status)
@@ -530,7 +627,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
                 ids = {o.id for o in m.op_list}
                 key = next((k for k, items in groups.items() if k[0] == p.id and k[2] == status
                             and any(ids & {o.id for o in it[0].op_list} for it in items)), key)
-            groups.setdefault(key, []).append((m, conds, ev, note))
+            groups.setdefault(key, []).append((m, conds, ev, note, ifs))
     out: list[Opportunity] = []
     used: dict[str, int] = {}
     order = sorted(groups, key=lambda k: (k[0], k[1], min(graph.pos[g[0].op_list[0].id] for g in groups[k])))
@@ -545,9 +642,15 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         evidence = _dedupe(e for it in items for e in it[2])
         op_ids = list(dict.fromkeys(o.id for it in items for o in it[0].op_list))
         pat = items[0][0].pattern
-        out.append(Opportunity(oid, pid, pat.category, status, conds, cuda_status(items[0][0], cuda_passes),
+        # the row rests on undecided tests where each of its matches runs only under one (its ops' path), or
+        # where its state does (a fusing kernel's own test, a pass guard): said in the table, ranked after
+        when = [] if status is Status.INACTIVE or any(not _op_conditions(it[0].op_list) for it in items) \
+            else list(dict.fromkeys(c for it in items for c in _op_conditions(it[0].op_list)))
+        state_if = list(dict.fromkeys(c for it in items for c in it[4]))
+        out.append(Opportunity(oid, pid, pat.category, status, conds, cuda_status(items[0][0], cuda_passes, backend, inductor, graph),
                                evidence, op_ids, first.file, first.line, scope, pat,
-                               [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None))
+                               [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None,
+                               when, state_if))
     return out
 
 

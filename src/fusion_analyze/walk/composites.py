@@ -111,6 +111,8 @@ class Composites(WalkerState):
                 op.file, op.line = called
             elif at is not None:  # at the call of its kernel (one that always runs, if any),
                 op.file, op.line = at.file, at.line  # not at the definition of the method that holds it
+            if self.index.backend == "ascend":
+                self._cuda_part(op, kind, spec.part, frame.inst, path.rsplit(".", 1)[-1])
             emitted.append(op)
             variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
             if variant is not None:
@@ -119,6 +121,38 @@ class Composites(WalkerState):
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
+
+    def _cuda_part(self, op: Op, kind: str, part: str, holder: Instance, name: str) -> None:
+        """What the same part runs on CUDA (composites.yaml, the `cuda` parts of the layer's kind): the layer
+        `holder.<name>` built again as vLLM builds it there (no Ascend factory patch: FusedTopKRouter, not
+        AscendFusedTopKRouter), for the report's CUDA column: `cuda_kernels` (the device kernels its methods
+        launch), their tests, and `cuda_runs` (where). Nothing where vLLM has no such part or class."""
+        spec_of = catalog().typed.composites.of(kind, "cuda")
+        spec = next((p for p in spec_of.parts if p.part == part), None) if spec_of is not None else None
+        if spec is None or spec.attr is None or holder is None or holder.cls is None \
+                or not holder.cls.module.name.startswith("vllm."):
+            return
+        cuda = self.cuda_backends
+        # new instances: what the Ascend walk built of these (their `built`) is not what CUDA builds
+        layer = cuda.ctor.attr(Instance(holder.cls, holder.call, holder.scope, holder.condition), name)
+        built = None
+        for step in spec.attr.split("."):
+            built = cuda.ctor.attr(layer, step) if layer is not None and layer.cls is not None else None
+            layer = built
+        cls = built.cls if built is not None else None
+        if cls is None or not cls.module.name.startswith("vllm."):
+            return
+        facts = Bindings(fields={k: Known(v) for k, v in spec.deployment.items()})
+        for method in spec.methods:
+            if cuda.ctor.method(cls, method) is None:
+                continue
+            got = [k for k in cuda.kernels_of(cls, facts, method=method)
+                   if not k.name.startswith(("native:", "triton:"))]
+            if got:
+                op.attrs["cuda_kernels"] = [k.name for k in got]
+                op.attrs["cuda_kernel_conditions"] = {k.name: k.condition for k in got if k.condition}
+                op.attrs["cuda_runs"] = f"{cls.name}.{method}"
+            return
 
     def _composite_impl(self, frame, sub: Instance, spec: Impl, path: str, inputs, cond) -> bool:
         """The implementation the layer's custom op hands its work to (AscendMLAImpl.forward behind

@@ -155,6 +155,7 @@ class WalkerState:
         index: ModuleIndex
         ctor: Constructor
         backends: Backends
+        cuda_backends: Backends
         ops: list[Op]
         _stack: list[str]
 

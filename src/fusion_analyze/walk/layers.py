@@ -6,6 +6,7 @@ by its own code."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import libcst as cst
 
@@ -20,13 +21,20 @@ from ..catalog.schema import LeafClass
 from ..catalog.taxonomy import leaf_class_for, leaf_ops
 from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
 from ..semantics.values import Bindings, Known, selecting
-from ..ir.conditions import as_text, join
+from ..ir.conditions import as_text, contradicts, join
 
 
 class Layers(WalkerState):
     """Mixin of Walker: submodule calls."""
 
     def _module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
+        if cond and sub.condition and contradicts(cond, sub.condition):
+            # the class chosen cannot be built on this path (`if self.use_mha: self.self_attn(...)` with the
+            # MLA class built when not use_mha): the one that can is called here; none, no call runs
+            other = next((a for a in sub.alternatives if a.cls is not None and not contradicts(cond, a.condition)), None)
+            if other is None:
+                return []
+            sub = replace(other, alternatives=[a for a in [sub, *sub.alternatives] if a is not other])
         assert sub.cls is not None  # the walk calls a module it knows the class of
         path = f"{frame.path}.{name}" if frame.path else name
         impl = self.backends.implementation(sub.cls)

@@ -7,13 +7,15 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from .frame import MAX_OPS, _NONE, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .frame import MAX_OPS, _NONE, WalkerState, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
 from ..semantics.function_bodies import exits_at_end
 from ..semantics.values import Known, Bindings
-from ..ir.conditions import Condition, Truth, join
+from dataclasses import replace
+
+from ..ir.conditions import Condition, Truth, implied, join
 
 
 # Attributes of a tensor that are not tensors: its shape and what describes it (`x.shape[-1] + 1` is integer
@@ -22,7 +24,7 @@ _TENSOR_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "re
                               "is_contiguous", "names"})
 
 
-class Statements:
+class Statements(WalkerState):
     """Mixin of Walker: the statement walk."""
 
     def _block(self, frame: _Frame, stmts, cond: str | None, steady: bool) -> None:
@@ -48,15 +50,43 @@ class Statements:
             elif type(stmt) is cst.Try:
                 self._block(frame, stmt.body.body, cond, steady)
 
+    def _test(self, frame: _Frame, expr: cst.BaseExpression) -> Condition:
+        """The condition of a test in a forward; `self.x` (or `not self.x`) where the class's __init__ assigns
+        it one local (`self.use_mha = use_mha`) is that local's test, as the construction tests it."""
+        test = Condition.of(expr, frame.module)
+        inner = expr
+        while isinstance(inner, cst.UnaryOperation) and isinstance(inner.operator, cst.Not):
+            inner = inner.expression
+        if isinstance(inner, cst.Attribute) and _self_attr(inner) and frame.inst is not None:
+            local = self.ctor.assigned_local(frame.inst, inner.attr.value)
+            if local is not None:  # the alias names the positive test; the negations still count in its key
+                test = Condition((replace(test.terms[0], alias=local),))
+        return test
+
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
-        test = Condition.of(stmt.test, frame.module)
-        value = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
+        test = self._test(frame, stmt.test)
+        value = evaluated = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
+        if value is None:  # the path's own tests may decide it: `if self.use_mha:` under `built when use_mha`
+            value = implied(cond, test).as_bool()
+        if value is None and test.terms[0].alias is not None and frame.inst is not None:
+            # or the construction the walk chose for this instance: the MLA attention it built (`built when
+            # not (use_mha)`, the default choice) is the one `if self.use_mha:` must agree with; its ops keep
+            # that condition, so it is still said
+            called = [c.func.value.attr.value if isinstance(c.func.value, cst.Attribute) else c.func.attr.value
+                      for c in find_all(stmt, cst.Call) if isinstance(c.func, cst.Attribute) and _self_attr(
+                          c.func.value if isinstance(c.func.value, cst.Attribute) else c.func)]
+            for name in dict.fromkeys(called):  # the submodules the branches call, as the walk built them
+                built = self.ctor.attr(frame.inst, name)
+                if built is not None and built.condition:
+                    value = implied(built.condition, test).as_bool()
+                    if value is not None:
+                        break
         if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
             self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
         # Decided only by which arguments are None at this call (`residual is None` is false from the second
         # layer on, the first layer still takes the other branch): both are walked, the other as not steady.
         # Decided by values (configuration, platform, literals): the other branch does not run at all.
-        transient = value is not None and self._by_none_facts(frame, stmt.test)
+        transient = evaluated is not None and self._by_none_facts(frame, stmt.test)
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         undecided = value is None and steady and stmt.orelse is not None

@@ -52,6 +52,17 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self.repeat: str | None = None
         self._stack: list[str] = []
         self._walked_lists: set = set()
+        self._cuda_backends: Backends | None = None
+
+    @property
+    def cuda_backends(self) -> Backends:
+        """The same trees' kernels read as vLLM runs them on CUDA (the report's CUDA column: what a composite
+        layer's part launches there), built on first use; the walk itself stays the backend's."""
+        if self._cuda_backends is None:
+            env = Environment("cuda", self.index)
+            self._cuda_backends = Backends(self.index, Constructor(self.index, env, load_time=LoadTime),
+                                           device="cuda (reference)")
+        return self._cuda_backends
 
     def walk_model(self, model_cls: Definition) -> WalkResult:
         root = Instance(model_cls)

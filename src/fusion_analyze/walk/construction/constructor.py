@@ -210,6 +210,22 @@ class Constructor(AttrSources, OtherChoices):
             result = self.hf.swap(inst, name, result)
         return result
 
+    def assigned_local(self, inst: Instance, name: str) -> str | None:
+        """The local of an __init__ of the instance's class (its MRO) that `self.<name>` is, where that
+        __init__ assigns it once, unconditionally, from a plain name (`self.use_mha = use_mha`); else None."""
+        if inst.cls is None:
+            return None
+        for c in self.mro(inst.cls):
+            init = class_method(c, "__init__")
+            if init is None:
+                continue
+            found = tables(init, c.module).self_assignments.get(name)
+            if found:
+                if len(found) == 1 and found[0][1] is None and isinstance(found[0][0], cst.Name):
+                    return found[0][0].value
+                return None
+        return None
+
     def self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
         """The value `self.<name>` holds after the __init__ chain (`self.qk_norm = qk_norm`), for the evaluator:
         the last assignment whose condition holds, unknown when an undecided one may replace it."""
@@ -328,6 +344,9 @@ class Constructor(AttrSources, OtherChoices):
                             continue  # `if router is None: router = ...` with a router given
                         if truth is Truth.TRUE:
                             out, certain, cond = [], True, None
+                        elif cond:  # `elif b:` after a decided `if a:`: only b is left of `not (a) and b`
+                            left = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
+                            cond = left if isinstance(left, Condition) else cond
                         for alt in self.evaluate(value, scope, depth + 1):
                             alt.condition = join(cond, alt.condition)
                             out.append(alt)

@@ -47,6 +47,7 @@ class Backends:
     def __init__(self, index: ModuleIndex, ctor: Constructor, device: str | None = None):
         self.index = index
         self.ctor = ctor
+        self.backend = ctor.env.backend or index.backend  # the backend whose kernels are read
         self._oot: RegisteredOps | dict | None = None
         self._custom_ops: CustomOps | None = None
         # a layer's kernels are the same for every model on one device: kept per session and device. They are
@@ -106,7 +107,7 @@ class Backends:
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:
-        if self.index.backend == "ascend" and cls.module.name.split(".")[0] == "vllm":
+        if self.backend == "ascend" and cls.module.name.split(".")[0] == "vllm":
             return self.oot.get(cls.name, cls)  # the registry replaces vLLM's classes (not a transformers namesake)
         return cls
 
@@ -114,7 +115,7 @@ class Backends:
         """On Ascend, where the forward_oot a CustomOp runs is only forward_native (plain PyTorch ops, one kernel
         each): CustomOp's own (no forward_oot anywhere on the way), or one that just returns a forward_native
         call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None."""
-        if self.index.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls)):
+        if self.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls)):
             return None
         replaced = cls.module.name.startswith("vllm_ascend.")
         for c in self.ctor.mro(cls):
@@ -145,7 +146,7 @@ class Backends:
                 break
             if class_method(c, "forward") is not None:
                 return "forward"
-        return "forward_oot" if self.index.backend == "ascend" else "forward_cuda"
+        return "forward_oot" if self.backend == "ascend" else "forward_cuda"
 
     # -- torch.ops.vllm.<name> -> the Python function behind it -----------------------------------
     @property
@@ -357,6 +358,14 @@ class Backends:
                         self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
                         self._native(owner.value.definition, fn, module, call, cond, out, start)
                     return
+        # f = dispatch(...); f(...): the function the dispatcher returns for these arguments
+        # (fused_topk: `topk_func = dispatch_topk_softmax_func(use_rocm_aiter=...)`, vllm_topk_softmax off ROCm)
+        if type(func) is cst.Name and caller is not None and c.named is None:
+            for fn_def, rcond in self._dispatched(module, caller, call, facts):
+                if isinstance(fn_def.node, cst.FunctionDef):
+                    self._collect(None, fn_def.module, fn_def.node, facts.for_call(fn_def.node, call, vo), out,
+                                  depth + 1, seen, join(cond, rcond))
+            return
         # module-level helpers of vllm / vllm_ascend (rms_norm_batch_invariant, ...)
         if c.is_named:
             target = c.named
@@ -369,6 +378,35 @@ class Backends:
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
+
+    def _dispatched(self, module, caller: cst.FunctionDef, call: cst.Call, facts: Bindings) -> list[tuple[Definition, Condition | None]]:
+        """[(function, condition)] the local `call` calls may hold where its last assignment before the call
+        is a call of a function of the trees (`topk_func = dispatch_topk_softmax_func(use_rocm_aiter=...)`,
+        then `topk_func(...)` in the same block): the functions that function returns, its tests decided with
+        the call's arguments (undecided ones kept as the condition)."""
+        from ...semantics.scope import bind_params
+
+        func = call.func
+        if not isinstance(func, cst.Name):
+            return []
+        line = module.line_of(call)
+        assigned = [a for a in tables(caller, module).local_assignments
+                    if a[0] == func.value and module.line_of(a[1]) <= line]
+        made = max(assigned, key=lambda a: module.line_of(a[1]))[1] if assigned else None
+        if not isinstance(made, cst.Call) or not isinstance(made.func, (cst.Name, cst.Attribute)):
+            return []
+        maker = self.index.resolve_expr(module, made.func)
+        if not (isinstance(maker, Definition) and maker.kind == "function" and isinstance(maker.node, cst.FunctionDef)):
+            return []
+        inner = Scope(module=maker.module)
+        bind_params(maker.node, made, Scope(module=module, values=facts.as_values()), inner, skip_self=False)
+        out: list[tuple[Definition, Condition | None]] = []
+        for value, rcond in tables(maker.node, maker.module).returns_decided(Bindings(), self._evaluator, inner):
+            target = (self.index.resolve_expr(maker.module, value)
+                      if isinstance(value, (cst.Name, cst.Attribute)) else None)
+            if isinstance(target, Definition) and target.kind == "function":
+                out.append((target, rcond))
+        return out
 
     def _native(self, cls: Definition, fn: cst.FunctionDef, module, call: cst.Call, cond, out: list, start: int) -> None:
         """A call of a CustomOp's forward_native whose walk found no kernel (out[start:]) runs the layer as plain
