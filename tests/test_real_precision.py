@@ -60,17 +60,18 @@ def test_a_pass_fits_by_its_patterns_graph_not_by_op_kinds(session, hf, tmp_path
     import json
 
     a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
-    residual = [o for o in _chains(a) if str(o.status) == "open" and o.note and "MulsAddFusionPass" in o.note]
+    residual = [o for o in _chains(a) if str(o.status) == "open" and o.note and "is `x * self.scale + y`" in o.note]
     assert residual, [(o.id, str(o.status), o.note) for o in _chains(a)]
     assert "is `x * self.scale + y`" in residual[0].note
     assert "add at vllm/model_executor/models/granite.py:299 takes the mul result on the right, the pattern on the left" in residual[0].note
     line = (session.vllm.root / "vllm/model_executor/models/granite.py").read_text().splitlines()[298]
     assert "residual + hidden_states * self.residual_multiplier" in line
     # The first layer's add reads `hidden_states *= embedding_multiplier` (the embedding scale) on its left:
-    # that graph is the pattern's, and the scale must be the one the pass registered: without a checkpoint
-    # neither is known, so it is a condition; with Granite-3's config.json (12.0 against 1.0) it does not fit.
-    (embed,) = [o for o in _chains(a) if str(o.status) == "fused_by_ascend_graph_pass"]
-    assert any("scales by self.config.embedding_multiplier = 1.0, the value MulsAddPattern traces" in c for c in embed.conditions)
+    # that graph is the pattern's, but torch's pattern matcher does not replace it (attention runs between,
+    # and the scaled embeddings also feed input_layernorm): open, with the reasons named (issue 34); with
+    # Granite-3's config.json (12.0 against 1.0) the scale does not fit either.
+    assert not any(str(o.status) == "fused_by_ascend_graph_pass" for o in _chains(a))
+    assert any("torch's pattern matcher does not" in (o.note or "") for o in _chains(a))
     config = tmp_path / "config.json"
     config.write_text(json.dumps(GRANITE))
     b = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf, config=str(config)))

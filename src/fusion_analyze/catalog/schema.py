@@ -167,6 +167,16 @@ class AttentionPaths:
 
 
 @dataclass(frozen=True)
+class AttentionBackends:
+    """walk.yaml `runtime.attention_backend`: the class the runtime's attention selector returns, per backend
+    and layer kind (`mla` where the layer is one of `mla_layers`)."""
+
+    calls: tuple[str, ...] = ()
+    mla_layers: tuple[str, ...] = ()
+    classes: Mapping[str, Mapping[str, str]] = keys_of(BACKENDS)  # backend -> attention / mla -> class
+
+
+@dataclass(frozen=True)
 class Runtime:
     """walk.yaml `runtime`: what vLLM's runtime hands code."""
 
@@ -182,6 +192,7 @@ class Runtime:
     vllm_version_test: tuple[str, ...] = ()
     attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
     deployment: Mapping[str, Any] = field(default_factory=dict)
+    attention_backend: AttentionBackends | None = None
 
 
 @dataclass(frozen=True)

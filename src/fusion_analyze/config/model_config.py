@@ -35,10 +35,16 @@ class ConfigClass:
     declared: set = field(default_factory=set)  # every field it declares (literal default or not)
     computed: set = field(default_factory=set)  # fields __post_init__ / __init__ reassign from other values
     attribute_map: dict = field(default_factory=dict)  # alias -> field (GPT-2: hidden_size -> n_embd)
+    model_type: str | None = None  # its own `model_type`, where read
+    text: "ConfigClass | None" = None  # a multimodal wrapper's text sub-configuration (`sub_configs["text_config"]`)
+    wrapper: str | None = None  # for a text sub-configuration used as the model's: the wrapper's name
 
     def to_json(self) -> dict:
-        return {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
-                "version": self.version}
+        out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
+               "version": self.version}
+        if self.wrapper:
+            out["text_config_of"] = self.wrapper
+        return out
 
 
 class ConfigFacts:
@@ -97,7 +103,8 @@ class ConfigFacts:
             parts.append(self.source)
         if self.cls is not None:
             where = f"{self.cls.package} {self.cls.version}" if self.cls.version else self.cls.package
-            parts.append(f"defaults of {where}'s {self.cls.name}")
+            of = f" (the text_config of {self.cls.wrapper})" if self.cls.wrapper else ""
+            parts.append(f"defaults of {where}'s {self.cls.name}{of}")
         return " + ".join(parts) if parts else "no configuration: branches listed as alternatives"
 
     def to_json(self) -> dict:
@@ -144,7 +151,8 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
     if base is None:
         return cls
     merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
-                         set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map))
+                         set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
+                         cls.model_type, cls.text, cls.wrapper)
     merged.defaults.update(cls.defaults)
     for name in cls.computed:
         merged.defaults.pop(name, None)
@@ -211,11 +219,33 @@ def _read_class(path: str, model_type: str, package: str, version: str | None, r
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and _class_model_type(node) == model_type:
-            cls = ConfigClass(node.name, p.relative_to(root).as_posix(), node.lineno, package, version)
-            _read_body(node, cls)
-            return cls
+    found = [node for node in tree.body if isinstance(node, ast.ClassDef) and _class_model_type(node) == model_type]
+    # a sub-configuration shares its wrapper's model type (Qwen3_5VisionConfig, base_config_key "vision_config"):
+    # the wrapper is the class of that type
+    found.sort(key=lambda node: _class_attr(node, "base_config_key") is not None)
+    if not found:
+        return None
+    node = found[0]
+    cls = ConfigClass(node.name, p.relative_to(root).as_posix(), node.lineno, package, version)
+    _read_body(node, cls)
+    text = _class_attr(node, "sub_configs") or _class_attr(node, "sub_configs_defaults")
+    if isinstance(text, ast.Dict):  # the text sub-configuration, where this file defines it
+        for key, value in zip(text.keys, text.values):
+            if isinstance(key, ast.Constant) and key.value == "text_config" and isinstance(value, ast.Name):
+                sub = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == value.id), None)
+                if sub is not None:
+                    cls.text = ConfigClass(sub.name, cls.file, sub.lineno, package, version,
+                                           model_type=_class_model_type(sub))
+                    _read_body(sub, cls.text)
+    return cls
+
+
+def _class_attr(node: ast.ClassDef, name: str):
+    """The value a class body assigns to `name` (an ast node), or None."""
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return getattr(stmt, "value", None)
     return None
 
 
@@ -317,4 +347,13 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
     model_type = values.get("model_type") if values else None
     model_type = model_type if isinstance(model_type, str) else model_type_of(architecture, trees, stem)
     cls = find_config_class(model_type, trees) if model_type else None
+    if cls is not None and cls.text is not None and architecture.endswith("ForCausalLM") \
+            and not (values and "text_config" not in values):
+        # a text model of a multimodal wrapper's configuration (Qwen3_5ForCausalLM of Qwen3_5Config) reads
+        # its text sub-configuration (vLLM's hf_text_config): its defaults and its model type decide
+        text = cls.text
+        cls = _with_base(ConfigClass(text.name, text.file, text.line, text.package, text.version,
+                                     dict(text.defaults), set(text.declared), set(text.computed),
+                                     dict(text.attribute_map), text.model_type, None, cls.name), trees)
+        model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type)

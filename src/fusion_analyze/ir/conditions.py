@@ -133,24 +133,42 @@ def join(a: Condition | None, b: Condition | None) -> Condition | None:
     return a or b
 
 
+def _facts(term: Term) -> list[tuple[str, str, bool]]:
+    """The tests a term asserts, as keys: its own, or each conjunct of an `a and b` that must hold (and of a
+    `not (a or b)`), so `self.r and self.s is not None` asserts `self.r`."""
+    if term.expr is None:
+        return []
+    expr, holds = term.expr, not term.negated
+    while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        expr, holds = expr.expression, not holds
+    if term.alias is None and isinstance(expr, cst.BooleanOperation) and (
+            isinstance(expr.operator, cst.And) if holds else isinstance(expr.operator, cst.Or)):
+        out = []
+        for side in (expr.left, expr.right):
+            out += _facts(Term("", side, term.module, negated=not holds))
+        return out
+    return [term.key()]
+
+
 def implied(cond: Condition | None, test: Condition) -> Truth:
-    """What `cond` (a path's tests) says of a one-term `test`: TRUE where it has the same test, FALSE where it
-    has its negation, UNKNOWN otherwise. A test of code only (not a note) is compared."""
+    """What `cond` (a path's tests) says of a one-term `test`: TRUE where it asserts the same test, FALSE where
+    it asserts its negation, UNKNOWN otherwise. A test of code only (not a note) is compared."""
     if not cond or len(test.terms) != 1 or test.terms[0].expr is None:
         return Truth.UNKNOWN
     module, text, holds = test.terms[0].key()
     for t in cond.terms:
-        if t.expr is not None and t.key()[:2] == (module, text):
-            return Truth.TRUE if t.key()[2] == holds else Truth.FALSE
+        for f in _facts(t):
+            if f[:2] == (module, text):
+                return Truth.TRUE if f[2] == holds else Truth.FALSE
     return Truth.UNKNOWN
 
 
 def contradicts(a: Condition | None, b: Condition | None) -> bool:
-    """A test of `b` is negated in `a`: both cannot hold (the branch or construction cannot run)."""
+    """A test `b` asserts is negated in `a`: both cannot hold (the branch or construction cannot run)."""
     if not a or not b:
         return False
-    seen = {t.key()[:2]: t.key()[2] for t in a.terms if t.expr is not None}
-    return any(t.expr is not None and seen.get(t.key()[:2], t.key()[2]) != t.key()[2] for t in b.terms)
+    seen = {f[:2]: f[2] for t in a.terms for f in _facts(t)}
+    return any(seen.get(f[:2], f[2]) != f[2] for t in b.terms for f in _facts(t))
 
 
 def as_text(cond: Condition | str | None) -> str | None:

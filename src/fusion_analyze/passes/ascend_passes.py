@@ -51,6 +51,9 @@ class PassPattern:
     # (pass_guards.py) the value each has: (keyword, value or None when not known)
     keywords: tuple = ()
     keyword_values: tuple = ()
+    # how many values the pattern returns (0: not read): with one, every other value it computes is an
+    # intermediate, which Inductor's pattern matcher does not replace while something else uses it
+    outputs: int = 0
 
     def kernels(self) -> list[str]:
         return [c for c in self.calls if kernel_covers(c)]
@@ -252,6 +255,17 @@ def _norm_over(index: ModuleIndex, info: ModuleInfo, fn: cst.FunctionDef) -> str
     return None
 
 
+def _outputs(fn: cst.FunctionDef) -> int:
+    """The number of values the pattern function's last statement returns (`return out` 1, `return a, b` 2);
+    0 where it ends otherwise."""
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return) and last.body[-1].value is not None:
+        value = last.body[-1].value
+        return len(value.elements) if isinstance(value, (cst.Tuple, cst.List)) else 1
+    return 0
+
+
 def _arith(info: ModuleInfo, fn: cst.FunctionDef, calls: list[str]) -> tuple:
     """The graph of a pattern written only with Python operators, one binary operation per statement."""
     if not calls or not all(c.startswith("operator.") for c in calls):
@@ -387,7 +401,8 @@ class _PatternsOf:
             calls, prims = _calls(index, info, fn)
             if calls:
                 pats.append(PassPattern(name, info.rel, info.line_of(fn), calls, frozenset(prims),
-                                        norm_over=_norm_over(index, info, fn), arith=_arith(info, fn, calls)))
+                                        norm_over=_norm_over(index, info, fn), arith=_arith(info, fn, calls),
+                                        outputs=_outputs(fn)))
         if not pats and self.whole_class and not name.endswith("Pass"):
             calls, prims = [], set()
             for c in _bases_in_module(d, self.classes):  # matchers are often built in a shared base class

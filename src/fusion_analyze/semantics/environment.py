@@ -78,6 +78,7 @@ class Environment:
                 if isinstance(member, Known):
                     out[name] = lambda _call, _scope, member=member: member
         out.update(version_calls(index))
+        out.update(_attention_backend_calls(index, self.backend))
         defaults = runtime.defaults if index is not None and self.runtime_defaults else {}
         for name, qualname in defaults.items():
             mod, _, cls_name = qualname.rpartition(".")
@@ -103,3 +104,48 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     else:
         answers = dict(tables.get(backend) or {})
     return answers, frozenset(spec.any_object), spec.platform_object
+
+
+def _attention_backend_calls(index, backend: str | None) -> dict:
+    """`get_attn_backend(...)` (walk.yaml runtime.attention_backend): the backend class the selector returns on
+    `backend` for the layer being built (its MLA class where the layer is one of `mla_layers`), as a class the
+    code reads attributes of; nothing where the table names no class of the trees."""
+    from ..catalog import catalog
+    from .values import ClassRef, Known, Unknown
+
+    spec = catalog().typed.walk.runtime.attention_backend
+    if spec is None or index is None:
+        return {}
+    mla_layers, calls = set(spec.mla_layers), spec.calls
+    table = spec.classes.get(backend or "") or {}
+    found = {}
+    for kind, qualname in table.items():
+        mod, _, name = qualname.rpartition(".")
+        target = index.lookup(mod, name)
+        if getattr(target, "kind", None) == "class":
+            found[kind] = target
+    if not found:
+        return {}
+
+    def selected(_call, scope):
+        owner = getattr(scope, "owner", None)
+        cls = getattr(owner, "cls", None)
+        names = {cls.name, *_base_names(cls)} if cls is not None else set()  # the layer's class, its bases
+        kind = "mla" if names & mla_layers else "attention"
+        target = found.get(kind)
+        return Known(ClassRef(target)) if target is not None else Unknown(f"no {kind} backend class for {backend}")
+
+    return {name: selected for name in calls}
+
+
+def _base_names(cls) -> list[str]:
+    """The names of a class's bases as written (`class MLAAttention(nn.Module, AttentionLayerBase)`)."""
+    node = cls.node
+    out = []
+    for arg in getattr(node, "bases", ()):
+        expr = arg.value
+        while isinstance(expr, cst.Attribute):
+            expr = expr.attr
+        if isinstance(expr, cst.Name):
+            out.append(expr.value)
+    return out

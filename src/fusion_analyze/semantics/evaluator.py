@@ -357,7 +357,30 @@ class Evaluator:
             found = self._global(expr, scope, depth)
             if found is not _NOT_GLOBAL:
                 return found
+        if isinstance(base, Known) and isinstance(base.value, ClassRef):  # a class the code holds as a value
+            return self._class_attribute(base.value.definition, attr, depth)
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _class_attribute(self, cls, attr: str, depth: int) -> Value:
+        """`Cls.x` of a class the code holds (the attention backend the runtime picks): the first class of its
+        MRO whose body assigns x (`x: bool = True` included) gives its value; a method is a function object."""
+        from .function_bodies import class_method
+        from .runtime_defaults import _declared
+        from .scope import Scope
+
+        mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
+        for c in mro:
+            declared = _declared(c)
+            if attr in declared:
+                value = declared[attr]
+                if value is None:  # a bare annotation: the next class may give it a value
+                    continue
+                return self.infer(value, Scope(module=c.module), depth + 1)
+            if class_method(c, attr) is not None:
+                return NotNone(f"{c.name}.{attr}")
+        if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers") for c in mro[:-1]):
+            return Unknown(f"{cls.name}.{attr} may come from a base outside the trees")
+        return Unknown(f"{cls.name} has no attribute {attr}")
 
     def _call(self, call: cst.Call, scope, depth: int) -> Value:
         func, args = call.func, [a.value for a in call.args if a.keyword is None and not a.star]

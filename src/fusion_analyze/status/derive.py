@@ -240,6 +240,56 @@ def _ascend_pass(m: Match, passes: list[GraphPass], around: list[Op] | None = No
     return found[0] if found else None
 
 
+_SPLITTING = ("attention", "mla_attention")  # vLLM compiles piecewise: each attention op splits the graph
+
+
+def _between(m: Match, graph: Graph) -> list[Op] | None:
+    """The ops that run from the match's first op to its last, in execution order; for a match across the
+    layer loop (the last layer op's add read by the next layer's first norm) from the producer to the layer's
+    end and from its start to the consumer. None where an op is not on the graph."""
+    if not all(op.id in graph.pos for op in m.op_list):
+        return None
+    pos = sorted(graph.pos[op.id] for op in m.op_list)
+    ids = {op.id for op in m.op_list}
+    wrapped = [op for op in m.op_list if any(graph.pos[src] > graph.pos[op.id]
+                                             for src in graph.sources(op, ("view", "cast")) & ids)]
+    if not wrapped:
+        return graph.ops[pos[0]:pos[-1] + 1]
+    consumer = graph.pos[wrapped[0].id]
+    producer = max(graph.pos[src] for src in graph.sources(wrapped[0], ("view", "cast")) & ids)
+    layer = [i for i, op in enumerate(graph.ops) if op.section == "layer"]
+    if not layer:
+        return graph.ops[pos[0]:pos[-1] + 1]
+    return graph.ops[producer:layer[-1] + 1] + graph.ops[layer[0]:consumer + 1]
+
+
+def _matcher_misfit(m: Match, pat, graph: Graph) -> list[str]:
+    """Why torch's Inductor pattern matcher, which every vllm-ascend pass registers through
+    (`pm.register_replacement`), does not replace this match although the pass's pattern fits it: an
+    intermediate value (the pattern returns one value, so every other is one) has users outside the match,
+    or a splitting op (attention) runs between the matched ops, so they are in two piecewise graphs."""
+    ops = sorted((op for op in m.op_list if op.id in graph.pos), key=lambda op: graph.pos[op.id])
+    span = _between(m, graph)
+    if len(ops) < 2 or span is None:
+        return []
+    out = []
+    split = [op for op in span if op.kind in _SPLITTING]
+    if split:
+        out.append(f"{split[0].name} ({split[0].kind}, {split[0].file}:{split[0].line}) runs between them, and "
+                   "vLLM compiles the model piecewise, split at attention: they are in two graphs")
+    if getattr(pat, "outputs", 0) == 1:
+        ids = {op.id for op in ops}
+        for op in ops[:-1]:
+            users = [o for o in graph.ops if o.id not in ids and op.id in graph.sources(o, ("view", "cast"))]
+            if users:
+                u = users[0]
+                out.append(f"{op.name}'s output ({op.file}:{op.line}) is also read by {u.name} ({u.file}:{u.line}), "
+                           "outside the pattern, which returns one value: a match whose intermediate has other "
+                           "users is not replaced")
+                break
+    return out
+
+
 def _constant_check(m: Match, key: str, values: tuple, where: str | None) -> tuple[list[str], list[str]]:
     """A pattern traced with `eps` in (1e-6, 1e-5) matches only ops whose own value is one of them."""
     ops = [op for op in m.op_list if key in op.attrs.get("values", {})]
@@ -353,7 +403,7 @@ def _listed(values: tuple) -> str:
 
 
 def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
-              around: list[Op] | None = None) -> tuple[Status, list[str], list[dict], str | None, list[str]]:
+              around: list[Op] | None = None, graph: Graph | None = None) -> tuple[Status, list[str], list[dict], str | None, list[str]]:
     """(state, conditions, evidence, note, the undecided tests the state rests on: a fusing kernel that runs
     only when its code's test holds, a graph pass's guard the walk could not decide)."""
     ops = m.op_list
@@ -384,6 +434,10 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                     note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
                 else:  # registered, but the graph it traces is not the model's
                     note = f"{p.name} would rewrite this, but its {pat.name} traces another graph: {'; '.join(failed)}"
+                return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
+            misfit = _matcher_misfit(m, pat, graph) if graph is not None else []
+            if misfit:  # the pass is registered for this graph, but Inductor's matcher will not replace the match
+                note = f"{p.name} would rewrite this, but torch's pattern matcher does not: {'; '.join(misfit)}"
                 return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
             if p.default_on() is False:
                 note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
@@ -449,10 +503,16 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
         return fusing
     # MLA-only passes (their ops name unified_mla_*) fit only a match that has an MLA attention op
     optional = m.pattern.optional + (("mla",) if any(op.kind == "mla_attention" for op in m.op_list) else ())
-    fitting = [p for p in cuda_passes if p.fuses(m.pattern.covers, optional)]
-    fitting.sort(key=lambda p: p.default_on() is False)  # a pass that is on (or may be) first
-    for p in fitting:
-        pat = p.fitting(m.pattern.covers, optional)[0]
+    # a pattern that also does an optional primitive (QkNormRopeKvCache's rms_norm) applies only where the
+    # model does it next to the match (a q/k norm before the RoPE); without a graph, any
+    done = None
+    if graph is not None:
+        near = m.op_list + graph.neighbours(m.op_list)
+        done = {op.kind for op in near} | {p for op in near for k in op.kernels for p in kernel_covers(k.name)}
+    fitting = [(p, pat) for p in cuda_passes for pat in p.fitting(m.pattern.covers, optional)
+               if done is None or (pat.prims & set(m.pattern.optional)) <= done | set(m.pattern.covers)]
+    fitting.sort(key=lambda f: f[0].default_on() is False)  # a pass that is on (or may be) first
+    for p, pat in fitting:
         on = p.default_on()
         return {"status": {True: "fused_by_pass", None: "fused_by_pass_if", False: "pass_off_by_default"}[on],
                 "pass": p.name, "flag": p.flag, "default": p.default,
@@ -468,11 +528,18 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
     return {"status": "inactive" if m.inactive else "open"}
 
 
+# CustomOp layers whose native forward (what runs under vLLM's default compilation on CUDA) is element-wise
+# work with at most a row reduction, which Inductor fuses with its element-wise neighbours
+_INDUCTOR_LAYERS = frozenset({"rmsnorm", "layernorm", "add_rmsnorm", "silu_mul", "gelu_mul", "gelu", "silu"})
+
+
 def _pointwise(op: Op) -> bool:
-    """Code Inductor generates under vLLM's default compilation: a CustomOp's forward_native op, or a plain
-    PyTorch call of the model (no layer, no device kernel named), not a GEMM, attention or collective."""
-    return bool(op.attrs.get("native_of")) or (not op.kernels and not op.layer_class
-                                               and op.kind not in ("matmul", "bmm", "attention", "allreduce"))
+    """Code Inductor generates under vLLM's default compilation: a CustomOp's forward_native op, a norm or
+    activation CustomOp layer (custom ops off: its native forward), or a plain PyTorch call of the model (no
+    layer, no device kernel named); not a GEMM, attention or collective."""
+    if op.attrs.get("native_of") or (op.attrs.get("custom_op") and op.kind in _INDUCTOR_LAYERS):
+        return True
+    return not op.kernels and not op.layer_class and op.kind not in ("matmul", "bmm", "attention", "allreduce")
 
 
 def _by_inductor(m: Match, graph: Graph | None, inductor: dict) -> dict | None:
@@ -482,13 +549,14 @@ def _by_inductor(m: Match, graph: Graph | None, inductor: dict) -> dict | None:
     such chains into generated kernels. None where the match is anything else."""
     ops = m.op_list
     native = all(op.attrs.get("native_of") for op in ops)
-    plain = m.pattern.category == "vector" and all(not op.kernels and not op.layer_class for op in ops)
+    plain = m.pattern.category in ("vector", "norm", "activation") and all(_pointwise(op) for op in ops) \
+        and any(not op.layer_class for op in ops)  # a chain the model writes around (or with) such layers
     if not ops or not (native or plain):
         return None
-    if graph is None or not all(op.id in graph.pos for op in ops):
+    span = _between(m, graph) if graph is not None else None
+    if span is None:
         return None
-    lo, hi = min(graph.pos[op.id] for op in ops), max(graph.pos[op.id] for op in ops)
-    if any(not _pointwise(op) for op in graph.ops[lo:hi + 1]):
+    if any(not _pointwise(op) for op in span):
         # attention splits the piecewise graph; a GEMM, a collective or a kernel call is not generated code:
         # Inductor fuses the element-wise ops on either side of it, not the chain across it
         return None
@@ -512,11 +580,11 @@ def _cuda_fusing(m: Match, backend: str | None) -> dict | None:
         names = op.attrs.get("cuda_kernels") or ()
         tests = op.attrs.get("cuda_kernel_conditions") or {}
         fusing = [k for k in names if kernel_fuses(kernel_covers(k), need)]
-        if fusing:  # an unconditional kernel first, then the one with the fewest tests
-            k = min(fusing, key=lambda n: (n in tests, (tests.get(n) or "").count(" and ")))
-            out = {"status": "fused_by_kernel", "kernels": [k], "runs": op.attrs.get("cuda_runs")}
-            if tests.get(k):
-                out["conditions"] = [f"{k} runs when {tests[k]}"]
+        if fusing:  # each that fuses it, an unconditional one first, then by the fewest tests; with its test
+            fusing.sort(key=lambda n: (n in tests, (tests.get(n) or "").count(" and "), n))
+            out = {"status": "fused_by_kernel", "kernels": fusing, "runs": op.attrs.get("cuda_runs")}
+            if any(tests.get(k) for k in fusing):
+                out["conditions"] = [f"{k} runs when {tests[k]}" for k in fusing if tests.get(k)]
             return out
     hits = _covering_kernels(m.op_list, need, "cuda") if backend == "cuda" else []
     if hits:
@@ -619,20 +687,22 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
             moes = [x.path + "." for x in m.op_list if x.kind == "moe"]
             if moes:  # a MoE layer's parts, steps, router GEMM and shared experts: what its runner runs
                 around += [op for op in graph.ops if op.path.startswith(tuple(moes)) and op not in around]
-            status, conds, ev, note, ifs = status_of(m, backend, ascend_passes, around)
+            status, conds, ev, note, ifs = status_of(m, backend, ascend_passes, around, graph)
             if status is Status.OPEN and backend == "ascend":
                 note = _native_note(m, note)
-            key = (p.id, anchor.scope, status)
+            # a row is one state on both columns: matches that vLLM runs differently on CUDA are rows apart
+            cuda = cuda_status(m, cuda_passes, backend, inductor, graph)
+            key = (p.id, anchor.scope, status, cuda["status"])
             if _crosses_sections(m):
                 ids = {o.id for o in m.op_list}
-                key = next((k for k, items in groups.items() if k[0] == p.id and k[2] == status
+                key = next((k for k, items in groups.items() if k[0] == p.id and k[2:] == key[2:]
                             and any(ids & {o.id for o in it[0].op_list} for it in items)), key)
-            groups.setdefault(key, []).append((m, conds, ev, note, ifs))
+            groups.setdefault(key, []).append((m, conds, ev, note, ifs, cuda))
     out: list[Opportunity] = []
     used: dict[str, int] = {}
     order = sorted(groups, key=lambda k: (k[0], k[1], min(graph.pos[g[0].op_list[0].id] for g in groups[k])))
     for key in order:
-        pid, scope, status = key
+        pid, scope, status, _cuda = key
         items = groups[key]
         base = f"{pid}@{scope}"
         used[base] = used.get(base, 0) + 1
@@ -647,7 +717,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         when = [] if status is Status.INACTIVE or any(not _op_conditions(it[0].op_list) for it in items) \
             else list(dict.fromkeys(c for it in items for c in _op_conditions(it[0].op_list)))
         state_if = list(dict.fromkeys(c for it in items for c in it[4]))
-        out.append(Opportunity(oid, pid, pat.category, status, conds, cuda_status(items[0][0], cuda_passes, backend, inductor, graph),
+        out.append(Opportunity(oid, pid, pat.category, status, conds, items[0][5],
                                evidence, op_ids, first.file, first.line, scope, pat,
                                [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None,
                                when, state_if))

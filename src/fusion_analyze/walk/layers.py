@@ -64,6 +64,8 @@ class Layers(WalkerState):
             if isinstance(value, Known) and isinstance(value.value, bool):
                 attrs["bias"] = str(value.value)
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
+        if "CustomOp" in self.ctor.base_names(sub.cls):  # vLLM's default compilation on CUDA runs its native forward
+            attrs["custom_op"] = True
         if info.values:  # kept even when empty: the op is one of the layers a pass's guards count
             attrs["values"] = self._leaf_values(sub, info)
         facts = Bindings(dict(), self._attr_facts(sub))

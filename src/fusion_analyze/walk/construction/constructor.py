@@ -283,12 +283,12 @@ class Constructor(AttrSources, OtherChoices):
                 return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
             cond = Condition.of(expr.test, scope.module)
             out = []
+            # copies: `None if self.replicate_shared_expert else self.shared_expert` is the instance `self.x`
+            # holds, whose own condition must not take this expression's test
             for alt in self.evaluate(expr.body, scope, depth + 1):
-                alt.condition = join(cond, alt.condition)
-                out.append(alt)
+                out.append(replace(alt, condition=join(cond, alt.condition)))
             for alt in self.evaluate(expr.orelse, scope, depth + 1):
-                alt.condition = join(cond.negate(), alt.condition)
-                out.append(alt)
+                out.append(replace(alt, condition=join(cond.negate(), alt.condition)))
             return out
         if type(expr) is cst.Name and expr.value == "None":
             return [Instance(None)]

@@ -390,9 +390,14 @@ class Backends:
         if not isinstance(func, cst.Name):
             return []
         line = module.line_of(call)
-        assigned = [a for a in tables(caller, module).local_assignments
-                    if a[0] == func.value and module.line_of(a[1]) <= line]
+        scope = Scope(module=module)
+        assigned = [a for a in tables(caller, module).local_assignments  # those a decided test does not skip
+                    if a[0] == func.value and module.line_of(a[1]) <= line
+                    and self._evaluator.condition_truth(a[2], scope=scope) is not Truth.FALSE]
         made = max(assigned, key=lambda a: module.line_of(a[1]))[1] if assigned else None
+        if isinstance(made, (cst.Name, cst.Attribute)):  # `impl = grouped_topk` (else `partial(aiter_impl)`)
+            target = self.index.resolve_expr(module, made)
+            return [(target, None)] if isinstance(target, Definition) and target.kind == "function" else []
         if not isinstance(made, cst.Call) or not isinstance(made.func, (cst.Name, cst.Attribute)):
             return []
         maker = self.index.resolve_expr(module, made.func)

@@ -1,0 +1,133 @@
+"""Every claim decided where the code decides it, and said where it does not (issue 34), on the 0.30 pair."""
+
+from __future__ import annotations
+
+import json
+
+from fusion_analyze.analysis.pipeline import Options, analyze_in, render
+
+from .conditions_check import problems, terms
+from .conftest import validate_report
+
+
+def _text(session, file: str, line: int) -> str:
+    root = session.vllm.root if file.startswith("vllm/") else session.ascend.root
+    return (root / file).read_text().splitlines()[line - 1]
+
+
+def test_deepseek_v3_walks_the_attention_its_construction_chose(session):
+    """Without a configuration DeepseekV2DecoderLayer builds MLA attention when not use_mha (the default
+    choice) and tests `if self.use_mha:` in forward, the attribute __init__ sets from that local: the forward's
+    test is decided by the construction, so DeepseekAttention is not walked on the MLA layer and no condition
+    reads `self.use_mha and built when not (use_mha)`."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options())
+    attn = [op for op in a.walk.ops if op.path.startswith("model.layers.self_attn") and op.steady]
+    assert attn and not [op for op in attn if op.scope.startswith("DeepseekAttention.")]
+    assert [op for op in attn if op.kind == "mla_attention"]
+    for op in a.walk.ops:
+        assert not problems(op.condition or ""), (op.id, op.condition)
+    (mla,) = [op for op in attn if op.kind == "mla_attention"]
+    assert ("use_mha", False) in terms(mla.condition or "")  # the choice is still said on the ops
+
+
+def test_the_kv_cache_write_is_where_the_backend_does_it(session, hf):
+    """`Attention.forward` calls unified_kv_cache_update only when `not self.attn_backend.
+    forward_includes_kv_cache_update`; the runtime's backend on Ascend is AscendAttentionBackend, which inherits
+    True from AttentionBackend (a class attribute read through the MRO): the cache is written inside the
+    backend's forward (npu_scatter_pa_kv_cache), and rope_kvcache names that kernel, not the custom op."""
+    a = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
+    (attn,) = [op for op in a.walk.ops if op.kind == "attention"]
+    names = [k.name for k in attn.kernels]
+    assert "torch.ops.vllm.unified_kv_cache_update" not in names
+    writes = [k for k in attn.kernels if "scatter_pa_kv_cache" in k.name]
+    assert writes and all(k.file == "vllm_ascend/device/device_op.py" for k in writes)
+    assert all("npu_scatter_pa_kv_cache(" in _text(session, k.file, k.line) for k in writes)
+    (row,) = [o for o in a.opportunities if o.scenario == "rope_kvcache"]
+    assert row.status.value == "open" and "npu_scatter_pa_kv_cache" in (row.note or "")
+    assert "unified_kv_cache_update" not in json.dumps([row.evidence, row.note, row.conditions])
+
+
+def test_a_row_resting_on_an_undecided_test_says_so(session):
+    """Qwen2 without a configuration: q_norm / k_norm exist only when qk_norm is true, so the q/k norm + RoPE
+    row is conditional: the table says "if `...qk_norm...`", the row ranks after the decided rows of its state,
+    the JSON marks it, and the terminal summary counts it apart."""
+    a = analyze_in(session, "Qwen2ForCausalLM", Options())
+    (row,) = [o for o in a.opportunities if o.scenario == "qknorm_rope"]
+    assert row.conditional and any("qk_norm" in c for c in row.when)
+    doc = row.to_json()
+    assert doc["conditional"]["when"] == row.when
+    md = render(a, "md", lang="en")
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ⭐")]
+    at = {o.id: next(i for i, ln in enumerate(lines) if f"`{o.id}`" in ln) for o in a.opportunities}
+    assert " — if `" in lines[at[row.id]] and "qk_norm" in lines[at[row.id]]
+    for status in {o.status for o in a.opportunities}:  # within a state, the decided rows come first
+        mine = [o for o in a.opportunities if o.status == status]
+        decided = [at[o.id] for o in mine if not o.conditional]
+        conditional = [at[o.id] for o in mine if o.conditional]
+        assert not decided or not conditional or max(decided) < min(conditional), status
+    assert any(o.conditional for o in a.opportunities) and any(not o.conditional for o in a.opportunities)
+    assert "conditional rows" in md
+    validate_report(a.report)
+
+
+def test_no_printed_condition_is_contradictory_or_literal(run, tmp_path, real_tree, hf):
+    """The sweep of the 0.30 pair: no condition a report prints (an op's, a row's) holds a test and its
+    negation, or a literal test."""
+    out = tmp_path / "all"
+    r = run("all", "--vllm-root", str(real_tree("vllm==0.30.0")), "--ascend-root",
+            str(real_tree("vllm-ascend==0.30.0rc2")), "--hf-root", hf, "-o", str(out), "-j", "2")
+    assert r.exit_code in (0, 1), r.output
+    bad, seen = [], 0
+    for f in sorted(out.glob("*.json")):
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        if not isinstance(doc, dict):
+            continue
+        texts = [op.get("condition") or "" for op in doc["ops"]]
+        texts += [c for o in doc["opportunities"] for c in o["conditions"]]
+        seen += len(texts)
+        bad += [(f.stem, p, t[:160]) for t in texts for p in problems(t)]
+    assert seen > 1000 and not bad, bad[:10]
+
+
+def test_a_graph_pass_does_not_fit_where_the_pattern_matcher_would_not_replace(session, hf):
+    """Granite scales the embeddings (granite.py:372) and the first layer adds the residual after attention:
+    MulsAddPattern's `x * scale + y` fits the two ops, but torch's pattern matcher (which vllm-ascend's passes
+    register through) does not replace them: attention runs between them (vLLM compiles piecewise, split at
+    attention) and the scaled embeddings also feed input_layernorm (an intermediate with other users, the
+    pattern returning one value). The row is open with both reasons named."""
+    a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    embed_scale = next(op for op in a.walk.ops if op.section == "prologue" and op.kind == "mul")
+    assert "embedding_multiplier" in _text(session, embed_scale.file, embed_scale.line)
+    rows = [o for o in a.opportunities if embed_scale.id in o.ops]
+    assert rows and all(o.status.value != "fused_by_ascend_graph_pass" for o in rows)
+    note = " ".join(o.note or "" for o in rows)
+    assert "MulsAddFusionPass would rewrite this, but torch's pattern matcher does not" in note
+    assert "runs between them" in note and "split at attention" in note
+    assert "is also read by input_layernorm" in note
+
+
+def test_the_cuda_column_names_every_fusing_router_kernel_and_needs_the_optional_norm(session, hf):
+    """GLM-4.5's router on CUDA is GroupedTopKRouter: with a valid grouping it runs `_moe_C.grouped_topk`
+    (through the local `grouped_topk_impl = grouped_topk`), else fused_topk's kernels; each is named with its
+    test. vLLM's q/k-norm + RoPE + KV-cache pass needs a q/k norm next to the RoPE: GLM-4.5 has none, so that
+    pass is not its CUDA column (Qwen3, which has one, keeps it)."""
+    a = analyze_in(session, "Glm4MoeForCausalLM", Options(hf_root=hf))
+    (gate,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
+    assert gate.cuda["status"] == "fused_by_kernel" and gate.cuda["kernels"][0] == "torch.ops._moe_C.grouped_topk"
+    assert any(c.startswith("torch.ops._moe_C.grouped_topk runs when") and "valid_grouping()" in c
+               for c in gate.cuda["conditions"])
+    (rk,) = [o for o in a.opportunities if o.scenario == "rope_kvcache"]
+    assert rk.cuda.get("pass") != "QkNormRopeKvCacheFusionPass"
+    q3 = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf))
+    (rk3,) = [o for o in q3.opportunities if o.scenario == "rope_kvcache"]
+    assert rk3.cuda.get("pass") == "QkNormRopeKvCacheFusionPass"
+
+
+def test_inductor_fuses_a_model_add_with_a_norm_layer_on_cuda(session, hf):
+    """Granite adds the scaled residual itself and then calls post_attention_layernorm (an RMSNorm CustomOp):
+    under vLLM's default compilation the norm runs its native forward and Inductor fuses the add into it."""
+    a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    (row,) = [o for o in a.opportunities if o.id == "add_rmsnorm@GraniteDecoderLayer.forward"]
+    assert row.cuda["status"] == "fused_by_inductor"
+    norm = next(op for op in a.walk.ops if op.id in row.ops and op.kind == "rmsnorm")
+    assert norm.attrs.get("custom_op") is True
