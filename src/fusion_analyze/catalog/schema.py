@@ -253,6 +253,7 @@ class Part:
     fields: Mapping[str, str] = field(default_factory=dict)
     deployment: Mapping[str, Any] = field(default_factory=dict)
     at_call: str | None = None  # the op is at the call of this method in the module of the experts' class
+    column: bool = False  # (a `cuda` part) read for the report's CUDA column of the Ascend walk's same part
     own_only: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     steps: tuple[StepVariant, ...] = ()

@@ -505,12 +505,12 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
     optional = m.pattern.optional + (("mla",) if any(op.kind == "mla_attention" for op in m.op_list) else ())
     # a pattern that also does an optional primitive (QkNormRopeKvCache's rms_norm) applies only where the
     # model does it next to the match (a q/k norm before the RoPE); without a graph, any
-    done = None
-    if graph is not None:
+    fitting = [(p, pat) for p in cuda_passes for pat in p.fitting(m.pattern.covers, optional)]
+    if graph is not None and any(pat.prims & set(m.pattern.optional) for _p, pat in fitting):
         near = m.op_list + graph.neighbours(m.op_list)
         done = {op.kind for op in near} | {p for op in near for k in op.kernels for p in kernel_covers(k.name)}
-    fitting = [(p, pat) for p in cuda_passes for pat in p.fitting(m.pattern.covers, optional)
-               if done is None or (pat.prims & set(m.pattern.optional)) <= done | set(m.pattern.covers)]
+        done |= set(m.pattern.covers)
+        fitting = [(p, pat) for p, pat in fitting if (pat.prims & set(m.pattern.optional)) <= done]
     fitting.sort(key=lambda f: f[0].default_on() is False)  # a pass that is on (or may be) first
     for p, pat in fitting:
         on = p.default_on()

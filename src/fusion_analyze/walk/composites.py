@@ -129,7 +129,7 @@ class Composites(WalkerState):
         launch), their tests, and `cuda_runs` (where). Nothing where vLLM has no such part or class."""
         spec_of = catalog().typed.composites.of(kind, "cuda")
         spec = next((p for p in spec_of.parts if p.part == part), None) if spec_of is not None else None
-        if spec is None or spec.attr is None or holder is None or holder.cls is None \
+        if spec is None or not spec.column or spec.attr is None or holder is None or holder.cls is None \
                 or not holder.cls.module.name.startswith("vllm."):
             return
         cuda = self.cuda_backends
