@@ -131,3 +131,34 @@ def test_inductor_fuses_a_model_add_with_a_norm_layer_on_cuda(session, hf):
     assert row.cuda["status"] == "fused_by_inductor"
     norm = next(op for op in a.walk.ops if op.id in row.ops and op.kind == "rmsnorm")
     assert norm.attrs.get("custom_op") is True
+
+
+def test_a_norm_width_is_compared_as_code_when_its_value_is_not_known(session):
+    """OLMoE without --hf-root: q_norm is RMSNorm(self.total_num_heads * self.head_dim) and RoPE's head size is
+    self.head_dim (followed up get_rope's parameters): a norm over the whole projection whatever the
+    configuration, so the per-head QKNormRoPE pass does not fit, said with both widths; Qwen3's per-head
+    q_norm (RMSNorm(self.head_dim)) still fits it without a configuration."""
+    a = analyze_in(session, "OlmoeForCausalLM", Options())
+    q_norm = next(op for op in a.walk.ops if op.name == "q_norm")
+    assert q_norm.attrs["values"]["hidden_size_code"] == "self.total_num_heads * self.head_dim"
+    (row,) = [o for o in a.opportunities if o.scenario == "qknorm_rope"]
+    assert row.status.value == "open"
+    assert "normalises self.total_num_heads * self.head_dim values, the rotary head size is self.head_dim" in row.note
+    q3 = analyze_in(session, "Qwen3ForCausalLM", Options())
+    (fit,) = [o for o in q3.opportunities if o.scenario == "qknorm_rope"]
+    assert fit.status.value == "fused_by_ascend_graph_pass"
+    assert not any("normalise per head" in c for c in fit.state_if)
+
+
+def test_a_text_model_reads_its_text_sub_configuration(session, hf):
+    """Qwen3_5ForCausalLM's model type qwen3_5 is a multimodal wrapper (Qwen3_5Config, whose vision
+    sub-configuration shares the type): the text model reads vLLM's hf_text_config, so the defaults and the
+    model type that decide the walk are Qwen3_5TextConfig's, and the header says so."""
+    a = analyze_in(session, "Qwen3_5ForCausalLM", Options(hf_root=hf))
+    conf = a.report["configuration"]
+    assert conf["class"]["class"] == "Qwen3_5TextConfig" and conf["class"]["text_config_of"] == "Qwen3_5Config"
+    assert conf["model_type"] == "qwen3_5_text"
+    assert "Qwen3_5TextConfig (the text_config of Qwen3_5Config)" in conf["decided_by"]
+    md = render(a, "md", lang="en")
+    assert "Qwen3_5TextConfig (the text_config of Qwen3_5Config)" in "\n".join(md.splitlines()[:30])
+    validate_report(a.report)

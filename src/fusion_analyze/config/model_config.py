@@ -254,7 +254,7 @@ def _class_model_type(node: ast.ClassDef) -> str | None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
         value = getattr(stmt, "value", None)
         if any(isinstance(t, ast.Name) and t.id == "model_type" for t in targets) and isinstance(value, ast.Constant):
-            return value.value
+            return value.value if isinstance(value.value, str) else None
     return None
 
 

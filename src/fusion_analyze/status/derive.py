@@ -11,6 +11,7 @@ import libcst as cst
 
 from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
 from ..catalog.taxonomy import is_cuda_kernel
+from ..ir.conditions import split_outside
 from ..index.nodes import find_all
 from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import FUSED_KERNEL_FORM, Pattern
@@ -318,6 +319,20 @@ def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
             return [f"{at}; {wide[0].name} normalises {wide[0].attrs.get('values', {})['hidden_size']} values, the rotary "
                     f"head size is {head} (a norm over the whole projection)"], []
         if all("hidden_size" in op.attrs.get("values", {}) for op in norms):
+            return [], []
+    # not known as numbers: compared as the code they are built from (symbolic widths). A norm over
+    # `self.total_num_heads * self.head_dim` with RoPE over `self.head_dim` normalises every head's values at
+    # once whatever the configuration; over `self.head_dim` itself it is per head
+    head_codes = {op.attrs.get("values", {}).get("head_size_code") for op in m.op_list if op.kind == "rope"} - {None}
+    if len(head_codes) == 1 and norms and all("hidden_size_code" in op.attrs.get("values", {}) for op in norms):
+        head = next(iter(head_codes))
+        widths = [(op, str(op.attrs.get("values", {}).get("hidden_size_code"))) for op in norms]
+        for op, width in widths:
+            factors = split_outside(width, " * ")
+            if len(factors) > 1 and head in factors:
+                return [f"{at}; {op.name} normalises {' * '.join(factors)} values, the rotary head size is {head} "
+                        f"(a norm over the whole projection, whatever the configuration)"], []
+        if all(width == head for _op, width in widths):
             return [], []
     return [], [f"the norms normalise per head: {pat.name} {at[3:]}"]
 

@@ -199,7 +199,26 @@ class Layers(WalkerState):
             value = self.ctor.self_value(sub, attr, self.ctor.evaluator)
             if isinstance(value, Known) and type(value.value) in (int, float, str, bool):
                 out[key] = value.value
+            else:  # not known: the expression it is built from, compared as code (`self.total_num_heads * ...`)
+                code = self._value_code(sub, attr)
+                if code is not None:
+                    out[f"{key}_code"] = code
         return out
+
+    def _value_code(self, sub: Instance, attr: str) -> str | None:
+        """The code of the argument `self.<attr>` of the layer is set from, followed up the parameters that
+        handed it on (RotaryEmbedding's head_size is get_rope's head_size, the attention's `self.head_dim`);
+        None where __init__ does not assign it one parameter."""
+        local = self.ctor.assigned_local(sub, attr)
+        if local is None:
+            return None
+        for c, fn, scope in self.ctor.init_scopes(sub):
+            if local in scope.params and attr in tables(fn, c.module).self_assignments:
+                got = self.ctor.evaluator.origin(cst.Name(local), scope)
+                module = getattr(got[1], "module", None) if got is not None else None
+                if got is not None and module is not None:
+                    return " ".join(module.code(got[0]).split())
+        return None
 
     def _moe_parts(self, frame, sub: Instance, path, stmt, inputs, cond, steady) -> None:
         """The router GEMM and shared experts a MoE layer runs inside (gate=..., shared_experts=...)."""
