@@ -94,16 +94,23 @@ def test_a_graph_pass_does_not_fit_where_the_pattern_matcher_would_not_replace(s
     MulsAddPattern's `x * scale + y` fits the two ops, but torch's pattern matcher (which vllm-ascend's passes
     register through) does not replace them: attention runs between them (vLLM compiles piecewise, split at
     attention) and the scaled embeddings also feed input_layernorm (an intermediate with other users, the
-    pattern returning one value). The row is open with both reasons named."""
+    pattern returning one value). Both reasons are named; and since the add's other operand is computed from
+    the scaled embeddings through attention, the two ops are no element-wise chain at all: no row holds them."""
+    from fusion_analyze.match.matcher import Graph, match_pattern
+    from fusion_analyze.status.derive import _apart, _matcher_misfit
+
     a = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
     embed_scale = next(op for op in a.walk.ops if op.section == "prologue" and op.kind == "mul")
     assert "embedding_multiplier" in _text(session, embed_scale.file, embed_scale.line)
-    rows = [o for o in a.opportunities if embed_scale.id in o.ops]
-    assert rows and all(o.status.value != "fused_by_ascend_graph_pass" for o in rows)
-    note = " ".join(o.note or "" for o in rows)
-    assert "MulsAddFusionPass would rewrite this, but torch's pattern matcher does not" in note
-    assert "runs between them" in note and "split at attention" in note
-    assert "is also read by input_layernorm" in note
+    assert not [o for o in a.opportunities if embed_scale.id in o.ops]
+    graph = Graph(a.walk.ops)
+    chain = next(p for p in session.patterns if p.id == "vector_elementwise_chain")
+    (m,) = [m for m in match_pattern(graph, chain) if embed_scale in m.op_list]
+    assert _apart(m, graph)
+    muls_add = next(pat for p in a.passes["ascend"] if p.name == "MulsAddFusionPass" for pat in p.patterns)
+    reasons = " ".join(_matcher_misfit(m, muls_add, graph))
+    assert "runs between them" in reasons and "split at attention" in reasons
+    assert "is also read by input_layernorm" in reasons
 
 
 def test_the_cuda_column_names_every_fusing_router_kernel_and_needs_the_optional_norm(session, hf):

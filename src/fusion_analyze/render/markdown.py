@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from functools import lru_cache
 from pathlib import Path
 
@@ -99,7 +101,9 @@ def _state(o: dict, L: dict) -> str:
     if cond:  # the undecided test it rests on, said in the row itself
         first = (cond["when"] or cond["state_if"])[0]
         more = len(cond["when"]) + len(cond["state_if"]) - 1
-        text += f" — {L['conditional_if']} `{short_condition(first)}`" + (f" (+{more})" if more else "")
+        # a test on the layer's index holds in some layers of one model (a hybrid stack): said as where, not if
+        word = L["conditional_layers"] if re.search(r"\blayer_id(x)?\b", first) else L["conditional_if"]
+        text += f" — {word} `{short_condition(first)}`" + (f" (+{more})" if more else "")
     return text.replace("|", "\\|")
 
 

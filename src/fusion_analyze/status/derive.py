@@ -431,13 +431,18 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
         hits = _covering_kernels(ops, need, backend)
         if hits:
             c, ev, ifs = list(conds), [], []
+            # where more than one kernel that fuses it is reached (the paged-attention kernel on one branch, the
+            # fused-infer one on the other), the state does not rest on the tests that pick between them
+            fusing = {(k.name, k.file, k.line) for op in ops for k in op.kernels
+                      if kernel_fuses(kernel_covers(k.name), need) and not is_cuda_kernel(k.name)}
+            alone = len(fusing) == 1
             for op, k, paths in hits:
                 where = op.attrs.get("ascend_class") or op.layer_class or op.scope
                 rests = dict((name, r) for name, r, _p in k.paths or ())
                 for path in paths or [None]:
                     rest = rests.get(path) if path else k.condition
                     c += [f"{path + ': ' if path else ''}{k.name} runs when {rest}"] if rest else []
-                    ifs += [f"{path + ': ' if path else ''}{rest}"] if rest else []
+                    ifs += [f"{path + ': ' if path else ''}{rest}"] if rest and alone else []
                 on = f"; {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}" if paths else ""
                 ev.append(_ev(k.file, k.line, f"{k.name} (in {where}{on})"))
             return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None, ifs
@@ -695,7 +700,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         # a match across the layer boundary (the last layer's all-reduce into the final norm) after the others:
         # it joins the row of the same scenario and status whose matches share one of its ops
         for m in sorted(matches[p.id], key=_crosses_sections):
-            if _subsumed(m, opsets) or _foreign_kernel_call(m, backend):
+            if _subsumed(m, opsets) or _foreign_kernel_call(m, backend) or _apart(m, graph):
                 continue
             anchor = m.ops[m.form.anchor_node]
             around = graph.neighbours(m.op_list)
@@ -737,6 +742,47 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
                                [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None,
                                when, state_if))
     return out
+
+
+def _apart(m: Match, graph: Graph) -> bool:
+    """A vector chain whose later op also reads what a GEMM, attention or another layer computes from the
+    earlier op's output (the MLP's output into the second residual add, the MLP reading the first): the later
+    op waits on that work, so the two cannot be one kernel and it is no chain at all. (Where that input does
+    not depend on the earlier op, `x * s + y` can still run as one kernel where y is ready.)"""
+    if m.pattern.category != "vector" or not all(op.id in graph.pos for op in m.op_list):
+        return False
+    ops = sorted(m.op_list, key=lambda op: graph.pos[op.id])
+    ids = {op.id for op in ops}
+    by_id = {op.id: op for op in graph.ops}
+    for a, b in zip(ops, ops[1:]):
+        stack, seen = list(graph.sources(b, ("view", "cast")) - ids), set()
+        while stack:  # what b also reads, through plain element-wise ops, back to where a ran
+            src = stack.pop()
+            other = by_id.get(src)
+            if src in seen or other is None or not graph.pos[a.id] < graph.pos[src] < graph.pos[b.id]:
+                continue
+            seen.add(src)
+            if (other.layer_class or other.kernels or other.kind in ("matmul", "bmm", "attention", "allreduce")) \
+                    and _depends_on(graph, other, a, by_id):
+                return True
+            stack += list(graph.sources(other, ("view", "cast")) - ids)
+    return False
+
+
+def _depends_on(graph: Graph, op: Op, earlier: Op, by_id: dict) -> bool:
+    """`op` reads, through any ops run since `earlier`, what `earlier` wrote."""
+    stack, seen, start = [op.id], set(), graph.pos[earlier.id]
+    while stack:
+        cur = stack.pop()
+        if cur == earlier.id:
+            return True
+        if cur in seen or cur not in graph.pos or graph.pos[cur] < start:
+            continue
+        seen.add(cur)
+        node = by_id.get(cur)
+        if node is not None:
+            stack += list(graph.sources(node, ("view", "cast")))
+    return False
 
 
 def _foreign_kernel_call(m: Match, backend: str) -> bool:
