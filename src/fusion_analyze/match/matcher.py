@@ -49,6 +49,8 @@ class Graph:
                     if p is not None and p.section == "prologue":
                         self.back[v] = layer_out
         self._walked: dict[tuple, frozenset[str]] = {}  # every form and every status asks again
+        self._readers_of: dict[tuple, dict[str, set[str]]] = {}  # skip -> op id -> the ops reading it
+        self.by_id: dict[str, Op] = {op.id: op for op in self.ops}
         self._of_kind: dict[str, list[tuple[int, Op]]] = {}  # kind -> its ops in order: a form node names kinds
         for i, op in enumerate(self.ops):
             self._of_kind.setdefault(op.kind, []).append((i, op))
@@ -96,10 +98,20 @@ class Graph:
         reads their outputs, in sequence order."""
         ids = {op.id for op in ops}
         near = {i for op in ops if op.id in self.pos for i in self.sources(op, skip)}
-        for other in self.ops:
-            if other.id not in ids and ids & self.sources(other, skip):
-                near.add(other.id)
+        readers = self._readers(skip)
+        for i in ids:
+            near |= readers.get(i, set())
         return [op for op in self.ops if op.id in near - ids]
+
+    def _readers(self, skip: tuple[str, ...]) -> dict[str, set[str]]:
+        """op id -> the ids of the ops that read it (views looked through), built once per graph and skip."""
+        got = self._readers_of.get(skip)
+        if got is None:
+            got = self._readers_of[skip] = {}
+            for other in self.ops:
+                for src in self.sources(other, skip):
+                    got.setdefault(src, set()).add(other.id)
+        return got
 
     def roots(self, op: Op, skip: tuple[str, ...]) -> frozenset[str]:
         """The values `op` reads, named by their first non-skipped producer (or themselves)."""

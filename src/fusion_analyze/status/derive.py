@@ -753,7 +753,7 @@ def _apart(m: Match, graph: Graph) -> bool:
         return False
     ops = sorted(m.op_list, key=lambda op: graph.pos[op.id])
     ids = {op.id for op in ops}
-    by_id = {op.id: op for op in graph.ops}
+    by_id = graph.by_id
     for a, b in zip(ops, ops[1:]):
         stack, seen = list(graph.sources(b, ("view", "cast")) - ids), set()
         while stack:  # what b also reads, through plain element-wise ops, back to where a ran
