@@ -99,7 +99,7 @@ def _state(o: dict, L: dict) -> str:
         text += f"; {o['note'][:140]}"
     cond = o.get("conditional")
     if cond:  # the undecided test it rests on, said in the row itself
-        first = (cond["when"] or cond["state_if"])[0]
+        first = re.sub(r"^built when ", "", (cond["when"] or cond["state_if"])[0])  # the test, not how it is known
         more = len(cond["when"]) + len(cond["state_if"]) - 1
         # a test on the layer's index holds in some layers of one model (a hybrid stack): said as where, not if
         word = L["conditional_layers"] if re.search(r"\blayer_id(x)?\b", first) else L["conditional_if"]
@@ -116,7 +116,18 @@ def short_condition(text: str, width: int = 72) -> str:
         if kept and len(kept) + 1 + len(word) > width:
             break
         kept = f"{kept} {word}" if kept else word
-    return kept + " …"
+    if len(kept) <= width:
+        return kept + " …"
+    # one bracketed test longer than the cell: cut at a space inside it, and close what is open
+    cut = text[:width].rsplit(" ", 1)[0]
+    closers = {"(": ")", "[": "]", "{": "}"}
+    stack = []
+    for ch in cut:
+        if ch in closers:
+            stack.append(closers[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+    return cut + " …" + "".join(reversed(stack))
 
 
 def _cuda_text(o: dict, L: dict) -> str:
