@@ -44,6 +44,7 @@ class OpAttrs(TypedDict, total=False):
     native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
     triton: str  # a `@triton.jit` kernel launched here: where the kernel is defined (file:line)
     native_of: str  # an op of the forward_native a layer runs on the backend: the layer's name
+    stream: str  # the device-stream scope the op runs in (`with npu_stream_switch(...)`), with its file:line
     custom_op: bool  # the layer is a vLLM CustomOp (its backend picks forward_oot / forward_cuda / forward_native)
     native_ops: int  # how many device kernels its forward_native surely launches (ops listed after it, `native_of`)
     native_ops_if: int  # how many more it launches under tests the walk could not decide (casts included)

@@ -278,6 +278,10 @@ def _matcher_misfit(m: Match, pat, graph: Graph) -> list[str]:
     if split:
         out.append(f"{split[0].name} ({split[0].kind}, {split[0].file}:{split[0].line}) runs between them, and "
                    "vLLM compiles the model piecewise, split at attention: they are in two graphs")
+    streams = {op.attrs.get("stream") for op in ops}
+    if len(streams) > 1:  # a pattern is matched in one stream's graph: ops on two streams are not one match
+        on = sorted(s or "the default stream" for s in streams)
+        out.append(f"the matched ops run on different device streams ({'; '.join(on)})")
     if getattr(pat, "outputs", 0) == 1:
         ids = {op.id for op in ops}
         for op in ops[:-1]:

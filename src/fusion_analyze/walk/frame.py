@@ -157,6 +157,7 @@ class WalkerState:
         backends: Backends
         cuda_backends: Backends
         ops: list[Op]
+        _streams: list[str]
         _stack: list[str]
 
         def _value(self, name: str) -> str: ...

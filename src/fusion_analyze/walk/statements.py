@@ -46,9 +46,31 @@ class Statements(WalkerState):
             elif type(stmt) is cst.For:
                 self._for(frame, stmt, cond, steady)
             elif isinstance(stmt, (cst.With, cst.While)):
-                self._block(frame, stmt.body.body, cond, steady)
+                # ops on another device stream (`with npu_stream_switch(s, enabled=...)` that is on): said on
+                # each op; a graph pass does not fuse across streams
+                stream = self._stream_of(frame, stmt) if type(stmt) is cst.With else None
+                if stream is not None:
+                    self._streams.append(stream)
+                try:
+                    self._block(frame, stmt.body.body, cond, steady)
+                finally:
+                    if stream is not None:
+                        self._streams.pop()
             elif type(stmt) is cst.Try:
                 self._block(frame, stmt.body.body, cond, steady)
+
+    def _stream_of(self, frame: _Frame, stmt: cst.With) -> str | None:
+        """`with npu_stream_switch(stream, enabled=...)` / `torch.npu.stream(s)`: the scope's text and line where
+        it switches the device stream (its `enabled` not known false), else None."""
+        for item in stmt.items:
+            call = item.item
+            if not isinstance(call, cst.Call) or "stream" not in frame.module.code(call.func).rsplit(".", 1)[-1]:
+                continue
+            enabled = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "enabled"), None)
+            if enabled is not None and self.ctor.evaluator.truth(enabled, frame.module, frame.facts, frame.names) is Truth.FALSE:
+                continue
+            return f"{' '.join(frame.module.code(call).split())} ({frame.module.rel}:{frame.module.line_of(stmt)})"
+        return None
 
     def _test(self, frame: _Frame, expr: cst.BaseExpression) -> Condition:
         """The condition of a test in a forward; `self.x` (or `not self.x`) where the class's __init__ assigns

@@ -53,6 +53,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._stack: list[str] = []
         self._walked_lists: set = set()
         self._cuda_backends: Backends | None = None
+        self._streams: list[str] = []  # the device-stream scopes the statement walk is in (statements.py)
 
     @property
     def cuda_backends(self) -> Backends:
@@ -166,6 +167,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         )
         if self.section == "layer" and self.repeat:
             op.attrs["repeat"] = self.repeat
+        if self._streams:
+            op.attrs["stream"] = self._streams[-1]
         self.ops.append(op)
         return outs
 
