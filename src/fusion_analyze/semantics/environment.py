@@ -118,20 +118,19 @@ def _attention_backend_calls(index, backend: str | None) -> dict:
         return {}
     mla_layers, calls = set(spec.mla_layers), spec.calls
     table = spec.classes.get(backend or "") or {}
-    found = {}
-    for kind, qualname in table.items():
-        mod, _, name = qualname.rpartition(".")
-        target = index.lookup(mod, name)
-        if getattr(target, "kind", None) == "class":
-            found[kind] = target
-    if not found:
+    if not table:
         return {}
+    found: dict = {}  # kind -> the class, looked up when a layer first asks (its module is read then)
 
     def selected(_call, scope):
         owner = getattr(scope, "owner", None)
         cls = getattr(owner, "cls", None)
         names = {cls.name, *_base_names(cls)} if cls is not None else set()  # the layer's class, its bases
         kind = "mla" if names & mla_layers else "attention"
+        if kind not in found and kind in table:
+            mod, _, name = table[kind].rpartition(".")
+            target = index.lookup(mod, name)
+            found[kind] = target if getattr(target, "kind", None) == "class" else None
         target = found.get(kind)
         return Known(ClassRef(target)) if target is not None else Unknown(f"no {kind} backend class for {backend}")
 

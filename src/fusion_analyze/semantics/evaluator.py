@@ -86,7 +86,11 @@ class Evaluator:
             # a parameter's test is its argument's, read where the caller wrote it
             # (`use_rocm_aiter=rocm_aiter_ops.is_fused_moe_enabled()`: the platform's answer)
             arg, where = params[expr.value]
-            return self.truth(arg, getattr(where, "module", module), env, where)
+            arg_module = getattr(where, "module", module)
+            quick = self.env.platform_truth(arg)  # a platform check needs no reading of what it calls
+            if quick is Truth.UNKNOWN:
+                quick = assumed(code_of(arg_module, arg), self.backend)
+            return quick if quick is not Truth.UNKNOWN else self.truth(arg, arg_module, env, where)
         return assumed(code_of(module, expr), self.backend)
 
     def residual(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
