@@ -563,6 +563,11 @@ def _pointwise(op: Op) -> bool:
     layer, no device kernel named); not a GEMM, attention or collective."""
     if op.attrs.get("native_of") or (op.attrs.get("custom_op") and op.kind in _INDUCTOR_LAYERS):
         return True
+    return _plain(op)
+
+
+def _plain(op: Op) -> bool:
+    """A plain PyTorch call of the model: no layer, no device kernel named, not a GEMM, attention or collective."""
     return not op.kernels and not op.layer_class and op.kind not in ("matmul", "bmm", "attention", "allreduce")
 
 
@@ -766,8 +771,7 @@ def _apart(m: Match, graph: Graph) -> bool:
             if src in seen or other is None or not graph.pos[a.id] < graph.pos[src] < graph.pos[b.id]:
                 continue
             seen.add(src)
-            if (other.layer_class or other.kernels or other.kind in ("matmul", "bmm", "attention", "allreduce")) \
-                    and _depends_on(graph, other, a, by_id):
+            if not _plain(other) and _depends_on(graph, other, a, by_id):
                 return True
             stack += list(graph.sources(other, ("view", "cast")) - ids)
     return False
