@@ -25,10 +25,13 @@ def test_all_writes_reports_and_index_and_records_failures(run, tmp_path):
     assert r.exit_code == 1  # BrokenForCausalLM cannot be read: recorded, the others still analyzed
     index = (out / "index.md").read_text(encoding="utf-8")
     assert "| [Qwen3ForCausalLM](Qwen3ForCausalLM.md) | `vllm/model_executor/models/qwen3.py` |" in index
-    assert "| BrokenForCausalLM | **failed**:" in index
+    assert "| BrokenForCausalLM | **失败**:" in index and index.startswith("## fusion-analyze: 全部架构")
     for arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
         validate_report(json.loads((out / f"{arch}.json").read_text(encoding="utf-8")))
         assert (out / f"{arch}.md").read_text(encoding="utf-8").startswith("## 模型算子分析报告")
+    en = tmp_path / "en"  # --lang en: the index in English too
+    run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(en), "--only", "Broken*", "--lang", "en")
+    assert "| BrokenForCausalLM | **failed**:" in (en / "index.md").read_text(encoding="utf-8")
     r = run("all", "--vllm-root", str(MINI), "-o", str(out), "--only", "Nope*")
     assert r.exit_code == 2 and "matches no architecture" in r.output
 

@@ -100,8 +100,8 @@ MALFORMED = [
     ("composites.yaml", "    own_method_parts: [experts]", "    own_method_parts: [expert]", "own_method_parts:",
      "`own_method_parts` names `expert`, not a part"),
     ("devices.yaml", "default: ascend_a2", "default: ascend_a9", "default:", "`default: ascend_a9` is not a device"),
-    ("devices.yaml", "    hbm_gb_s: 3200", "    hbm_gb_s: fast", "hbm_gb_s: fast",
-     "devices.ascend_a3.hbm_gb_s must be a number, not 'fast'"),
+    ("devices.yaml", "    hbm_gb_s: 4000", "    hbm_gb_s: fast", "hbm_gb_s: fast",
+     "devices.ascend_a5.hbm_gb_s must be a number, not 'fast'"),
     ("devices.yaml", "  decode: {", "  decod: {", "decod:", "scenarios: unknown key `decod`; allowed: prefill, decode"),
     ("presets.yaml", "    source: https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json\n", "", "Qwen3-8B:",
      "presets.Qwen3-8B: missing key `source`"),
@@ -142,17 +142,19 @@ def test_shape_errors_on_a_small_file(tmp_path):
           a2:
             name: A2
             hbm_gb_s: 1600
-            launch_us: 5
+            tflops: 313
+            launch_us: {eager: 5, graph: 2.5}
             sources: {hbm_gb_s: spec}
         scenarios:
           prefill: {num_tokens: 4096, batch: 1, q_len: 4096, kv_len: true}
         """), encoding="utf-8")
     with pytest.raises(CatalogError) as exc:
         read(schema.Devices, f, "d.yaml")
-    assert exc.value.message == "d.yaml:9: scenarios.prefill.kv_len must be an integer, not true"
+    assert exc.value.message == "d.yaml:10: scenarios.prefill.kv_len must be an integer, not true"
     f.write_text(f.read_text().replace("kv_len: true", "kv_len: 4096"), encoding="utf-8")
     devices, raw = read(schema.Devices, f, "d.yaml")
-    assert devices.devices["a2"].launch_us == 5 and type(devices.devices["a2"].launch_us) is int  # kept as written
+    launch = devices.devices["a2"].launch_us
+    assert launch.eager == 5 and type(launch.eager) is int and launch.graph == 2.5  # kept as written
     assert raw["devices"]["a2"]["sources"] == {"hbm_gb_s": "spec"} and type(raw["devices"]) is dict
     f.write_text("- a list\n", encoding="utf-8")
     with pytest.raises(CatalogError, match=r"^d\.yaml:1: top level must be a mapping of default, devices, scenarios"):

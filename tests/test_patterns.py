@@ -97,7 +97,7 @@ id: my_pattern
 category: norm
 severity: low
 title: {zh: 例子, en: Example}
-message: m
+message: {zh: 消息, en: m}
 covers: [rmsnorm]
 forms:
   - id: f

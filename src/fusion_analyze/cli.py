@@ -159,8 +159,9 @@ def analyze_cmd(
     patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
     config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the walk's branches and the estimate's shapes."),
     hf_root: Optional[str] = HfRoot,
-    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size for the estimate (communication fusions are rejected at 1)."),
-    device: Optional[str] = typer.Option(None, "--device", help="Device profile: ascend_a2 (default) or ascend_a3."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size the estimate costs one rank of (default 1, as vLLM's; communication fusions are rejected at 1)."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size: each rank holds num_experts / EP experts (default 1: the experts are split by TP)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device profile: ascend_a2 (default), ascend_a3 or ascend_a5."),
     device_profile: Optional[str] = typer.Option(None, "--device-profile", help="A YAML file of device profiles (same keys as patterns/catalog/devices.yaml)."),
     lang: str = typer.Option("zh", "--lang", help="Report language: zh (default) or en."),
     template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
@@ -175,8 +176,8 @@ def analyze_cmd(
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
-                         Options(config=config, tp=tp, device=device, device_profile=device_profile, hf_root=hf_root),
-                         cache=not no_cache)
+                         Options(config=config, tp=tp, ep=ep, device=device, device_profile=device_profile,
+                                 hf_root=hf_root), cache=not no_cache)
         fmt = fmt or "md"
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
@@ -188,7 +189,7 @@ def analyze_cmd(
         if output not in (None, "-") and (to_terminal or sys.stderr.isatty()):
             from .render.summary import print_summary
 
-            print_summary(result, output, stubs, to_stdout=to_terminal)
+            print_summary(result, output, stubs, to_stdout=to_terminal, lang=lang)
     except UserError as exc:
         _fail(exc)
 
@@ -316,6 +317,24 @@ def compare_cmd(
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Write the profile here (default: stdout)."),
+    name: Optional[str] = typer.Option(None, "--name", help="The device's id in the file (default: from its name)."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller sizes, fewer repeats: seconds, rougher numbers."),
+    cpu: bool = typer.Option(False, "--cpu", hidden=True, help="Run on the CPU at tiny sizes (tests)."),
+) -> None:
+    """Measure this machine's NPU or GPU into a device profile for --device-profile (needs PyTorch and Triton)."""
+    from .commands.calibrate import calibrate
+
+    try:
+        text = calibrate(out, name, quick, cpu, say=lambda message: typer.echo(message, err=True))
+    except UserError as exc:
+        _fail(exc)
+    if out in (None, "-"):
+        typer.echo(text, nl=False)
 
 
 def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str | None = None) -> None:

@@ -10,6 +10,7 @@ from ..locate.resolve import Location
 from .session import Session
 from ..render.json import to_json
 from ..ir.ops import WalkResult
+from ..ir.texts import say
 from ..semantics.environment import Environment
 from ..walk.walker import Walker
 
@@ -25,6 +26,8 @@ class Analysis:
     shapes: object = None
     device: dict = field(default_factory=dict)
     tp: int | None = None
+    steps: dict = field(default_factory=dict)  # scenario -> estimate.cost.StepModel (empty without dimensions)
+    ep: int = 1
     errors: list = field(default_factory=list)  # files of the trees this analysis could not read
     configuration: object = None  # walk.config.model_config.ConfigFacts: what decided the walk
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
@@ -36,6 +39,7 @@ class Options:
 
     config: str | None = None
     tp: int | None = None
+    ep: int | None = None
     device: str | None = None
     device_profile: str | None = None
     hf_root: str | None = None  # a transformers tree (path or transformers==X) for configuration defaults
@@ -56,6 +60,8 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
     options = options or Options()
     if options.tp is not None and options.tp < 1:
         raise UserError(f"--tp {options.tp}: the tensor-parallel size is a positive integer")
+    if options.ep is not None and options.ep < 1:
+        raise UserError(f"--ep {options.ep}: the expert-parallel size is a positive integer")
     device = device_profile(options.device, options.device_profile)
     index = session.index
     # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
@@ -76,18 +82,24 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
 
 
 def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
-    from ..estimate.benefit import estimate
-    from ..config.reader import read_config
+    from ..estimate.benefit import estimate, step_models
+    from ..estimate.cost import Parallel
+    from ..config.reader import preset_for, read_config
     from ..estimate.shapes import Shapes, load_shapes
     from ..passes.guards import decide_guards
     from ..status.derive import derive
 
     index = session.index
-    # --config (or the model query's config.json), read once: the walk's facts and the estimate's shapes
+    # --config (or the model query's config.json, or the preset the query names), read once: the walk's facts
+    # and the estimate's shapes
     spec = options.config or (model if model.endswith(".json") else None)
+    named = options.config is not None
+    if spec is None:  # `fusion-analyze Qwen3-8B`: that checkpoint's preset, exactly as `--config Qwen3-8B`
+        spec = preset_for(model, loc.architecture)
+        named = spec is not None
     read = read_config(spec) if spec else None
-    shapes = load_shapes(read) if options.config is not None else Shapes()
-    if options.config is None and read is not None:
+    shapes = load_shapes(read) if named else Shapes()
+    if not named and read is not None:
         try:  # the model was named by its config.json: its dimensions serve the estimate too
             shapes = load_shapes(read)
         except UserError:
@@ -102,9 +114,11 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     from ..passes.cuda_passes import inductor_default
 
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
-    benefits = {o.id: estimate(o, shapes, device, options.tp) for o in opps}
+    par = Parallel(options.tp or 1, options.ep or 1)
+    models = step_models(result.ops, shapes, device, par)
+    benefits = {o.id: estimate(o, models, shapes, device, par, options.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
-                 index.errors_touched(), configuration=facts)
+                 models, par.ep, index.errors_touched(), configuration=facts)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
@@ -160,14 +174,11 @@ def _served_by_transformers(session: Session, loc: Location, facts) -> None:
     registry = [Evidence(reg.rel, loc.entry.line, reg.text().splitlines()[loc.entry.line - 1].strip())] if reg else []
     tree = session.index.trees.get(catalog().typed.hf_fusers.package)
     if tree is None:
-        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend ({loc.entry.table} in "
-                        f"registry.py L{loc.entry.line}): its layers are in transformers' modeling file; pass "
-                        f"--hf-root PATH or --hf-root transformers==X")
+        raise UserError(say("hf_backend_no_tree", arch=loc.architecture, table=loc.entry.table, line=loc.entry.line))
     cls = find_class(session.index, tree, facts.model_type, loc.architecture) if facts.model_type else None
     if cls is None:
-        raise UserError(f"{loc.architecture} is served by vLLM's Transformers modeling backend, but transformers "
-                        f"{tree.version or ''} has no class {loc.architecture} (model type {facts.model_type}); pass "
-                        f"--hf-root with a transformers release that has it")
+        raise UserError(say("hf_backend_no_class", arch=loc.architecture, version=tree.version or "",
+                            model_type=facts.model_type))
     loc.verification = registry + [Evidence(cls.module.rel, cls.line, f"class {cls.name}")] + [
         e for e in loc.verification if e.file != cls.module.rel]
 

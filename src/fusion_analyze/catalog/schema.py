@@ -480,8 +480,24 @@ class Aliases:
 # -- presets.yaml -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Preset:
-    source: str
+    """`presets.<name>`: a checkpoint's published config.json (the name is a marketing name: a query that names
+    it applies it, as `--config <name>` does)."""
+
+    source: str  # the checkpoint's config.json on the Hugging Face hub
     config: Mapping[str, Any]  # the published config.json fields
+    complete: bool = False  # `config` is the whole config.json but for `left_out`: a field it lacks is absent
+    left_out: tuple[str, ...] = ()  # fields of the published file deliberately left out (unknown, not absent)
+    note: str = ""  # where the values were read, when not from `source` itself; what was left out and why
+
+    def problems(self) -> Problems:
+        if not self.source.startswith("https://huggingface.co/"):
+            yield "source", "`source` is not a Hugging Face hub URL of the checkpoint's config.json"
+        archs = self.config.get("architectures")
+        if not (isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)):
+            yield "config", "`config` has no `architectures` list"
+        for name in self.left_out:
+            if name in self.config:
+                yield "left_out", f"`{name}` is both in `config` and left out"
 
 
 @dataclass(frozen=True)
@@ -493,12 +509,35 @@ class Presets:
 
 # -- devices.yaml -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Launch:
+    """`launch_us`: the fixed cost of one kernel in µs (dispatch and the kernel's minimum time), per run mode."""
+
+    eager: float
+    graph: float  # replayed from a captured graph (aclgraph / CUDA graph)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """`measured[i]`: one scenario timed on the device (fusion-analyze calibrate), reference vs fused."""
+
+    name: str  # the scenario (add_rmsnorm, silu_mul, ...)
+    shape: Mapping[str, int]  # num_tokens, hidden_size, ...
+    mode: Literal["eager", "graph"]
+    reference_us: float
+    fused_us: float
+    source: str = ""  # how it was measured (the kernel the fused side ran)
+
+
+@dataclass(frozen=True)
 class Device:
     name: str
-    hbm_gb_s: float
-    launch_us: float
+    hbm_gb_s: float  # memory bandwidth of one device (one rank)
+    tflops: float  # dense bf16 / fp16 matrix peak of one device
+    launch_us: Launch
+    link_gb_s: float | None = None  # the bus bandwidth of an all-reduce among the devices of one node; None: unknown
     soc: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)  # field -> where its number comes from
+    measured: tuple[Measured, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -507,6 +546,7 @@ class Scenario:
     batch: int
     q_len: int
     kv_len: int
+    mode: Literal["eager", "graph"] = "eager"  # how the step runs: vllm-ascend captures decode in graphs by default
 
 
 @dataclass(frozen=True)

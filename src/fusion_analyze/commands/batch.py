@@ -28,6 +28,7 @@ from pathlib import Path
 from ..errors import UserError
 from .schedule import Affinity, features
 from ..ir.states import STATUSES
+from ..ir.texts import Texts, say
 
 STATUS_COLUMNS = list(STATUSES)
 
@@ -211,7 +212,8 @@ def _worker(job: BatchJob, conn) -> None:
         except Exception as exc:  # an internal error of this model only: recorded, the batch goes on
             last = traceback.extract_tb(exc.__traceback__)[-1]
             conn.send({"architecture": arch, "ok": False,
-                       "error": f"internal error: {exc.__class__.__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"})
+                       "error": say("internal_error", error=f"{exc.__class__.__name__}: {exc}",
+                                    where=f"{Path(last.filename).name}:{last.lineno}")})
 
 
 def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
@@ -341,13 +343,13 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
                 elif not s.proc.is_alive() or s.proc.sentinel in ready:
                     s.proc.join(5)
                     code = s.proc.exitcode
-                    results[arch] = {"architecture": arch, "ok": False, "error": f"worker died (exit code {code})"}
+                    results[arch] = {"architecture": arch, "ok": False, "error": say("worker_died", code=code)}
                     slots[i] = _Slot(ctx, job)
                     order.forget(i)
                 elif time.monotonic() - s.started > timeout:
                     s.proc.kill()
                     s.proc.join()
-                    results[arch] = {"architecture": arch, "ok": False, "error": f"timed out after {timeout:.0f} s"}
+                    results[arch] = {"architecture": arch, "ok": False, "error": say("timed_out", seconds=f"{timeout:.0f}")}
                     slots[i] = _Slot(ctx, job)
                     order.forget(i)
                 else:
@@ -359,16 +361,20 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
             s.stop()
         _INHERITED.clear()
     out = [results[a] for a in architectures]
-    _write_index(job.out_dir, out)
+    _write_index(job.out_dir, out, job.lang)
     return out
 
 
-def _write_index(out_dir: str, results: list[dict]) -> None:
+def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
     from ..analysis.pipeline import write_text
+    from ..render.markdown import labels
 
-    lines = ["## fusion-analyze: all architectures", "",
-             f"{sum(r['ok'] for r in results)} analyzed, {sum(not r['ok'] for r in results)} failed.", "",
-             "| architecture | file | " + " | ".join(STATUS_COLUMNS) + " | top open opportunity |",
+    L = labels(lang)
+    cols = L["index_columns"]
+    lines = [f"## {L['index_title']}", "",
+             L["index_counts"].format(ok=sum(r['ok'] for r in results), failed=sum(not r['ok'] for r in results)), "",
+             f"| {cols['architecture']} | {cols['file']} | " + " | ".join(L["status"].get(s, s) for s in STATUS_COLUMNS)
+             + f" | {cols['top_open']} |",
              "|---|---|" + "---|" * len(STATUS_COLUMNS) + "---|"]
     for r in results:
         if r["ok"]:
@@ -377,7 +383,7 @@ def _write_index(out_dir: str, results: list[dict]) -> None:
             lines.append(f"| [{r['architecture']}]({r['architecture']}.md) | `{r['file']}` | {counts} | {top} |")
         else:
             cells = " | ".join("-" for _ in STATUS_COLUMNS)
-            err = r["error"].replace("|", "\\|")
-            lines.append(f"| {r['architecture']} | **failed**: {err} | {cells} | - |")
+            err = Texts(None, lang)(r["error"]).replace("|", "\\|")  # a sentence of ir/texts.py, in `lang`
+            lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))

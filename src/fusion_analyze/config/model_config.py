@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..semantics.values import Known, Unknown, Value
+from ..ir.texts import joined, say
 from .reader import ConfigRead, read_config
 
 # Fields that transformers standardizes after reading a checkpoint (modeling_rope_utils.standardize_rope_params):
@@ -49,12 +50,14 @@ class ConfigClass:
 
 class ConfigFacts:
     """Answers `config.x` for the evaluator. `complete`: `values` is a checkpoint's whole config.json (a field it
-    lacks is the class default, or absent); a preset holds only some published fields."""
+    lacks is the class default, or absent); an incomplete preset holds only some published fields. `left_out`:
+    fields of the published file a complete preset leaves out (quantization_config): unknown, never absent."""
 
     def __init__(self, values: dict | None = None, source: str | None = None, complete: bool = False,
-                 cls: ConfigClass | None = None, model_type: str | None = None):
+                 cls: ConfigClass | None = None, model_type: str | None = None, left_out: tuple = ()):
         self.values = normalize(dict(values)) if values else {}
         self.source, self.complete, self.cls, self.model_type = source, complete, cls, model_type
+        self.left_out = frozenset(left_out)
 
     def _values(self, text: bool) -> dict:
         sub = self.values.get("text_config") if text else None
@@ -66,6 +69,8 @@ class ConfigFacts:
         for key in (name, real):
             if key in values:
                 return Known(values[key])
+        if name in self.left_out or real in self.left_out:
+            return Unknown(f"config.{name} is left out of {self.source}")
         if cls is not None and not (text and "text_config" in self.values):
             if real in cls.computed:
                 return Unknown(f"config.{name} is computed by {cls.name} from other fields")
@@ -93,7 +98,7 @@ class ConfigFacts:
         value = self.attr(name, text)
         if isinstance(value, Known):
             return value
-        if self.complete and name not in self._values(text):
+        if self.complete and name not in self._values(text) and name not in self.left_out:
             return default
         return value
 
@@ -103,9 +108,9 @@ class ConfigFacts:
             parts.append(self.source)
         if self.cls is not None:
             where = f"{self.cls.package} {self.cls.version}" if self.cls.version else self.cls.package
-            of = f" (the text_config of {self.cls.wrapper})" if self.cls.wrapper else ""
-            parts.append(f"defaults of {where}'s {self.cls.name}{of}")
-        return " + ".join(parts) if parts else "no configuration: branches listed as alternatives"
+            parts.append(say("config_defaults_of", where=where, cls=self.cls.name, wrapper=self.cls.wrapper)
+                         if self.cls.wrapper else say("config_defaults", where=where, cls=self.cls.name))
+        return joined(parts, " + ") if parts else say("no_configuration")
 
     def to_json(self) -> dict:
         return {"decided_by": self.describe_source(), "config": self.source, "complete": self.complete,
@@ -334,7 +339,7 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
 
     if read is None and config_spec:
         read = read_config(config_spec)
-    values, source, complete = read if read is not None else (None, None, False)
+    values, source, complete, left_out = read if read is not None else (None, None, False, ())
     if values is not None:
         archs = values.get("architectures")
         if isinstance(archs, list) and archs and architecture not in archs:
@@ -356,4 +361,4 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name), trees)
         model_type = text.model_type or model_type
-    return ConfigFacts(values, source, complete, cls, model_type)
+    return ConfigFacts(values, source, complete, cls, model_type, left_out)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import UserError
+from ..ir.texts import say
 
 if TYPE_CHECKING:
     from ..catalog.schema import Preset
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 class ConfigRead(NamedTuple):
     values: dict  # the configuration's fields
     source: str  # where it came from, as a report says it
-    complete: bool  # a checkpoint's whole config.json (a preset holds only the published fields the estimate reads)
+    complete: bool  # a checkpoint's whole config.json: a field it lacks is absent (getattr's default)
+    left_out: tuple = ()  # fields of the published file a preset leaves out: unknown, never absent
 
 
 def presets() -> Mapping[str, Preset]:
@@ -26,12 +28,35 @@ def presets() -> Mapping[str, Preset]:
     return catalog().typed.presets.presets
 
 
+def preset_named(name: str) -> str | None:
+    """The preset a name names: the exact key, else the one key equal to it but for case (GLM-4.7, glm-4.7)."""
+    if name in presets():
+        return name
+    found = [k for k in presets() if k.lower() == name.strip().lower()]
+    return found[0] if len(found) == 1 else None
+
+
+def preset_for(query: str, architecture: str) -> str | None:
+    """The preset a model query names (its marketing name, `fusion-analyze Qwen3-8B`), where the preset is a
+    checkpoint of the architecture the query resolved to; None otherwise (a preset of another architecture is
+    never applied by name: `--config` says which configuration to read)."""
+    name = preset_named(query)
+    if name is None:
+        return None
+    archs = presets()[name].config.get("architectures") or []
+    return name if architecture in archs else None
+
+
 def read_config(spec: str) -> ConfigRead:
-    """(config, where it came from, complete?) of a config.json path or a preset name. A preset holds only the
-    published fields the estimate reads (not complete); a config.json is the checkpoint's whole configuration."""
-    if spec in presets():
-        p = presets()[spec]
-        return ConfigRead(dict(p.config), f"preset {spec} ({p.source})", False)
+    """(config, where it came from, complete?, left out) of a config.json path or a preset name. A config.json is
+    the checkpoint's whole configuration; a preset is complete where it says so (its published config.json but for
+    the fields it names as left out), else it holds only some published fields."""
+    name = spec if spec in presets() else None
+    if name is None and not Path(spec).is_file():
+        name = preset_named(spec)
+    if name is not None:
+        p = presets()[name]
+        return ConfigRead(dict(p.config), say("preset", name=name, source=p.source), p.complete, tuple(p.left_out))
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--config {spec}: not a file or a preset; use a config.json path or one of {', '.join(sorted(presets()))}")

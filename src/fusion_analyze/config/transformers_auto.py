@@ -10,6 +10,7 @@ from pathlib import Path
 import libcst as cst
 
 from ..catalog import catalog
+from ..ir.texts import say
 
 
 def auto_model_class(index, call: cst.Call, module, model_type: str | None):
@@ -20,17 +21,16 @@ def auto_model_class(index, call: cst.Call, module, model_type: str | None):
         return False, None, None
     tree = index.trees.get("transformers")
     if tree is None:
-        return True, None, ("built at run time by transformers' AutoModel from the configuration's model type; "
-                            "pass --hf-root (a transformers tree or transformers==X) to read its modeling file")
+        return True, None, say("automodel_no_tree")
     if not model_type:
-        return True, None, "built at run time by transformers' AutoModel; the configuration's model type is not known"
+        return True, None, say("automodel_no_type")
     names = mapping(str(tree.package_dir / "models" / "auto" / "modeling_auto.py"), spec.mapping)
     name = names.get(model_type)
     if name is None:
-        return True, None, f"transformers' {spec.mapping} has no model type {model_type!r}"
+        return True, None, say("automodel_unmapped", mapping=spec.mapping, model_type=repr(model_type))
     cls = find_class(index, tree, model_type, name)
     if cls is None:
-        return True, None, f"class {name} (model type {model_type}) not found under transformers/models/"
+        return True, None, say("automodel_class_missing", cls=name, model_type=model_type)
     return True, cls, None
 
 

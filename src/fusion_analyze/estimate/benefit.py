@@ -15,7 +15,8 @@ import yaml
 
 from ..errors import UserError
 from ..resources import load_yaml
-from .shapes import Shapes, evaluate
+from .cost import Parallel, StepModel, fused_saving
+from .shapes import Shapes
 
 STARS = {3: "⭐⭐⭐", 2: "⭐⭐", 1: "⭐"}
 SEVERITY_PRIORITY = {"high": 3, "medium": 2, "low": 1}
@@ -65,71 +66,110 @@ class Benefit:
         return d
 
 
-def estimate(opp, shapes: Shapes, device: dict, tp: int | None) -> Benefit:
+def parallel_style(op) -> str | None:
+    """How a linear is split across TP ranks: `row` (input split, output all-reduced), `column` (output split; a
+    merged q/k/v or gate/up linear is one) or None (replicated: a router, a ReplicatedLinear), from leaf_ops.yaml."""
+    from ..catalog import catalog
+
+    cls = op.layer_class or ""
+    leaf = catalog().typed.leaf_ops.classes.get(cls)
+    if op.attrs.get("role") == "router" or "Replicated" in cls:
+        return None
+    if leaf is not None and leaf.parallel:
+        return leaf.parallel
+    if "RowParallel" in cls:
+        return "row"
+    if op.attrs.get("merged") or "ColumnParallel" in cls or "QKVParallel" in cls:
+        return "column"
+    return None
+
+
+def step_models(ops, shapes: Shapes, device: dict, par: Parallel) -> dict[str, StepModel]:
+    """One cost model per scenario (prefill, decode) of the walked ops; empty without dimensions."""
+    if shapes.symbolic:
+        return {}
+    return {name: StepModel(ops, shapes.dims, shapes.dtype_bytes, device, name, dict(scen), par, parallel_style)
+            for name, scen in sorted(device["scenarios"].items())}
+
+
+def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, par: Parallel,
+             tp_given: bool = True) -> Benefit:
+    """What fusing the opportunity's matches saves in each step: the time of their ops minus the time of the
+    fused op (estimate/cost.py), per layer for each match on the step's path once (matches on the two sides of
+    an undecided test are alternatives: the larger one counts), times the number of layers."""
     est = opp.pattern.estimate or {}
-    saved = list(est.get("saved", []))
-    launches = int(est.get("launches", 0))
-    # once per layer when every op is the layer's. The last layer's all-reduce into the final norm shares its
-    # all-reduce with the layer's match into the next layer's norm (L - 1 of them): together one per layer
-    layer_matches = [m for m in opp.matches if all(o.section == "layer" for o in m.op_list)]
-    in_layer = len(layer_matches)
-    layer_ops = {o.id for m in layer_matches for o in m.op_list}
-    once = sum(1 for m in opp.matches if m not in layer_matches and not layer_ops & {o.id for o in m.op_list})
-    b = shapes.dtype_bytes
-    terms = " + ".join(f"({s})" for s in saved) or "0"
-    formula = f"2 × {b} B × [{terms}] and {launches} launch(es) saved, per instance"
-    formula += f"; {in_layer} instance(s) per layer × num_layers" if in_layer else ""
-    formula += f" + {once} outside the layers" if once else ""
     rejected = note = None
     if est.get("needs_tp"):
-        if tp == 1:
-            rejected = "tp_size = 1: there is no all-reduce to fuse; pays only when tp_size > 1"
-        elif tp is None:
-            note = "assumes tp_size > 1 (no all-reduce at TP = 1); pass --tp N"
-    numbers: dict = {}
+        if par.tp == 1:
+            rejected = ("tp_size = 1: there is no all-reduce to fuse; pays only when tp_size > 1" if tp_given else
+                        "no all-reduce at vLLM's default tp_size = 1; pass --tp N to cost it at N ranks")
     priority = SEVERITY_PRIORITY[opp.pattern.severity]
-    if not shapes.symbolic:
-        layers = shapes.dims.get("num_layers") or 1
-        for name, scen in sorted(device["scenarios"].items()):
-            dims = shapes.with_scenario(scen)
-            if tp:
-                dims["tp_size"] = tp
-            elems = [evaluate(s, dims) for s in saved]
-            if any(e is None for e in elems):
-                numbers = {}
-                break
-            per_inst = 2 * b * sum(elems)
-            per_layer_bytes = per_inst * in_layer
-            model_bytes = per_layer_bytes * layers + per_inst * once
-            model_launches = launches * (in_layer * layers + once)
-            numbers[name] = {
-                "num_tokens": dims["num_tokens"],
-                "per_layer": _row(per_layer_bytes, launches * in_layer, device),
-                "model": _row(model_bytes, model_launches, device),
-            }
-        if numbers and not rejected:
-            step = decode_step_us(shapes, device)
-            us = numbers["decode"]["model"]["time_us"]
-            share = us / step if step else 0.0
-            numbers["decode"]["share_of_step"] = round(share, 4)
-            numbers["decode"]["step_us"] = round(step, 1)
-            priority = 3 if share >= 0.05 else 2 if share >= 0.01 else 1
+    if models:
+        formula = ("saving = time(ops) - time(fused op); time = max(bytes / HBM, FLOPs / peak) + transfer / link"
+                   " + launches × launch cost (estimate/cost.py)")
+    else:  # no dimensions: what the pattern says it stops moving, as a formula
+        terms = " + ".join(f"({s})" for s in est.get("saved", [])) or "0"
+        formula = f"2 × {shapes.dtype_bytes} B × [{terms}]; {int(est.get('launches', 0))}"
+    numbers: dict = {}
+    for name, model in models.items() if opp.status == "open" else ():  # what is fused or inactive saves nothing now
+        row = _saving(opp, model)
+        if row is not None:
+            numbers[name] = row
+    if numbers and opp.status == "open" and not rejected:
+        share = max(n["share_of_step"] for n in numbers.values())
+        priority = 3 if share >= 0.03 else 2 if share >= 0.005 else 1
+    elif models:
+        priority = 1
+    if not numbers and models and opp.status == "open":
+        note = "not costed: the shapes of its ops could not be told"
     if rejected:
         priority = 1
     return Benefit(priority, formula, numbers, rejected, note)
 
 
-def decode_step_us(shapes: Shapes, device: dict) -> float:
-    """The yardstick for priority: a memory-bound decode step reads every active weight once."""
-    d = shapes.dims
-    h, nh, nkv, hd = d.get("hidden_size", 0), d.get("num_heads", 0), d.get("num_kv_heads", 0), d.get("head_dim", 0)
-    attn = h * (nh + 2 * nkv) * hd + nh * hd * h
-    if d.get("num_experts") and d.get("top_k"):
-        mlp = d["top_k"] * 3 * h * d.get("moe_intermediate_size", 0) + h * d["num_experts"]
-    else:
-        mlp = 3 * h * d.get("intermediate_size", 0)
-    nbytes = (attn + mlp) * (d.get("num_layers") or 1) * shapes.dtype_bytes
-    return nbytes / (device["hbm_gb_s"] * 1e3)
+def _saving(opp, model: StepModel) -> dict | None:
+    from .cost import counted
+
+    step = model.step
+    found = []
+    takes = (opp.pattern.estimate or {}).get("takes") or {}  # node -> the one kernel of its op the fusion replaces
+    for m in opp.matches:
+        r = fused_saving(model, m.op_list, {m.ops[n].id: part for n, part in takes.items() if n in m.ops})
+        if r is None:
+            continue
+        ids = frozenset(o.id for o in m.op_list)
+        sides = {(t, side) for o in m.op_list for t, side in o.branches}
+        branches = dict(sides)
+        if len(branches) < len(sides):  # ops on two sides of one test: they never run together
+            continue
+        found.append((r, ids, branches, all(counted(o) for o in m.op_list), all(o.section == "layer" for o in m.op_list)))
+    if not found:
+        return None
+    # each path once: the largest savings first, a match skipped when it shares an op with one taken, or sits on
+    # the other side of an undecided test than one taken
+    found.sort(key=lambda f: (-f[0].us, sorted(f[1])))
+    taken: list = []
+    for f in found:
+        if any(f[1] & t[1] or any(t[2].get(k, s) != s for k, s in f[2].items()) for t in taken):
+            continue
+        taken.append(f)
+    layer = [f[0] for f in taken if f[4]]
+    once = [f[0] for f in taken if not f[4]]
+    n = step.num_layers
+    per_layer = sum(s.us for s in layer)
+    total = per_layer * n + sum(s.us for s in once)
+    share = total / step.total_us if step.total_us else 0.0
+    return {
+        "num_tokens": int(model.n), "mode": model.mode,
+        "per_layer": {"bytes": int(sum(s.bytes for s in layer)), "launches": sum(s.launches for s in layer),
+                      "time_us": round(per_layer, 2), "before_us": round(sum(s.before_us for s in layer), 2),
+                      "after_us": round(sum(s.after_us for s in layer), 2)},
+        "model": {"bytes": int(sum(s.bytes for s in layer) * n + sum(s.bytes for s in once)),
+                  "launches": sum(s.launches for s in layer) * n + sum(s.launches for s in once),
+                  "time_us": round(total, 1)},
+        "instances": len(taken), "off_path": sum(1 for f in taken if not f[3]),
+        "step_us": round(step.total_us, 1), "share_of_step": round(min(share, 1.0), 4),
+    }
 
 
 def _row(nbytes: float, launches: int, device: dict) -> dict:

@@ -58,6 +58,12 @@ def _from_config(cfg: dict, source: str) -> Shapes:
         "num_experts": g("num_experts", "n_routed_experts", "num_local_experts", default=0),
         "top_k": g("num_experts_per_tok", "moe_topk", default=0),
         "moe_intermediate_size": g("moe_intermediate_size", default=g("intermediate_size", default=4 * hidden)),
+        "n_shared_experts": g("n_shared_experts", "num_shared_experts"),
+        "shared_expert_intermediate_size": g("shared_expert_intermediate_size"),
+        "first_k_dense_replace": g("first_k_dense_replace"),
+        "kv_lora_rank": g("kv_lora_rank"), "q_lora_rank": g("q_lora_rank"),
+        "qk_rope_head_dim": g("qk_rope_head_dim"), "qk_nope_head_dim": g("qk_nope_head_dim"),
+        "v_head_dim": g("v_head_dim"),
         "block_size": 128, "num_blocks": 1024,
     }
     dtype = stated_dtype(cfg) or "bfloat16"

@@ -16,6 +16,7 @@ import libcst as cst
 
 from ..sources.trees import SourceTree
 from ..ir.conditions import Truth
+from ..ir.texts import say
 from .facts import FactTable
 from .bindings import _add_def, _collect
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
@@ -167,7 +168,7 @@ class ModuleIndex:
                 if not chunk.lazy:
                     raise  # the file's name index needs it: the file is unreadable
                 # `ast` read this class or function but libcst cannot: report the file, walk on without its body
-                reason = (f"syntax error at line {exc.raw_line + chunk.start - 1}: {exc.message}"
+                reason = (say("syntax_error", line=exc.raw_line + chunk.start - 1, message=exc.message)
                           if isinstance(exc, cst.ParserSyntaxError) else _reason(exc))
                 self.errors[info.rel] = FileError(info.rel, reason)
                 self.touched.add(info.rel)
@@ -293,4 +294,6 @@ class ModuleIndex:
 
 
 def _reason(exc: Exception) -> str:
-    return f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    """The exception's name and first line (the parser's own words: shown as code)."""
+    text = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return say("parser_said", text=text)

@@ -114,6 +114,9 @@ class Op:
             "file": self.file, "line": self.line, "scope": self.scope, "path": self.path,
             "section": self.section, "inputs": list(self.inputs), "outputs": list(self.outputs),
             "condition": self.condition, "steady": self.steady,
+            # on the path a step adds: steady, and on the first side of each test the walk could not decide (an op
+            # on another side is an alternative to those, estimate/cost.py `counted`)
+            "on_path": self.steady and not self.attrs.get("other_branch") and all(s == 0 for _t, s in self.branches),
             "kernels": [k.to_json() for k in self.kernels], "attrs": dict(sorted(self.attrs.items())),
         }
 

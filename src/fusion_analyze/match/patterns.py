@@ -16,22 +16,23 @@ import yaml
 from ..errors import UserError
 from ..resources import data_dir, load_yaml_lines, plain, yaml_error_line
 from ..ir.states import STATUSES
+from ..ir.texts import LANGS, literal
 
 CATEGORIES = ("norm", "matmul", "moe", "attention", "activation", "vector")
 SEVERITIES = ("high", "medium", "low")
 
 _TOP = {
-    "id": (str, True), "category": (str, True), "title": (dict, True), "message": (str, True),
+    "id": (str, True), "category": (str, True), "title": (dict, True), "message": (dict, True),
     "severity": (str, True), "covers": (list, True), "optional": (list, False), "forms": (list, True),
     "inactive": (list, False), "interface": (dict, True), "examples": (list, True), "metadata": (dict, False),
     "target": (dict, False), "subsumed_by": (list, False), "estimate": (dict, True),
 }
-_ESTIMATE = {"saved": (list, True), "launches": (int, True), "needs_tp": (bool, False)}
+_ESTIMATE = {"saved": (list, True), "launches": (int, True), "needs_tp": (bool, False), "takes": (dict, False)}
 _PARAM = {"name": (str, True), "type": (str, True), "shape": (str, False), "dtype": (str, False), "note": (str, False),
           "default": (str, False), "example": (str, False)}
 _RETURN = {"name": (str, True), "shape": (str, True), "dtype": (str, False), "note": (str, False)}
-_FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused_in_model": (str, False),
-         "when": (str, False), "anchor": (str, False)}
+_FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused_in_model": ((str, dict), False),
+         "when": ((str, dict), False), "anchor": (str, False)}
 _NODE = {"as": (str, True), "kind": ((str, list), True), "from": ((str, list), False),
          "same_input": (str, False), "attrs": (dict, False), "name": (str, False), "kernel": (str, False),
          "not_attrs": (dict, False)}
@@ -58,6 +59,7 @@ class Node:
 # does them all (a patch calling triton_split_qkv_rmsnorm_mrope), so a scenario that got fused stays in the
 # report, at that call, instead of vanishing with its unfused ops.
 FUSED_KERNEL_FORM = "fused_kernel"
+_ONE_KERNEL = literal({"zh": "一次kernel调用完成全部计算", "en": "one kernel call does all of it"})
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Form:
     id: str
     nodes: list[Node]
     skip: tuple[str, ...] = ("view",)
-    fused_in_model: str | None = None
+    fused_in_model: str | None = None  # what the model does, in words (a `literal` where the file gives zh and en)
     when: str | None = None  # set for inactive forms
     anchor: str | None = None  # the node whose scope names the opportunity (default: the last)
 
@@ -89,7 +91,7 @@ class Pattern:
     id: str
     category: str
     title: dict
-    message: str
+    message: dict  # zh, en
     severity: str
     covers: tuple[str, ...]
     optional: tuple[str, ...]
@@ -154,8 +156,19 @@ def _form(raw, file: str, where: str, inactive: bool) -> Form:
                           dict(n.get("attrs") or {}), dict(n.get("not_attrs") or {}), n.get("name"), n.get("kernel")))
     if raw.get("anchor") is not None and raw["anchor"] not in names:
         _fail(file, raw.key_lines["anchor"], f"{where}: `anchor: {raw['anchor']}` names no node (have: {', '.join(names)})")
-    return Form(raw["id"], nodes, _as_tuple(raw.get("skip")) or ("view",), raw.get("fused_in_model"), raw.get("when"),
-                raw.get("anchor"))
+    return Form(raw["id"], nodes, _as_tuple(raw.get("skip")) or ("view",), _words(raw, "fused_in_model", file, where),
+                _words(raw, "when", file, where), raw.get("anchor"))
+
+
+def _words(raw, key: str, file: str, where: str) -> str | None:
+    """A form's text: a plain string, or {zh, en} (said in the report's language)."""
+    value = raw.get(key)
+    if not isinstance(value, dict):
+        return value
+    for lang in LANGS:
+        if not isinstance(value.get(lang), str):
+            _fail(file, raw.key_lines[key], f"{where}: `{key}` needs a `{lang}` string")
+    return literal({lang: " ".join(value[lang].split()) for lang in LANGS})
 
 
 def load_pattern(path: Path, rel: str) -> Pattern:
@@ -173,9 +186,10 @@ def load_pattern(path: Path, rel: str) -> Pattern:
         _fail(rel, kl["severity"], f"`severity` must be one of {', '.join(SEVERITIES)}")
     if path.parent.name != raw["category"]:
         _fail(rel, kl["category"], f"pattern of category `{raw['category']}` must live in patterns/{raw['category']}/")
-    for lang in ("zh", "en"):
-        if not isinstance(raw["title"].get(lang), str):
-            _fail(rel, kl["title"], f"`title` needs a `{lang}` string")
+    for key in ("title", "message"):
+        for lang in LANGS:
+            if not isinstance(raw[key].get(lang), str):
+                _fail(rel, kl[key], f"`{key}` needs a `{lang}` string")
     _check(raw["interface"], _INTERFACE, rel, "interface")
     for i, prm in enumerate(raw["interface"]["params"]):
         _check(prm, _PARAM, rel, f"interface.params[{i}]")
@@ -187,7 +201,7 @@ def load_pattern(path: Path, rel: str) -> Pattern:
     covers = _as_tuple(raw["covers"])
     if len(covers) >= 2:
         forms.append(Form(FUSED_KERNEL_FORM, [Node("fused", ("kernel",), covers=covers)], skip=(),
-                          fused_in_model="one kernel call does all of it"))
+                          fused_in_model=_ONE_KERNEL))
     examples = []
     for i, e in enumerate(raw["examples"]):
         _check(e, _EXAMPLE, rel, f"examples[{i}]")
@@ -197,7 +211,8 @@ def load_pattern(path: Path, rel: str) -> Pattern:
         if backend not in ("cuda", "ascend"):
             _fail(rel, e.key_lines["backend"], f"examples[{i}]: `backend` must be cuda or ascend")
         examples.append(Example(e["name"], e["code"], e["expect"], e.get("class"), backend, e.line))
-    return Pattern(raw["id"], raw["category"], dict(raw["title"]), raw["message"].strip(), raw["severity"],
+    message = {lang: " ".join(raw["message"][lang].split()) for lang in LANGS}
+    return Pattern(raw["id"], raw["category"], dict(raw["title"]), message, raw["severity"],
                    _as_tuple(raw["covers"]), _as_tuple(raw.get("optional")), forms, inactive,
                    plain(raw["interface"]), examples, plain(raw.get("target") or {}),
                    plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), plain(raw["estimate"]))

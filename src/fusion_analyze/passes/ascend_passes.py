@@ -19,6 +19,7 @@ from ..index.modules import Definition, ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
 from ..semantics.evaluator import evaluator
 from ..ir.conditions import Condition, Truth, as_text, join
+from ..ir.texts import say
 from ..catalog import fuses, kernel_covers
 from .registrations import PassGuard, _init_guards, _registered_as, _registrations
 
@@ -123,18 +124,20 @@ class GraphPass:
     def conditions(self) -> list[str]:
         out = []
         if self.flag:
-            where = f" ({self.default_file}:{self.default_line})" if self.default_file else ""
-            out.append(f"{self.flag} = {self.default if self.default is not None else '?'} by default{where}")
+            value = self.default if self.default is not None else "?"
+            out.append(say("flag_default_at", flag=self.flag, value=value, where=f"{self.default_file}:{self.default_line}")
+                       if self.default_file else say("flag_default", flag=self.flag, value=value))
         if self.enable and self.flag and self.enable.strip() != self.flag:
-            out.append(f"enabled when {self.enable}")
+            out.append(say("enabled_when", cond=self.enable))
         out.extend(self.guards)
         return out
 
     def evidence(self, pattern: PassPattern | None = None) -> dict:
         pat = pattern or (self.patterns[0] if self.patterns else None)
-        what = f"{self.name}" + (f" (pattern {pat.name}: {' -> '.join(_tail(k) for k in pat.kernels())})" if pat else "")
+        what = (say("pass_pattern", name=self.name, pattern=pat.name, chain=" -> ".join(_tail(k) for k in pat.kernels()))
+                if pat else self.name)
         if self.enable_file:
-            what += f"; added in {self.enable_file}:{self.enable_line}"
+            what = say("pass_added_in", what=what, where=f"{self.enable_file}:{self.enable_line}")
         return {"file": self.file, "line": self.line, "what": what}
 
     def to_json(self) -> dict:

@@ -19,6 +19,7 @@ from ..semantics.evaluator import evaluator
 from ..semantics.scope import Scope
 from ..semantics.values import Known
 from ..ir.conditions import as_text
+from ..ir.texts import say
 from .ascend_passes import GraphPass, _default_of, _enables, _flag_of, read_pass_module
 
 LEVEL_TABLE_FACTS = FactTable("level_table", "a config module -> its optimisation-level defaults table")
@@ -82,10 +83,12 @@ def _level_default(index: ModuleIndex, flag: str) -> tuple[str, str, int, str | 
                 got = evaluator("cuda").infer(cst.Call(func=value, args=[cst.Arg(cst.Name("vllm_config"))]),
                                               Scope(module=info))
                 if isinstance(got, Known) and isinstance(got.value, bool):
-                    return (f"{got.value} ({value.value}() on CUDA, {target.module.rel}:{target.line})", info.rel,
-                            info.line_of(element), None)
+                    return (say("value_on_cuda", value=got.value, fn=f"{value.value}()",
+                                where=f"{target.module.rel}:{target.line}"), info.rel, info.line_of(element), None)
                 doc = _docline(target.node)
-                decided = f"{value.value}() at {target.module.rel}:{target.line}" + (f": {doc}" if doc else "")
+                at = f"{target.module.rel}:{target.line}"
+                decided = (say("decided_by_doc", fn=f"{value.value}()", where=at, doc=doc) if doc
+                           else say("decided_by", fn=f"{value.value}()", where=at))
             else:
                 m = re.search(rf"^{re.escape(value.value)}\s*(?::[^=]+)?=\s*(True|False)\s*$", info.text(), re.M)
                 if m:
@@ -123,9 +126,9 @@ def read_cuda_passes(index: ModuleIndex) -> list[GraphPass]:
                     level = _level_default(index, p.flag)
                     if level is not None:
                         text, lfile, lline, decided = level
-                        p.default, p.default_file, p.default_line = f"{text} at {DEFAULT_LEVEL}", lfile, lline
+                        p.default, p.default_file, p.default_line = say("at_level", value=text, level=DEFAULT_LEVEL), lfile, lline
                         if decided:
-                            p.guards.insert(0, f"on by default only when {decided}")
+                            p.guards.insert(0, say("on_only_when", decided=decided))
                 out.append(p)
         if out:
             break

@@ -28,6 +28,7 @@ from ..semantics.function_bodies import tables
 from ..catalog.taxonomy import leaf_ops
 from ..semantics.values import Known, Symbol, Unknown, Value
 from ..ir.conditions import Truth
+from ..ir.texts import joined, say
 from .registrations import PassGuard, _init_of
 from .ascend_passes import GraphPass
 
@@ -51,10 +52,10 @@ def decide_guards(env: Environment, passes: list[GraphPass], ops: list[Op]) -> l
                 truth, shown = runtime.decide(g)
                 where = f"{g.file}:{g.line}"
                 if truth is Truth.UNKNOWN:
-                    undecided.append(f"{g.wanted()} ({where})")
+                    undecided.append(joined([g.wanted(), f" ({where})"], ""))
                 elif (truth is Truth.TRUE) == g.stops:
-                    verb = "holds" if g.stops else "is false"
-                    failed.append(f"`{g.text}` {verb}{shown} ({where})")
+                    said = say("guard_holds" if g.stops else "guard_false", guard=g.text)
+                    failed.append(joined([said, f"{shown} ({where})"], ""))
             values = tuple((kw, runtime.value(module, cls, code)) for kw, code, module, cls in pat.keywords)
             pats.append(replace(pat, failed=tuple(failed), undecided=tuple(undecided), keyword_values=values))
         out.append(replace(p, patterns=pats))

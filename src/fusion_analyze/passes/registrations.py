@@ -11,6 +11,7 @@ import libcst as cst
 from ..index.modules import ModuleInfo
 from ..index.nodes import find_all
 from ..semantics.evaluator import evaluator
+from ..ir.texts import say
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class PassGuard:
     cls: str
 
     def wanted(self) -> str:
-        return f"`{self.text}` is false" if self.stops else f"`{self.text}` holds"
+        return say("guard_false" if self.stops else "guard_holds", guard=self.text)
 
 
 def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
@@ -36,7 +37,7 @@ def _init_guards(info: ModuleInfo, cls: cst.ClassDef) -> list[str]:
             for n in find_all(stmt, cst.If):
                 text = " ".join(info.code(n.test).split())
                 if len(text) < 120 and text not in out:
-                    out.append(f"guard in __init__: `{text}`")
+                    out.append(say("guard_in_init", guard=text))
     return out
 
 
@@ -45,7 +46,7 @@ def _registered_as(info: ModuleInfo, node, called_names: list[str], patterns) ->
     for call in _calls_to(node, {n for n in called_names if patterns.get(n)}):
         text = " ".join(info.code(call).split())
         if any(a.keyword is not None and a.keyword.value not in ("vllm_config", "config") for a in call.args) and len(text) <= 140:
-            g = f"registered as `{text}`"  # the constants the pattern is traced with
+            g = say("registered_as", call=text)  # the constants the pattern is traced with
             if g not in out:
                 out.append(g)
     return out

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from ..ir.texts import table as texts_table
+
 
 def to_json(a) -> dict:
     from .. import __version__
 
     errors = [{"file": e.file, "reason": e.reason} for e in a.errors]
-    return {
+    report = {
         "schema_version": 1,
         "tool": {"name": "fusion-analyze", "version": __version__},
         "backend": a.session.backend,
@@ -25,6 +27,10 @@ def to_json(a) -> dict:
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "load_time_fusers": a.walk.load_time,
     }
+    # every sentence above that code wrote through ir/texts.py `say`, with its key and arguments: the English
+    # stays where it is, and a renderer says it again in the report's language
+    report["texts"] = texts_table(report)
+    return report
 
 
 def _opportunity(a, o) -> dict:
@@ -42,7 +48,8 @@ def _estimate_inputs(a) -> dict:
     return {"shapes": dict(sorted(shapes.dims.items())) if shapes is not None else {},
             "shapes_source": shapes.source if shapes is not None else None,
             "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
-            "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp}
+            "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp, "ep": a.ep,
+            "steps": {name: m.step.to_json() for name, m in sorted(a.steps.items())}}
 
 
 def _alternatives(items: list[dict]) -> list[dict]:

@@ -12,6 +12,7 @@ import jinja2
 from ..resources import data_dir, load_yaml
 from ..ir.conditions import split_outside
 from ..ir.states import ORDER
+from ..ir.texts import Texts, code_span
 
 ROLES = [
     ("model", "主模型类"),
@@ -24,11 +25,13 @@ ROLES = [
     ("moe_experts", "MoE experts"),
 ]
 SECTIONS = [("prologue", "Prologue"), ("layer", "Decoder layer"), ("epilogue", "Epilogue")]
+# (the labels a report shows for ROLES and SECTIONS are labels.yaml `roles` and `sections`, in its language)
 _HIDE = {"view", "cast", "identity"}
 
 
-def op_line(op: dict) -> str:
-    """One op per line: module, layer class, kernels, file:line, condition."""
+def op_line(op: dict, L: dict | None = None) -> str:
+    """One op per line: module, layer class, kernels, file:line, condition (its words in L's language)."""
+    L = L or labels("en")
     what = op["kind"]
     if op["attrs"].get("role") == "router":
         what = "router matmul"
@@ -47,18 +50,20 @@ def op_line(op: dict) -> str:
         head += ")"
     extra = []
     if op["attrs"].get("params_dtype"):  # the backend's class decides the weights' dtype (FP32 router)
-        extra.append(f"weights {op['attrs']['params_dtype']}")
+        extra.append(f"{L['op_weights']} {op['attrs']['params_dtype']}")
     if op["attrs"].get("all_reduce"):
         extra.append(f"all-reduce {op['attrs']['all_reduce']}")
     if op["kernels"]:  # what always runs, then what runs only when a test in its code holds (the JSON has each test)
         always = sorted({k["name"] for k in op["kernels"] if not k.get("condition")})
         tested = sorted({k["name"] for k in op["kernels"] if k.get("condition")} - set(always))
         if always:
-            extra.append("kernels: " + ", ".join(always[:6]) + (" …" if len(always) > 6 else ""))
+            extra.append(f"{L['op_kernels']}: " + ", ".join(always[:6]) + (" …" if len(always) > 6 else ""))
         if tested:
-            extra.append("conditional: " + ", ".join(tested[:4]) + (f" and {len(tested) - 4} more" if len(tested) > 4 else ""))
+            extra.append(f"{L['op_conditional']}: " + ", ".join(tested[:4])
+                         + (" " + L["op_more"].format(n=len(tested) - 4) if len(tested) > 4 else ""))
     if op["condition"]:
-        extra.append(f"if {op['condition']}" if len(op["condition"]) < 90 else "if " + op["condition"][:87] + "…")
+        cond = op["condition"] if len(op["condition"]) < 90 else op["condition"][:87] + "…"
+        extra.append(f"{L['conditional_if']} {condition_text(cond, L)}")
     tail = f"  [{'; '.join(extra)}]" if extra else ""
     return f"{head:<70} {op['file']}:{op['line']}{tail}"
 
@@ -75,35 +80,59 @@ def _labels() -> dict:
 def labels(lang: str) -> dict:
     from ..errors import UserError
 
-    data = _labels()
+    data = {k: v for k, v in _labels().items() if k != "texts"}  # `texts`: the sentences of ir/texts.py
     if lang not in data:
         raise UserError(f"--lang {lang}: use one of {', '.join(sorted(data))}")
     return data[lang]
 
 
+def condition_text(text: str, L: dict) -> str:
+    """A condition as the walk prints it (code), with the few words it carries in L's language: `built when`
+    before the tests a layer is built under, `(one of N call paths)`."""
+    text = text.replace("built when ", L["built_when"] + " ")
+    return re.sub(r"\(one of (\d+) call paths\)", lambda m: L["one_of_paths"].format(n=m.group(1)), text)
 
 
-def _state(o: dict, L: dict) -> str:
+def _condition_md(text, L: dict, T) -> str:
+    """One of an opportunity's conditions: a sentence (a flag's default, a guard) in the report's language, a
+    test as code."""
+    said = T(text)
+    return said if said is not text else code_span(condition_text(text, L))
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters with `…`, a code span it cuts closed."""
+    if len(text) <= width:
+        return text
+    cut = text[:width].rstrip()
+    return cut + ("`" if cut.count("`") % 2 else "") + "…"
+
+
+def _state(o: dict, L: dict, T=None) -> str:
+    T = T or Texts(None, "en")
     b = o["benefit"]
     if o["status"] == "open" and b.get("rejected"):
-        return f"{L['rejected']}: {b['rejected']}"
+        return f"{L['rejected']}: {T(b['rejected'])}"
     text = L["status"][o["status"]]
     ev = o["evidence"][0] if o["evidence"] else None
     if ev and o["status"] != "open":
-        text += f" (`{ev['file']}` L{ev['line']}: {ev['what'][:80]})"
+        text += f" (`{ev['file']}` L{ev['line']}: {_cut(T(ev['what']), 80)})"
     elif o["status"] == "inactive" and o["conditions"]:
-        text += f": {o['conditions'][0]}"
+        text += f": {_condition_md(o['conditions'][0], L, T)}"
     elif ev:
         text += f" (`{ev['file']}` L{ev['line']})"
     if o.get("note"):
-        text += f"; {o['note'][:140]}"
+        text += f"; {_cut(T(o['note']), 140)}"
     cond = o.get("conditional")
     if cond:  # the undecided test it rests on, said in the row itself
-        first = re.sub(r"^built when ", "", (cond["when"] or cond["state_if"])[0])  # the test, not how it is known
+        test = (cond["when"] or cond["state_if"])[0]
+        first = re.sub(r"^built when ", "", test)  # the test, not how it is known
         more = len(cond["when"]) + len(cond["state_if"]) - 1
         # a test on the layer's index holds in some layers of one model (a hybrid stack): said as where, not if
         word = L["conditional_layers"] if re.search(r"\blayer_id(x)?\b", first) else L["conditional_if"]
-        text += f" — {word} `{short_condition(first)}`" + (f" (+{more})" if more else "")
+        said = T(test)  # a sentence (a pass's guard, a constant it is traced with), else code
+        shown = _cut(said, 72) if said is not test else f"`{condition_text(short_condition(first), L)}`"
+        text += f" — {word} {shown}" + (f" (+{more})" if more else "")
     return text.replace("|", "\\|")
 
 
@@ -130,14 +159,36 @@ def short_condition(text: str, width: int = 72) -> str:
     return cut + " …" + "".join(reversed(stack))
 
 
-def _cuda_text(o: dict, L: dict) -> str:
+def _cuda_text(o: dict, L: dict, T=None) -> str:
+    T = T or Texts(None, "en")
     c = o["cuda"]
     text = L["cuda_status"].get(c["status"], c["status"])
     if c.get("pass"):
-        text += f": `{c['pass']}` (`{c['flag']}` = {c['default']})"
+        default = T(c["default"])
+        text += f": `{c['pass']}` (`{c['flag']}` = {default if default is not c['default'] else code_span(str(default))})"
     elif c.get("kernels"):  # the layer's CUDA path runs one kernel where Ascend runs its native ops
         text += ": " + ", ".join(f"`{k}`" for k in c["kernels"][:2]) + (f" ({c['runs']})" if c.get("runs") else "")
     return text.replace("|", "\\|")
+
+
+def saving_share(o: dict) -> float:
+    """The rank of an open row: the larger share of its step that fusing it saves (decode or prefill); -1 when it
+    is not costed or does not pay."""
+    b = o["benefit"]
+    if o["status"] != "open" or b.get("rejected") or not b["numbers"]:
+        return -1.0
+    return max(n["share_of_step"] for n in b["numbers"].values())
+
+
+def _us(x: float) -> str:
+    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} µs"
+
+
+def _saving_cell(o: dict, name: str) -> str:
+    n = o["benefit"]["numbers"].get(name)
+    if not n or o["benefit"].get("rejected"):
+        return "-"
+    return f"{_us(n['model']['time_us'])} ({n['share_of_step'] * 100:.1f}%)"
 
 
 def _benefit_text(o: dict, L: dict) -> str:
@@ -145,22 +196,62 @@ def _benefit_text(o: dict, L: dict) -> str:
 
     b = o["benefit"]
     parts = []
-    for name in ("prefill", "decode"):
+    for name in ("decode", "prefill"):
         n = b["numbers"].get(name)
         if not n:
             continue
         pl, m = n["per_layer"], n["model"]
-        text = (f"{name} ({n['num_tokens']} tokens): {L['saved_bytes']} {human_bytes(m['bytes'])} "
-                f"({L['per_layer']} {human_bytes(pl['bytes'])}), {m['launches']} {L['launches']}, "
-                f"{L['time']} ≈ {m['time_us']} µs")
-        if "share_of_step" in n:
-            text += f" ({n['share_of_step'] * 100:.1f}% of a ~{n['step_us']} µs weight-bound decode step)"
-        parts.append(text)
+        parts.append(L["benefit_line"].format(
+            step=L["step_names"][name], tokens=n["num_tokens"], mode=L["modes"].get(n["mode"], n["mode"]),
+            saved=_us(m["time_us"]), per_layer=_us(pl["time_us"]), before=_us(pl["before_us"]),
+            after=_us(pl["after_us"]), share=f"{n['share_of_step'] * 100:.1f}", step_us=_us(n["step_us"]),
+            bytes=human_bytes(pl["bytes"]), launches=pl["launches"]))
     if not parts:
-        parts.append(b["formula"])
+        nbytes, _, launches = b["formula"].partition("; ")
+        parts.append(L["benefit_formula"].format(bytes=nbytes, launches=launches) if launches.isdigit()
+                     else b["formula"])
     if b.get("note"):
-        parts.append(b["note"])
+        parts.append(L["not_costed"] if b["note"].startswith("not costed") else b["note"])
     return "; ".join(parts)
+
+
+def _when(row: dict, L: dict) -> str:
+    cond = row.get("conditional")
+    if not cond:
+        return ""
+    first = re.sub(r"^built when ", "", (cond["when"] or cond["state_if"])[0])
+    return f" — {L['conditional_if']} `{short_condition(first, 48)}`"
+
+
+def _step_text(est: dict, L: dict) -> str:
+    """The line under the ranked list: what one step is, on which device, per rank."""
+    dev = est.get("device") or {}
+    if not dev:
+        return ""
+    launch = dev.get("launch_us")
+    launch_text = (L["launch_modes"].format(eager=launch.get("eager"), graph=launch.get("graph"))
+                   if isinstance(launch, dict) else f"{launch} µs")
+    tp = est.get("tp")
+    par = L["parallel"].format(tp=tp or 1, ep=est.get("ep") or 1, note="" if tp else f" ({L['tp_default']})")
+    text = f"{par} · {dev.get('name')} ({dev.get('hbm_gb_s')} GB/s, {dev.get('tflops')} TFLOPS, {launch_text})"
+    steps = est.get("steps") or {}
+    scen = est.get("scenarios") or {}
+    for name in ("decode", "prefill"):
+        st, sc = steps.get(name), scen.get(name, {})
+        if not st:
+            continue
+        text += " · " + L["step_line"].format(step=L["step_names"][name], tokens=sc.get("num_tokens"),
+                                              kv=sc.get("kv_len"), mode=L["modes"].get(st["mode"], st["mode"]),
+                                              us=_us(st["step_us"]))
+        if st["not_costed"]:
+            text += " " + L["step_partial"].format(n=st["not_costed"])
+    return text
+
+
+def _top(rows: list[dict], limit: int = 5) -> list[dict]:
+    """The open rows that pay, largest saving first (the report's first section)."""
+    ranked = [r for r in rows if saving_share(r) > 0]
+    return ranked[:limit]
 
 
 def render_data(data: dict, template: str | None = None, lang: str = "zh") -> str:
@@ -190,36 +281,72 @@ def _shipped_template():
     return env.get_template("report.md.j2")
 
 
+def _blocks(rows: list[dict], L: dict) -> list[dict]:
+    """The op lines of a sequence; a condition shared by consecutive ops (a block) said once, above them."""
+    out: list[dict] = []
+    i = 0
+    while i < len(rows):
+        op, j = rows[i], i + 1
+        cond = op["condition"]
+        while cond and j < len(rows) and rows[j]["condition"] == cond and rows[j]["section"] == op["section"]:
+            j += 1
+        if cond and j - i >= 2:
+            text = cond if len(cond) <= 200 else short_condition(cond, 200)
+            out.append({"section": op["section"], "line_text": f"# {L['conditional_if']} {condition_text(text, L)}:"})
+            out.extend({**r, "line_text": op_line({**r, "condition": None}, L)} for r in rows[i:j])
+        else:
+            out.extend({**r, "line_text": op_line(r, L)} for r in rows[i:j])
+        i = j
+    return out
+
+
 def _render(tmpl, data: dict, lang: str) -> str:
+    L = labels(lang)
+    T = Texts(data.get("texts"), lang)  # the report's sentences (ir/texts.py), said in `lang`
     ops, other = [], []
     for op in data["ops"]:
         if op["kind"] in _HIDE:
             continue
-        if op["steady"]:
-            ops.append({**op, "line_text": op_line(op)})
-        elif op["attrs"].get("other_branch"):
-            other.append({**op, "line_text": op_line(op)})
-    L = labels(lang)
-    opps = sorted(data.get("opportunities", []),  # a conditional row after the decided ones of its state
-                  key=lambda o: (ORDER[o["status"]], "conditional" in o, -o["benefit"]["priority"], o["id"]))
+        if op["steady"] and op.get("on_path", True):
+            ops.append(op)
+        elif op["attrs"].get("other_branch") or op["steady"]:  # the other side of a test: an alternative
+            other.append(op)
+    ops, other = _blocks(ops, L), _blocks(other, L)
+    # open rows that pay first, by the share of a step they save; then the rest by state (a conditional row
+    # after the decided ones of its state)
+    opps = sorted(data.get("opportunities", []),
+                  key=lambda o: (-saving_share(o), ORDER[o["status"]], "conditional" in o, -o["benefit"]["priority"],
+                                 o["id"]))
     table, open_ = [], []
     from ..estimate.benefit import STARS
 
+    costed = bool(data.get("estimate", {}).get("steps"))
     for o in opps:
-        row = {**o, "stars": STARS[o["benefit"]["priority"]], "title": o["title"][lang],
-               "state": _state(o, L), "target": (o.get("target") or {}).get(lang, ""), "cuda_text": _cuda_text(o, L)}
+        is_open = o["status"] == "open" and not o["benefit"].get("rejected")
+        stars = STARS[o["benefit"]["priority"]] if is_open and (o["benefit"]["numbers"] or not costed) else ""
+        row = {**o, "stars": stars, "title": o["title"][lang],
+               "state": _state(o, L, T), "target": (o.get("target") or {}).get(lang, ""), "cuda_text": _cuda_text(o, L, T),
+               "decode": _saving_cell(o, "decode"), "prefill": _saving_cell(o, "prefill"),
+               "where": f"`{o['file']}` L{o['line']}", "kernel": o["interface"]["name"]}
         if o["cuda_only"]:
             row["state"] = f"**{row['state']}** {L['cuda_only']}"
         table.append(row)
-        if o["status"] == "open" and not o["benefit"].get("rejected"):
-            files = [{"file": e["file"], "line": e["line"], "what": e["what"]} for e in o["evidence"]]
+        if is_open:
+            files = [{"file": e["file"], "line": e["line"], "what": T(e["what"])} for e in o["evidence"]]
+            message = o["message"].get(lang, "") if isinstance(o["message"], dict) else o["message"]
             open_.append({**row, "files": files, "stub": o["interface"]["stub"], "benefit_text": _benefit_text(o, L),
-                          "message": o["message"]})
+                          "message": message, "conditions": [_condition_md(c, L, T) for c in o["conditions"]]})
+    est = data.get("estimate", {})
+    if est.get("shapes_source"):  # a preset's name and source: said in the report's language
+        est = {**est, "shapes_source": T(est["shapes_source"])}
+    top = [{**r, "when": _when(r, L)} for r in _top(table)]
     return tmpl.render(
-        L=L, table=table, open=open_, estimate=data.get("estimate", {}),
+        L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
-        repeat=data["repeat"], ops=ops, roles=ROLES, sections=SECTIONS, unknowns=data["unknown_callees"],
+        repeat=data["repeat"], ops=ops, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],
+        sections=[(s, L["sections"].get(s, s)) for s, _ in SECTIONS], unknowns=data["unknown_callees"],
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),
         load_time_fusers=data.get("load_time_fusers"), other_branch=other,
+        T=T, cond=lambda text: code_span(condition_text(text, L)) if text else text, code=code_span,
     )

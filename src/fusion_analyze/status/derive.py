@@ -17,6 +17,7 @@ from ..match.matcher import Graph, Match, match_pattern
 from ..match.patterns import FUSED_KERNEL_FORM, Pattern
 from ..ir.ops import Kernel, Op
 from ..ir.states import Status
+from ..ir.texts import Said, joined, literal, say
 
 if TYPE_CHECKING:  # the passes the session read from the trees: only their data is used here
     from ..passes.ascend_passes import GraphPass
@@ -85,12 +86,18 @@ def _op_conditions(ops: list[Op]) -> list[str]:
 
 
 def _fill(text: str, m: Match) -> str:
+    """The pattern's text with `{node.attrs.key}` filled in from the match (in each language of a `literal`)."""
     def sub(mo):
         node, _, key = mo.group(1).partition(".attrs.")
         op = m.ops.get(node)
         return str(op.attrs.get(key, "?")) if op is not None else mo.group(0)
 
-    return re.sub(r"\{(\w+\.attrs\.\w+)\}", sub, text)
+    def fill(one: str) -> str:
+        return re.sub(r"\{(\w+\.attrs\.\w+)\}", sub, one)
+
+    if isinstance(text, Said) and "zh" in text.spec:
+        return literal({lang: fill(t) for lang, t in text.spec.items()})
+    return fill(text)
 
 
 def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> list[tuple[Op, Kernel, list[str]]]:
@@ -235,7 +242,7 @@ def _ascend_pass(m: Match, passes: list[GraphPass], around: list[Op] | None = No
         for p in passes:
             for pat in p.enclosing(m.pattern.covers, wider, matched):
                 found.append((p, pat, list(pat.failed), list(pat.undecided)
-                              + [f"as part of {pat.name}, which also fuses {', '.join(sorted(pat.prims - set(m.pattern.covers)))} around it"],
+                              + [say("pass_encloses", pattern=pat.name, prims=sorted(pat.prims - set(m.pattern.covers)))],
                               bool(pat.failed)))
     found.sort(key=lambda f: bool(f[2]))  # stable: the passes' own order among those that register
     return found[0] if found else None
@@ -276,21 +283,19 @@ def _matcher_misfit(m: Match, pat, graph: Graph) -> list[str]:
     out = []
     split = [op for op in span if op.kind in _SPLITTING]
     if split:
-        out.append(f"{split[0].name} ({split[0].kind}, {split[0].file}:{split[0].line}) runs between them, and "
-                   "vLLM compiles the model piecewise, split at attention: they are in two graphs")
+        out.append(say("misfit_split", name=split[0].name, kind=split[0].kind, where=f"{split[0].file}:{split[0].line}"))
     streams = {op.attrs.get("stream") for op in ops}
     if len(streams) > 1:  # a pattern is matched in one stream's graph: ops on two streams are not one match
-        on = sorted(s or "the default stream" for s in streams)
-        out.append(f"the matched ops run on different device streams ({'; '.join(on)})")
+        on = sorted(s or say("default_stream") for s in streams)
+        out.append(say("misfit_streams", streams=joined(on, "; ")))
     if getattr(pat, "outputs", 0) == 1:
         ids = {op.id for op in ops}
         for op in ops[:-1]:
             users = [o for o in graph.ops if o.id not in ids and op.id in graph.sources(o, ("view", "cast"))]
             if users:
                 u = users[0]
-                out.append(f"{op.name}'s output ({op.file}:{op.line}) is also read by {u.name} ({u.file}:{u.line}), "
-                           "outside the pattern, which returns one value: a match whose intermediate has other "
-                           "users is not replaced")
+                out.append(say("misfit_users", name=op.name, where=f"{op.file}:{op.line}", user=u.name,
+                               user_where=f"{u.file}:{u.line}"))
                 break
     return out
 
@@ -302,9 +307,10 @@ def _constant_check(m: Match, key: str, values: tuple, where: str | None) -> tup
     at = f" ({where})" if where else ""
     if wrong:
         op = wrong[0]
-        return [f"it is registered for {key} in {_listed(values)} only{at}; {op.name} has {key} = {op.attrs.get('values', {})[key]!r}"], []
+        return [say("constant_other", key=key, values=_listed(values), at=at, name=op.name,
+                    value=repr(op.attrs.get('values', {})[key]))], []
     if not ops:  # no op of the match knows its own value
-        return [], [f"the model's {key} is one of {_listed(values)}: the pattern is registered for those only{at}"]
+        return [], [say("constant_unknown", key=key, values=_listed(values), at=at)]
     return [], []
 
 
@@ -315,13 +321,13 @@ def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
         return [], []
     heads = {op.attrs.get("values", {})["head_size"] for op in m.op_list if op.kind == "rope" and "head_size" in op.attrs.get("values", {})}
     norms = [op for op in m.op_list if op.kind == "rmsnorm"]
-    at = f"it normalises over {pat.norm_over} ({file}:{pat.line})"
+    at = say("norm_over", over=pat.norm_over, where=f"{file}:{pat.line}")
     if len(heads) == 1:
         head = next(iter(heads))
         wide = [op for op in norms if op.attrs.get("values", {}).get("hidden_size") not in (None, head)]
         if wide:
-            return [f"{at}; {wide[0].name} normalises {wide[0].attrs.get('values', {})['hidden_size']} values, the rotary "
-                    f"head size is {head} (a norm over the whole projection)"], []
+            return [say("norm_wide", at=at, name=wide[0].name, width=wide[0].attrs.get('values', {})['hidden_size'],
+                        head=head)], []
         if all("hidden_size" in op.attrs.get("values", {}) for op in norms):
             return [], []
     # not known as numbers: compared as the code they are built from (symbolic widths). A norm over
@@ -334,11 +340,10 @@ def _width_check(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
         for op, width in widths:
             factors = split_outside(width, " * ")
             if len(factors) > 1 and head in factors:
-                return [f"{at}; {op.name} normalises {' * '.join(factors)} values, the rotary head size is {head} "
-                        f"(a norm over the whole projection, whatever the configuration)"], []
+                return [say("norm_wide_always", at=at, name=op.name, width=' * '.join(factors), head=head)], []
         if all(width == head for _op, width in widths):
             return [], []
-    return [], [f"the norms normalise per head: {pat.name} {at[3:]}"]
+    return [], [say("norm_per_head", pattern=pat.name, over=pat.norm_over, where=f"{file}:{pat.line}")]
 
 
 def _arith_fit(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
@@ -349,7 +354,6 @@ def _arith_fit(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
     nodes = pat.arith
     if not nodes:
         return [], []
-    where = f"{pat.name} ({file}:{pat.line})"
     reasons: list[str] = []
     for start in [op for op in m.op_list if op.kind == nodes[0][1]]:
         bound, why = {nodes[0][0]: start}, _node_misfit(nodes[0], start, {})
@@ -357,7 +361,7 @@ def _arith_fit(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
             candidates = [op for op in m.op_list if op.kind == node[1] and
                           any(x[0] == "tmp" and bound[x[1]].outputs and bound[x[1]].outputs[0] in op.inputs for x in node[2:])]
             if not candidates:
-                why = f"no {node[1]} reads the {nodes[0][1]}'s output directly (the pattern has no op in between)"
+                why = say("arith_not_direct", kind=node[1], first=nodes[0][1])
                 break
             whys = [_node_misfit(node, op, bound) for op in candidates]
             if None not in whys:
@@ -370,7 +374,8 @@ def _arith_fit(m: Match, pat, file: str) -> tuple[list[str], list[str]]:
             if why is None:
                 return [], undecided
         reasons.append(why)
-    return [f"{where} is {_pattern_text(nodes)}; {reasons[0] if reasons else 'the model has no ' + nodes[0][1]}"], []
+    return [say("arith_misfit", pattern=pat.name, where=f"{file}:{pat.line}", expr=_pattern_text(nodes),
+                why=reasons[0] if reasons else say("arith_none", kind=nodes[0][1]))], []
 
 
 def _constants_fit(consts: list, pat, file: str) -> tuple[str | None, list[str]]:
@@ -382,30 +387,34 @@ def _constants_fit(consts: list, pat, file: str) -> tuple[str | None, list[str]]
     for code, op in consts:
         kw = code.removeprefix("self.")
         mine, theirs = op.attrs.get("scalar_value"), values.get(kw)
-        said = f"{op.attrs.get('scalar_code', 'its scalar')}{' = ' + repr(mine) if mine is not None else ''}"
+        scalar = op.attrs.get('scalar_code') or say("its_scalar")
+        said = joined([scalar, f" = {mine!r}"], "") if mine is not None else scalar
         traced = f"{code} = {codes.get(kw, kw)}{' = ' + repr(theirs) if theirs is not None else ''}"
         if mine is not None and theirs is not None:
             if mine != theirs:
-                return f"it traces {traced} ({pat.registered or file}); {op.name} at {op.file}:{op.line} scales by {said}", []
+                return say("constant_traced", traced=traced, where=pat.registered or file, name=op.name,
+                           at=f"{op.file}:{op.line}", said=said), []
             continue
-        undecided.append(f"{op.name} at {op.file}:{op.line} scales by {said}, the value {pat.name} traces ({traced}, {pat.registered or file})")
+        undecided.append(say("constant_scales", name=op.name, at=f"{op.file}:{op.line}", said=said, pattern=pat.name,
+                             traced=traced, where=pat.registered or file))
     return None, undecided
 
 
 def _node_misfit(node, op: Op, bound: dict) -> str | None:
     """Why one model op is not this pattern node (operand order, a scalar where the pattern has a tensor)."""
     _out, kind, left, right = node
-    at = f"{op.name} at {op.file}:{op.line}"
+    at = {"name": op.name, "at": f"{op.file}:{op.line}"}
     for side, x in (("left", left), ("right", right)):
         scalar_here = op.attrs.get("scalar_side") == side
         if x[0] == "const" and not scalar_here:
-            return f"{at} has no scalar on the {side}, where the pattern has {x[1]}"
+            return say("node_no_scalar", **at, side=say(f"side_{side}"), want=x[1])
         if x[0] != "const" and scalar_here:
-            return f"{at} has the scalar {op.attrs.get('scalar_code')} on the {side}, where the pattern has a tensor"
+            return say("node_scalar", **at, scalar=op.attrs.get('scalar_code'), side=say(f"side_{side}"))
         if x[0] == "tmp":
             first = op.attrs.get("lhs") == bound[x[1]].outputs[0]
             if first != (side == "left"):
-                return f"{at} takes the {bound[x[1]].kind} result on the {'right' if first is False else 'left'}, the pattern on the {side}"
+                return say("node_operand_side", **at, kind=bound[x[1]].kind,
+                           got=say(f"side_{'right' if first is False else 'left'}"), side=say(f"side_{side}"))
     return None
 
 
@@ -445,26 +454,28 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                 rests = dict((name, r) for name, r, _p in k.paths or ())
                 for path in paths or [None]:
                     rest = rests.get(path) if path else k.condition
-                    c += [f"{path + ': ' if path else ''}{k.name} runs when {rest}"] if rest else []
+                    runs = say("kernel_runs_when", kernel=k.name, cond=rest)
+                    c += [joined([f"{path}: ", runs], "") if path else runs] if rest else []
                     ifs += [f"{path + ': ' if path else ''}{rest}"] if rest and alone else []
-                on = f"; {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}" if paths else ""
-                ev.append(_ev(k.file, k.line, f"{k.name} (in {where}{on})"))
+                said = (say("ev_kernel_in_paths" if len(paths) > 1 else "ev_kernel_in_path", kernel=k.name, where=where,
+                            paths=paths) if paths else say("ev_kernel_in", kernel=k.name, where=where))
+                ev.append(_ev(k.file, k.line, said))
             return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None, ifs
         hit_pass = _ascend_pass(m, ascend_passes, around)
         if hit_pass is not None:
             p, pat, failed, undecided, unregistered = hit_pass
             if failed:
                 if unregistered:  # a guard of the pass, or a constant the pattern is traced with
-                    note = f"{p.name} would rewrite this, but does not register {pat.name} for this model: {'; '.join(failed)}"
+                    note = say("pass_unregistered", name=p.name, pattern=pat.name, why=failed)
                 else:  # registered, but the graph it traces is not the model's
-                    note = f"{p.name} would rewrite this, but its {pat.name} traces another graph: {'; '.join(failed)}"
+                    note = say("pass_other_graph", name=p.name, pattern=pat.name, why=failed)
                 return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
             misfit = _matcher_misfit(m, pat, graph) if graph is not None else []
             if misfit:  # the pass is registered for this graph, but Inductor's matcher will not replace the match
-                note = f"{p.name} would rewrite this, but torch's pattern matcher does not: {'; '.join(misfit)}"
+                note = say("pass_matcher_misfit", name=p.name, why=misfit)
                 return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
             if p.default_on() is False:
-                note = f"{p.name} would rewrite this, but {p.flag} is {p.default} by default: enable it to fuse"
+                note = say("pass_off", name=p.name, flag=p.flag, default=p.default)
                 return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note, []
             ifs = [u for u in undecided if not u.startswith("as part of ")]
             return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None, ifs
@@ -473,33 +484,32 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
         # kernel is known to do it all
         separate = _moe_separate(ops, around or [], need)
         if separate or not _one_kernel_does(ops + list(around or []), need):
-            said = (f"separate kernels: {', '.join(separate)}" if separate
-                    else "kernels not all known here, and none known to do it all")
-            note = f"the model hands it to the MoE layer ({m.form.fused_in_model}), but the Ascend runner runs {said}"
+            note = (say("moe_handed_separate", form=m.form.fused_in_model, kernels=separate) if separate
+                    else say("moe_handed_unknown", form=m.form.fused_in_model))
             return Status.OPEN, conds, sites, note, []
     if m.form.fused_in_model:
         native = [op for op in ops if op.attrs.get("native") and op.kind == m.form.nodes[0].kinds[0]] if backend == "ascend" else []
         if native:
-            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but on Ascend {native[0].layer_class}: "
-                    f"{native[0].attrs.get('native')}")
+            note = say("fused_layer_native", form=m.form.fused_in_model, cls=native[0].layer_class,
+                       native=native[0].attrs.get('native'))
             return Status.OPEN, conds, [_ev(native[0].attrs.get("class_file") or native[0].file, native[0].attrs.get("class_line"), f"class {native[0].layer_class}")] + sites, note, []
         separate = _separate_kernels(ops, need) if backend == "ascend" else []
         if separate:
-            note = (f"the model calls one fused layer ({m.form.fused_in_model}), but the Ascend path runs "
-                    f"separate kernels: {', '.join(separate)}")
+            note = say("fused_layer_separate", form=m.form.fused_in_model, kernels=separate)
             return Status.OPEN, conds, sites, note, []
         ev = []
         for op in [m.ops[n.name] for n in m.form.nodes if n.name in m.ops] + ops:  # the form's own layer first
             if cls_file := op.attrs.get("class_file"):
                 by = op.attrs.get("fused_by")
-                by = f" (built at load time by the Transformers backend's {by})" if by and "Fuser" in by else ""
-                ev.append(_ev(cls_file, op.attrs.get("class_line"), f"class {op.layer_class}: {m.form.fused_in_model}{by}"))
+                said = (say("ev_class_fused_by", cls=op.layer_class, form=m.form.fused_in_model, fuser=by)
+                        if by and "Fuser" in by else say("ev_class_fused", cls=op.layer_class, form=m.form.fused_in_model))
+                ev.append(_ev(cls_file, op.attrs.get("class_line"), said))
                 break
         return Status.FUSED_IN_MODEL, conds, ev + sites, None, []
     separate = _separate_kernels(ops, need) if backend == "ascend" else []
     if backend == "ascend" and not separate and any(op.kind == "moe" for op in ops):
         separate = _moe_separate(ops, around or [], need)  # what the MoE layer's runner runs for it
-    note = f"the Ascend path runs it as separate kernels: {', '.join(separate)}" if separate else None
+    note = say("separate_kernels", kernels=separate) if separate else None
     return Status.OPEN, conds, sites, note, []
 
 
@@ -511,8 +521,7 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
         if any(op.kind == "moe" for op in m.op_list) and m.pattern.category == "moe":
             # the gate or the shared experts handed to the MoE layer: vLLM's runner still runs the router GEMM,
             # the top-k kernel, the experts and the shared MLP as kernels of their own (placement, not fusion)
-            return {"status": "open", "note": f"the model hands it to the MoE layer ({m.form.fused_in_model}), "
-                                              "but vLLM's runner runs them as separate kernels"}
+            return {"status": "open", "note": say("cuda_moe_handed", form=m.form.fused_in_model)}
         return {"status": "fused_in_model"}
     inductor = _by_inductor(m, graph, inductor) if inductor is not None and not m.inactive else None
     if inductor is not None:
@@ -544,11 +553,11 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
     if not m.inactive and backend == "ascend" and any(
             (op.attrs.get("part") or op.attrs.get("step")) and not op.attrs.get("cuda_kernels") for op in m.op_list):
         # a composite layer's part or step walked on Ascend whose CUDA counterpart was not read: not a claim
-        return {"status": "unknown", "note": "what vLLM runs for this part of the layer on CUDA is not read"}
+        return {"status": "unknown", "note": say("cuda_part_not_read")}
     if not m.inactive and backend == "ascend" and all(
             op.file.startswith("vllm_ascend/") and op.attrs.get("role") != "shared_expert" for op in m.op_list):
         # vllm-ascend's own code (its MLA implementation, its model classes): CUDA runs other code for it
-        return {"status": "unknown", "note": "the ops are vllm-ascend's own code; what vLLM runs for it on CUDA is not read"}
+        return {"status": "unknown", "note": say("cuda_ascend_own_code")}
     return {"status": "inactive" if m.inactive else "open"}
 
 
@@ -590,8 +599,7 @@ def _by_inductor(m: Match, graph: Graph | None, inductor: dict) -> dict | None:
         # Inductor fuses the element-wise ops on either side of it, not the chain across it
         return None
     cuda = sorted({k for op in ops for k in op.attrs.get("cuda_kernels") or ()})
-    out = {"status": "fused_by_inductor", "evidence": _ev(inductor["file"], inductor["line"],
-                                                              "custom_ops 'none' under Inductor (vLLM's default compilation)")}
+    out = {"status": "fused_by_inductor", "evidence": _ev(inductor["file"], inductor["line"], say("ev_inductor"))}
     if cuda:  # the CustomOp's own kernel runs only where custom_ops enables it (`+<name>`)
         out["kernels_if_enabled"] = cuda
         out["runs_if_enabled"] = next(op.attrs.get("cuda_runs") for op in ops if op.attrs.get("cuda_kernels"))
@@ -613,14 +621,14 @@ def _cuda_fusing(m: Match, backend: str | None) -> dict | None:
             fusing.sort(key=lambda n: (n in tests, (tests.get(n) or "").count(" and "), n))
             out = {"status": "fused_by_kernel", "kernels": fusing, "runs": op.attrs.get("cuda_runs")}
             if any(tests.get(k) for k in fusing):
-                out["conditions"] = [f"{k} runs when {tests[k]}" for k in fusing if tests.get(k)]
+                out["conditions"] = [say("kernel_runs_when", kernel=k, cond=tests[k]) for k in fusing if tests.get(k)]
             return out
     hits = _covering_kernels(m.op_list, need, "cuda") if backend == "cuda" else []
     if hits:
         op, k, _paths = hits[0]
         out = {"status": "fused_by_kernel", "kernels": [k.name], "runs": f"{op.layer_class or op.scope}"}
         if k.condition:
-            out["conditions"] = [f"{k.name} runs when {k.condition}"]
+            out["conditions"] = [say("kernel_runs_when", kernel=k.name, cond=k.condition)]
         return out
     return None
 
@@ -673,11 +681,9 @@ def _native_note(m: Match, note: str | None) -> str | None:
     same = next((op.attrs.get("same_math") for op in m.op_list if op.attrs.get("same_math")), None)
     total = max(int(op.attrs.get("native_ops") or 0) for op in m.op_list)
     more = max(int(op.attrs.get("native_ops_if") or 0) for op in m.op_list)
-    said = (f"no Ascend kernel: the native forward of {', '.join(sorted(str(x) for x in layers))} launches "
-            f"{total} separate PyTorch kernels on Ascend{f' (and up to {more} more under tests not decided)' if more else ''}"
-            f"; this chain is {len(m.op_list)} of them")
-    said += f"; {same}" if same else ""
-    return f"{said}; {note}" if note else said
+    said = say("native_note_more" if more else "native_note", layers=sorted(str(x) for x in layers), total=total,
+               more=more, n=len(m.op_list))
+    return joined([said] + [x for x in (same, note) if x], "; ")
 
 
 def _closest_kernel_scenario(matches: dict[str, list]) -> dict[str, list]:
@@ -748,7 +754,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         state_if = list(dict.fromkeys(c for it in items for c in it[4]))
         out.append(Opportunity(oid, pid, pat.category, status, conds, items[0][5],
                                evidence, op_ids, first.file, first.line, scope, pat,
-                               [it[0] for it in items], " | ".join(dict.fromkeys(it[3] for it in items if it[3])) or None,
+                               [it[0] for it in items], joined(list(dict.fromkeys(it[3] for it in items if it[3])), " | ") or None,
                                when, state_if))
     return out
 

@@ -19,6 +19,7 @@ from ..semantics.function_bodies import class_method, tables
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from ..semantics.values import Bindings
 from ..ir.conditions import Truth, join
+from ..ir.texts import say
 
 
 MAX_OTHER_LAYERS = 4  # other layer classes walked per layer list
@@ -108,7 +109,8 @@ class Calls(WalkerState):
                                 path=f"{frame.path}.{name}" if frame.path else name)
             why = frame.inst.why.get(name) if frame.inst.cls is not None else None
             return self._unknown_op(frame, s.stmt, name, _flat(args, kwargs), s.hint, s.cond, s.steady,
-                                    f"cannot tell which class builds self.{name}{': ' + why if why else ''}")
+                                    say("unknown_builder_why", attr=f"self.{name}", why=why) if why
+                                    else say("unknown_builder", attr=f"self.{name}"))
         return self._module_call(frame, sub, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
 
     def _submodule_method_call(self, s: CallSite):
@@ -136,7 +138,7 @@ class Calls(WalkerState):
                 return None
             args, kwargs = self._site_args(s)
             return self._unknown_op(frame, s.stmt, frame.module.code(func).strip(), _flat(args, kwargs), s.hint,
-                                    s.cond, s.steady, f"self.{func.value.attr.value} is {why}")
+                                    s.cond, s.steady, say("attr_is", attr=f"self.{func.value.attr.value}", why=why))
         name, path = func.attr.value, f"{frame.path}.{func.value.attr.value}".lstrip(".")
         sub = self.ctor.attr(owner, name)
         if sub is not None and sub.cls is not None:
@@ -283,7 +285,7 @@ class Calls(WalkerState):
         hub = hub_layer_kind(target.node) if isinstance(target, Definition) and target.kind == "function" else None
         if hub:  # transformers' apply_rotary_pos_emb: one rope, run as its PyTorch ops
             return self._op(frame, hub, target.name, None, stmt, inputs, hint, cond, steady, attrs={
-                "native": f"{target.name} ({target.module.rel}:{target.line}) runs as separate PyTorch ops"})
+                "native": say("hub_native", fn=target.name, where=f"{target.module.rel}:{target.line}")})
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
         owned = self._class_function(frame, func) if target is None else None
@@ -303,7 +305,7 @@ class Calls(WalkerState):
         name = dotted or frame.module.code(func).strip()
         if dotted and dotted.startswith("torch."):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
-        return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, "callee not in the taxonomy or the trees")
+        return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, say("unknown_callee"))
 
     def _class_function(self, frame, func):
         """(class, method) for `Class.method` with Class a class of the trees and method a static or class method
@@ -351,7 +353,7 @@ class Calls(WalkerState):
         # (a patch's saved original runs under the patched method's own name, once)
         if self._stack.count(key) >= (2 if replaced else 1) or (not replaced and any(
                 k.endswith(f".{fn.name.value}") and k.startswith(module.name) for k in self._stack[-1:])):
-            self._unknown(frame.path, module, fn, f"recursive call of {fn.name.value}() not followed")
+            self._unknown(frame.path, module, fn, say("recursive_call", fn=f"{fn.name.value}()"))
             return []
         sub = _Frame(frame.inst, owner or frame.cls, fn, module, frame.path, frame.facts.for_callee())
         if free:

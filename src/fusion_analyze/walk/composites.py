@@ -23,6 +23,7 @@ from ..semantics.scope import Scope
 from ..semantics.function_bodies import tables
 from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth
+from ..ir.texts import say
 
 
 class Composites(WalkerState):
@@ -51,7 +52,7 @@ class Composites(WalkerState):
             cls, origin, inst = self._part_class(sub, spec)
             if cls is None:
                 self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
-                              f"the {spec.part} of {sub.name} is not known: {origin}")
+                              say("part_unknown", part=spec.part, layer=sub.name, origin=origin))
                 continue
             impl = self.backends.implementation(cls)
             # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
@@ -87,7 +88,7 @@ class Composites(WalkerState):
                         kernels += [k for k in got_kernels if k not in kernels]
             if first is None:
                 self._unknown(f"{path}.{spec.part}", impl.module, impl.node,
-                              f"{impl.name} has none of {', '.join(spec.methods)}")
+                              say("has_none_of", cls=impl.name, methods=list(spec.methods)))
                 continue
             if spec.own_only and not kernels:  # the layer does none of it itself: nothing to show
                 continue
@@ -320,12 +321,12 @@ class Composites(WalkerState):
             mod, _, name = spec.cls.rpartition(".")
             cls = self.index.lookup(mod, name)
             if not (isinstance(cls, Definition) and cls.kind == "class"):
-                return None, f"{spec.cls} is not in the trees", None
+                return None, say("not_in_trees", name=spec.cls), None
             return cls, f"{name}, the backend's implementation", None
         if spec.attr is not None:
             inst = self._attr_path(sub, spec.attr)
             if inst is None:
-                return None, f"no attribute {spec.attr}", None
+                return None, say("no_attribute", attr=spec.attr), None
             return inst.cls, f"{sub.name}.{spec.attr}", inst
         reg = spec.registered_by
         name = reg.function.rsplit(".", 1)[-1] if reg is not None else "?"
@@ -334,8 +335,8 @@ class Composites(WalkerState):
         if len(classes) == 1:
             return classes[0], f"{name}() with {values}", None
         if classes:  # which one runs is chosen at run time: not a guess
-            return None, f"{name}() with {values} registers {', '.join(c.name for c in classes)}", None
-        return None, f"{name}() is not found or registers no class", None
+            return None, say("registers_several", fn=f"{name}()", values=values, classes=[c.name for c in classes]), None
+        return None, say("registers_none", fn=f"{name}()"), None
 
     def _attr_path(self, sub: Instance, dotted: str) -> Instance | None:
         """`a.b` of the instance, each step read on the backend's class (AscendRoutedExperts' quant_method, not

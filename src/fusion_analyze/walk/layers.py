@@ -22,6 +22,7 @@ from ..catalog.taxonomy import leaf_class_for, leaf_ops
 from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
 from ..semantics.values import Bindings, Known, selecting
 from ..ir.conditions import as_text, contradicts, join
+from ..ir.texts import say
 
 
 class Layers(WalkerState):
@@ -95,8 +96,8 @@ class Layers(WalkerState):
             attrs["ascend_file"] = impl.module.rel
         native = self.backends.runs_native(impl)
         if native:  # a dead fallback: Ascend runs the native PyTorch ops, whatever kernels the class names
-            attrs["native"] = (f"{impl.name + '.forward_oot' if impl is not sub.cls else 'no Ascend replacement: CustomOp.forward_oot'}"
-                               f" runs forward_native ({native}), separate PyTorch ops")
+            attrs["native"] = (say("native_runs", fn=f"{impl.name}.forward_oot", where=native) if impl is not sub.cls
+                               else say("native_runs_no_replacement", fn="CustomOp.forward_oot", where=native))
             if self.backends.forward_name(impl) == "forward_oot":
                 kernels = []  # (an own forward handing on to the dispatch keeps what it runs itself: a collective)
         if sub.fused_by:  # built by the Transformers backend's load-time rewrite

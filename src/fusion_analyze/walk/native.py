@@ -10,6 +10,7 @@ from ..index.modules import Definition
 from ..index.nodes import find_all
 from ..semantics.function_bodies import class_method
 from ..semantics.values import Bindings
+from ..ir.texts import say
 from .construction.constructor import Instance
 from .frame import WalkerState, nest_native
 
@@ -76,10 +77,9 @@ class NativeFallbacks(WalkerState):
                 return None
             methods = [f.name.value for c in mro[:i] for f in _class_body(c)
                        if type(f) is cst.FunctionDef and f.name.value != "__init__"]
-            what = f"only {', '.join(methods)}" if methods else "no method"
-            return (f"{cls.name} computes as {base.name} (it overrides {what}, none of its forward methods): "
-                    f"{replacement.name} ({replacement.module.rel}:{replacement.line}) would serve it, were it "
-                    f"registered for {cls.name}")
+            return say("same_math" if methods else "same_math_no_method", cls=cls.name, base=base.name,
+                       methods=methods, replacement=replacement.name,
+                       where=f"{replacement.module.rel}:{replacement.line}")
         return None
 
 

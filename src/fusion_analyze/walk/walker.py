@@ -17,6 +17,7 @@ from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
+from ..ir.texts import say
 from .kernels.backend_kernels import Backends
 from .layers import Layers
 from .native import NativeFallbacks
@@ -111,11 +112,11 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
             return []
         key = f"{inst.cls.qualname}.{method}"
         if self._stack.count(key) >= 2:
-            self._unknown(None, inst.cls.module, inst.cls.node, f"recursion into {key} stopped")
+            self._unknown(None, inst.cls.module, inst.cls.node, say("recursion_stopped", key=key))
             return []
         found = self._forward_of(inst.cls, method, inst)
         if found is None:
-            self._unknown(path, inst.cls.module, inst.cls.node, f"{inst.cls.name} has no {method}()")
+            self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
             return []
         owner, fn, module, patch = found
         frame = _Frame(inst, owner, fn, module, path, facts.for_callee())

@@ -14,6 +14,7 @@ from .default_choice import pick
 from ...semantics.scope import Scope, bind_params
 from ...semantics.function_bodies import tables
 from ...ir.conditions import join
+from ...ir.texts import say
 
 if TYPE_CHECKING:
     from .constructor import Instance
@@ -199,10 +200,9 @@ class AttrSources:
         entry = self._registry.get(names[0]) if names and isinstance(names[0], str) else None
         cls = self.index.lookup(entry.module, entry.class_name) if entry is not None else None
         if cls is None or getattr(cls, "kind", None) != "class":
-            said = scope.module.code(arch_expr).strip() if arch_expr is not None else "the model's own architectures"
-            self.unbuilt[id(call)] = (f"built at run time by {target.name} from {said}, which the configuration "
-                                      f"does not give{': ' + str(names[0]) + ' is not in the registry' if names else ''}"
-                                      f" (pass --config with it)")
+            said = scope.module.code(arch_expr).strip() if arch_expr is not None else say("own_architectures")
+            self.unbuilt[id(call)] = (say("built_at_run_time_unknown", fn=target.name, source=said, arch=str(names[0]))
+                                      if names else say("built_at_run_time", fn=target.name, source=said))
             return []
         return [Instance(cls, call, scope)]
 

@@ -22,6 +22,7 @@ from ...index.nodes import find_all
 from .rewrites import Rewrites, _Replace, _callee, _self_call
 from ...semantics.function_bodies import tables
 from ...ir.conditions import Condition
+from ...ir.texts import say
 
 
 @dataclass
@@ -244,8 +245,8 @@ class LoadTime(Rewrites):
             if experts is not None:
                 external = self.block_forward(inst) is None  # the block routes itself (external routing)
                 runner = self._class(mixin.external_runner) if external else None
-                what = (f"experts -> {(runner or experts.cls).name} (external routing: the block's own router)"
-                        if external else f"experts -> {experts.cls.name}, forward -> _moe_block_forward (internal routing)")
+                what = (say("moe_block_external", cls=(runner or experts.cls).name) if external
+                        else say("moe_block_internal", cls=experts.cls.name))
                 if (inst.cls.name, what) not in self.moe_blocks:
                     self.moe_blocks.append((inst.cls.name, what))
                 out = Instance(runner or experts.cls, experts.call, experts.scope, experts.condition,
@@ -253,7 +254,7 @@ class LoadTime(Rewrites):
                 if external:
                     out.skip_parts = tuple(mixin.external_routing_skips)
                 return out
-            inst.why[name] = f"the MoE backend ({mixin.by}) replaces it at load time; its factory is not found"
+            inst.why[name] = say("moe_backend_replaces", by=mixin.by)
             return None
         if built is not None and built.cls is not None and self.applies(built.cls):
             norm = self.norm_class(built)
@@ -347,7 +348,7 @@ class LoadTime(Rewrites):
         old = self.spec.without_registry
         for qualname, norm in self._norms.items():
             if norm:
-                by = self.where("RMSNormFuser") if self.tree_fusers() else f"*{old.rms_norm_by_name.suffix} by name"
+                by = self.where("RMSNormFuser") if self.tree_fusers() else say("by_name", suffix=f"*{old.rms_norm_by_name.suffix}")
                 applied.append({"fuser": by, "class": qualname.rsplit(".", 1)[-1], "what": f"-> {norm.rsplit('.', 1)[-1]}"})
         for cls_name, what in self.moe_blocks:
             applied.append({"fuser": self.where_mixin(), "class": cls_name, "what": what})

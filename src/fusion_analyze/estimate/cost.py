@@ -1,0 +1,506 @@
+"""One cost model of a model step: every op of the walked sequence gets bytes, FLOPs, transfer bytes and launches
+from its shapes, per rank; a step is the sum of its ops; a fusion saves the time of its ops minus the time of the
+one op that replaces them.
+
+Shapes flow along the walk's dataflow: each value gets a row count (tokens, or token-expert pairs inside a MoE
+layer's experts) and a width (elements per row, on one rank), from the model's dimensions (estimate/shapes.py) and
+what the walk recorded of each layer (its class, `attrs.values`, `merged`, `role`, `part`, `step`). An op whose
+shapes cannot be told is not costed and is counted as such: a step is then a lower bound, and the report says so.
+
+time(op) = max(bytes / HBM bandwidth, FLOPs / peak) + transfer bytes / link bandwidth + launches × launch cost,
+the launch cost of the step's mode (eager or graph capture, patterns/catalog/devices.yaml `scenarios.*.mode`).
+A fused op reads and writes what its ops do, less the intermediate tensors it keeps on chip; a fused
+communication op overlaps its transfer with its compute (max instead of sum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.ops import Op
+
+# ops that only relabel a tensor: no kernel, no bytes (a `contiguous` of a strided view may copy; not counted)
+VIEWS = {"view", "split", "transpose", "identity", "reshape", "permute", "expand", "squeeze", "unsqueeze"}
+# element-wise kernels: read their tensor inputs, write one output as wide as the widest input
+ELEMENTWISE = {"add", "mul", "sub", "div", "neg", "exp", "sigmoid", "silu", "gelu", "relu", "tanh", "clamp",
+               "cast", "softplus", "pow", "sqrt", "rsqrt", "square", "abs", "where", "masked_fill", "softcap",
+               "scale", "mean", "sum", "cat", "activation", "elementwise", "softmax"}
+NORMS = {"rmsnorm", "layernorm", "add_rmsnorm", "add_layernorm", "gemma_rmsnorm", "l2norm", "groupnorm", "norm",
+         "rmsnorm_gated"}
+GATED = {"silu_mul", "gelu_mul", "gate_act_mul", "swiglu", "geglu", "act_mul"}
+QUANT = {"quant", "dynamic_quant"}  # bf16 in, int8 out and a scale per row
+COLLECTIVES = {"allreduce": 2.0, "allgather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
+
+
+@dataclass
+class OpCost:
+    rows: float = 0.0
+    bytes: float = 0.0
+    flops: float = 0.0
+    comm: float = 0.0  # bytes each rank sends over the link
+    launches: int = 1
+    known: bool = True
+    why: str = ""  # an op not costed: why
+    parts: dict = field(default_factory=dict)  # name -> OpCost: the kernels of a layer a fusion may take one of
+
+    def part(self, name: str | None) -> "OpCost":
+        return self.parts.get(name, self) if name else self
+
+    def time_us(self, device: dict, mode: str) -> float:
+        if not self.known:
+            return 0.0
+        return _time(self.bytes, self.flops, self.comm, self.launches, device, mode, overlap=False)
+
+
+def _time(nbytes: float, flops: float, comm: float, launches: int, device: dict, mode: str, overlap: bool) -> float:
+    mem = nbytes / (device["hbm_gb_s"] * 1e3)  # GB/s -> bytes per µs
+    compute = flops / (device["tflops"] * 1e6)  # TFLOP/s -> FLOP per µs
+    link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
+    busy = max(mem, compute, link) if overlap else max(mem, compute) + link
+    return busy + launches * launch_us(device, mode)
+
+
+def launch_us(device: dict, mode: str) -> float:
+    launch = device["launch_us"]
+    return float(launch[mode]) if isinstance(launch, dict) else float(launch)
+
+
+@dataclass
+class Parallel:
+    tp: int = 1
+    ep: int = 1  # expert-parallel size: each rank holds num_experts / ep experts (1: experts split by TP)
+
+
+@dataclass
+class Step:
+    """The costs of one step (prefill or decode) on one rank."""
+
+    scenario: str
+    mode: str
+    costs: dict[str, OpCost] = field(default_factory=dict)  # op id -> its cost
+    counted: set[str] = field(default_factory=set)  # ops on the path the step adds (each undecided test's first side)
+    layer_us: float = 0.0
+    total_us: float = 0.0
+    unknown: list[str] = field(default_factory=list)  # counted ops whose cost could not be told
+    num_layers: int = 1
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
+                "num_layers": self.num_layers, "not_costed": len(self.unknown)}
+
+
+class StepModel:
+    """Costs of every op of one walk, for one scenario and one parallel layout."""
+
+    def __init__(self, ops: list[Op], dims: dict, dtype_bytes: int, device: dict, scenario: str, scen: dict,
+                 par: Parallel, parallel_style):
+        self.ops, self.d, self.b, self.device = ops, dims, dtype_bytes, device
+        self.scen, self.par, self.parallel_style = scen, par, parallel_style
+        self.mode = scen.get("mode", "eager")
+        self.n = float(scen["num_tokens"])
+        self.rows: dict[str, float] = {}
+        self.width: dict[str, float] = {}
+        self.root: dict[str, str] = {}  # a view's output -> the value it views
+        self.producer: dict[str, Op] = {}
+        self.children: dict[str, list[Op]] = {}  # a container op -> the ops after it that carry its cost
+        self.step = Step(scenario, self.mode, num_layers=int(dims.get("num_layers") or 1))
+        self._run()
+
+    # -- dimensions -------------------------------------------------------------------------------------------
+    def _dim(self, name: str) -> float | None:
+        v = self.d.get(name)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+    def _per_rank(self, total: float | None) -> float | None:
+        return None if total is None else total / self.par.tp
+
+    def _kv_heads(self) -> float | None:
+        nkv = self._dim("num_kv_heads")
+        return None if nkv is None else max(1.0, nkv / self.par.tp)  # replicated when tp > num_kv_heads
+
+    # -- dataflow ---------------------------------------------------------------------------------------------
+    def _in(self, op: Op, i: int = 0) -> str | None:
+        tensors = [v for v in op.inputs if self.width.get(v)]
+        return tensors[i] if i < len(tensors) else None
+
+    def _set(self, value: str, rows: float, width: float | None) -> None:
+        self.rows[value] = rows
+        if width:
+            self.width[value] = width
+
+    def _run(self) -> None:
+        h = self._dim("hidden_size")
+        for op in self.ops:
+            for v in op.inputs:  # a value no op made: the layer's or model's input, a token-wide hidden state
+                if v not in self.rows and v not in self.producer:
+                    base = v.split("#")[0]
+                    if base in ("hidden_states", "x", "inputs_embeds", "residual") and h:
+                        self._set(v, self.n, h)
+                    elif base in ("input_ids", "positions"):
+                        self._set(v, self.n, 1)
+            cost = self._cost(op)
+            for v in op.outputs:
+                self.producer[v] = op
+            self.step.costs[op.id] = cost
+        self._sum()
+
+    def _sum(self) -> None:
+        per = {"prologue": 0.0, "layer": 0.0, "epilogue": 0.0}
+        for op in self.ops:
+            if not counted(op):
+                continue
+            self.step.counted.add(op.id)
+            c = self.step.costs[op.id]
+            if not c.known:
+                if c.why != "container":
+                    self.step.unknown.append(op.id)
+                continue
+            per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.mode)
+        self.step.layer_us = per["layer"]
+        self.step.total_us = per["prologue"] + per["layer"] * self.step.num_layers + per["epilogue"]
+
+    # -- one op -----------------------------------------------------------------------------------------------
+    def _cost(self, op: Op) -> OpCost:
+        kind, a = op.kind, op.attrs
+        if a.get("expanded") or a.get("native_ops") or (kind == "moe_experts" and self._has_steps(op)):
+            self._pass_through(op)  # its parts / steps / native ops follow it and carry the cost
+            self.children[op.id] = self._following(op)
+            return OpCost(known=False, launches=0, why="container")
+        if kind in VIEWS:
+            self._pass_through(op)
+            return OpCost(bytes=0, launches=0)
+        if kind == "matmul":
+            return self._matmul(op)
+        if kind in NORMS:
+            return self._same_width(op, (4 if kind.startswith("add_") else 2) * self.b, 4)
+        if kind in GATED:
+            x = self._in(op)
+            if x is None:
+                return self._unknown(op, "input width unknown")
+            w = self.width[x]
+            rows = self.rows.get(x, self.n)
+            for v in op.outputs:
+                self._set(v, rows, w / 2)
+            return OpCost(rows, rows * (w + w / 2) * self.b, rows * w * 4)
+        if kind in ELEMENTWISE:
+            return self._elementwise(op)
+        if kind in QUANT:  # reads the activations, writes one byte each and a scale per row
+            return self._same_width(op, self.b + 1, 2, per_row=4)
+        if kind == "topk":
+            x = self._in(op)
+            k = self._dim("top_k")
+            if x is None or k is None:
+                return self._unknown(op, "top-k sizes unknown")
+            rows = self.rows.get(x, self.n)
+            for v in op.outputs:
+                self._set(v, rows, k)
+            return OpCost(rows, rows * (self.width[x] * 4 + k * 8), rows * self.width[x] * 2)
+        if kind == "rope":
+            ins = [v for v in op.inputs if self.width.get(v) and v.split("#")[0] not in ("positions",)]
+            if not ins:
+                return self._unknown(op, "q/k widths unknown")
+            for src, out in zip(ins, op.outputs):
+                self._set(out, self.rows.get(src, self.n), self.width[src])
+            w = sum(self.width[v] for v in ins)
+            hd = self._dim("head_dim") or 128
+            return OpCost(self.n, self.n * (2 * w + hd) * self.b, self.n * w * 3)
+        if kind == "attention":
+            return self._attention(op)
+        if kind == "mla_attention":
+            return self._mla(op)
+        if kind in COLLECTIVES:
+            return self._collective(op, COLLECTIVES[kind])
+        if kind == "embedding":
+            h = self._dim("hidden_size")
+            if h is None:
+                return self._unknown(op, "hidden_size unknown")
+            for v in op.outputs:
+                self._set(v, self.n, h)
+            return OpCost(self.n, self.n * h * self.b * 2, 0)
+        if kind in ("logits", "lm_head"):
+            h, vocab = self._dim("hidden_size"), self._dim("vocab_size")
+            if not h or not vocab:
+                return self._unknown(op, "vocab_size unknown")
+            rows = float(self.scen.get("batch", self.n))  # logits of the last token of each sequence
+            v = vocab / self.par.tp
+            return OpCost(rows, (h * v + rows * (h + v)) * self.b, 2 * rows * h * v)
+        if kind in ("moe", "moe_experts", "moe_gating", "moe_dispatch", "expert_gemm", "expert_act", "moe_combine",
+                    "moe_join"):
+            return self._moe(op)
+        return self._unknown(op, f"no cost rule for `{kind}`")
+
+    def _following(self, op: Op) -> list[Op]:
+        """The ops after a container that are its: its parts (and a shared expert's ops) and their steps, or
+        its native ops."""
+        i = self.ops.index(op)
+        native = bool(op.attrs.get("native_ops"))
+        out = []
+        for o in self.ops[i + 1:]:
+            a = o.attrs
+            if native and a.get("native_of") or not native and (a.get("step") or (a.get("part") and op.kind == "moe")
+                                                                or (a.get("role") == "shared_expert" and op.kind == "moe")):
+                out.append(o)
+            elif o.kind not in VIEWS:
+                break
+        return out
+
+    def _has_steps(self, op: Op) -> bool:
+        i = self.ops.index(op)
+        return any(o.attrs.get("step") for o in self.ops[i + 1:i + 8])
+
+    def _unknown(self, op: Op, why: str) -> OpCost:
+        return OpCost(known=False, why=why)
+
+    def _pass_through(self, op: Op) -> None:
+        src = self._in(op)
+        if src is None:
+            return
+        for v in op.outputs:
+            self.root[v] = self.root.get(src, src)
+            self._set(v, self.rows.get(src, self.n), self.width[src] / (len(op.outputs) if op.kind == "split" and
+                                                                     not self._qkv(src) else 1))
+        if op.kind == "split" and self._qkv(src) and len(op.outputs) == 3:
+            hd, nh, nkv = self._dim("head_dim"), self._dim("num_heads"), self._kv_heads()
+            if hd and nh and nkv:
+                for v, w in zip(op.outputs, (nh / self.par.tp * hd, nkv * hd, nkv * hd)):
+                    self.width[v] = w
+
+    def _qkv(self, value: str) -> bool:
+        p = self.producer.get(value)
+        return p is not None and p.attrs.get("merged") == "qkv"
+
+    def _same_width(self, op: Op, bytes_per: float, flops_per: int, per_row: float = 0) -> OpCost:
+        """An op whose outputs are as wide as its input: `bytes_per` bytes moved per element, `per_row` more per row."""
+        x = self._in(op)
+        if x is None:
+            return self._unknown(op, "input width unknown")
+        w, rows = self.width[x], self.rows.get(x, self.n)
+        for v in op.outputs:
+            self._set(v, rows, w)
+        return OpCost(rows, rows * (w * bytes_per + per_row), rows * w * flops_per)
+
+    def _elementwise(self, op: Op) -> OpCost:
+        ins = [v for v in op.inputs if self.width.get(v)]
+        if not ins:
+            return self._unknown(op, "input widths unknown")
+        w = max(self.width[v] for v in ins)
+        rows = max(self.rows.get(v, self.n) for v in ins)
+        for v in op.outputs:
+            self._set(v, rows, w)
+        reads = sum(self.width[v] * self.rows.get(v, rows) for v in ins)
+        return OpCost(rows, (reads + rows * w) * self.b, rows * w)
+
+    def _matmul(self, op: Op) -> OpCost:
+        vals = op.attrs.get("values") or {}
+        x = self._in(op)
+        rows = self.rows.get(x, self.n) if x else self.n
+        style = self.parallel_style(op)
+        h, nh, hd, nkv = self._dim("hidden_size"), self._dim("num_heads"), self._dim("head_dim"), self._kv_heads()
+        k = self.width.get(x) if x else None
+        n_out: float | None = None
+        merged, role = op.attrs.get("merged"), op.attrs.get("role")
+        if isinstance(vals.get("output_size"), (int, float)):
+            n_out = float(vals["output_size"])
+            if style == "column":
+                n_out /= self.par.tp
+        elif merged == "qkv" and nh and hd and nkv:
+            n_out = nh / self.par.tp * hd + 2 * nkv * hd
+        elif merged == "gate_up":
+            inter = self._shared_inter() if role == "shared_expert" else self._dim("intermediate_size")
+            n_out = None if inter is None else 2 * inter / (self.par.tp if style == "column" else 1)
+        elif role == "router":
+            n_out = self._dim("num_experts")
+        elif style == "row" and h:
+            n_out = h
+        if k is None and isinstance(vals.get("input_size"), (int, float)):
+            k = float(vals["input_size"]) / (self.par.tp if style == "row" else 1)
+        if k is None and h and style != "row":
+            k = h
+        if not k or not n_out:
+            return self._unknown(op, "weight shape unknown")
+        first = next((v for v in op.outputs if not v.startswith("_#")), None)
+        for v in op.outputs:
+            if v == first:
+                self._set(v, rows, n_out)
+        return OpCost(rows, (k * n_out + rows * (k + n_out)) * self.b, 2 * rows * k * n_out)
+
+    def _shared_inter(self) -> float | None:
+        s = self._dim("shared_expert_intermediate_size")
+        if s:
+            return s
+        moe, n = self._dim("moe_intermediate_size"), self._dim("n_shared_experts")
+        return moe * n if moe and n else None
+
+    def _attention(self, op: Op) -> OpCost:
+        nh, hd, nkv = self._dim("num_heads"), self._dim("head_dim"), self._kv_heads()
+        if not (nh and hd and nkv):
+            return self._unknown(op, "head sizes unknown")
+        heads = nh / self.par.tp
+        batch, q_len, kv_len = (float(self.scen[k]) for k in ("batch", "q_len", "kv_len"))
+        for v in op.outputs:
+            self._set(v, self.n, heads * hd)
+        qo = self.n * 2 * heads * hd * self.b
+        kv_write = self.n * 2 * nkv * hd * self.b * 2  # the step's keys and values: read, written into the cache
+        causal = 0.5 if q_len > 1 else 1.0
+        kv_read = batch * kv_len * 2 * nkv * hd * self.b if q_len == 1 else self.n * 2 * nkv * hd * self.b
+        flops = 4 * batch * q_len * kv_len * causal * heads * hd
+        parts = {"kv_write": OpCost(self.n, kv_write, 0), "core": OpCost(self.n, qo + kv_read, flops)}
+        return OpCost(self.n, qo + kv_write + kv_read, flops, launches=2, parts=parts)
+
+    def _mla(self, op: Op) -> OpCost:
+        """The attention core of multi-head latent attention (its projections are ops of their own)."""
+        nh, rank, rope = self._dim("num_heads"), self._dim("kv_lora_rank"), self._dim("qk_rope_head_dim")
+        if not (nh and rank and rope):
+            return self._unknown(op, "MLA sizes (kv_lora_rank, qk_rope_head_dim) unknown")
+        heads = nh / self.par.tp
+        batch, q_len, kv_len = (float(self.scen[k]) for k in ("batch", "q_len", "kv_len"))
+        for v in op.outputs:
+            self._set(v, self.n, self._dim("hidden_size"))
+        latent = rank + rope
+        causal = 0.5 if q_len > 1 else 1.0
+        flops = 2 * batch * q_len * kv_len * causal * heads * (latent + rank)
+        kv = (batch * kv_len if q_len == 1 else self.n) * latent * self.b
+        return OpCost(self.n, kv + self.n * heads * (latent + rank) * self.b + self.n * latent * self.b * 2, flops,
+                      launches=2)
+
+    def _collective(self, op: Op, factor: float) -> OpCost:
+        x = self._in(op)
+        w = self.width.get(x) if x else self._dim("hidden_size")
+        rows = self.rows.get(x, self.n) if x else self.n
+        tp = self.par.tp
+        for v in op.outputs:
+            self._set(v, rows, w)
+        if tp == 1:
+            return OpCost(rows, 0, 0, 0, launches=0)  # `if tp_size > 1`: not run on one rank
+        if not w:
+            return self._unknown(op, "width unknown")
+        return OpCost(rows, 0, 0, factor * (tp - 1) / tp * rows * w * self.b)
+
+    # -- MoE --------------------------------------------------------------------------------------------------
+    def _moe(self, op: Op) -> OpCost:
+        h, e, k = self._dim("hidden_size"), self._dim("num_experts"), self._dim("top_k")
+        inter = self._dim("moe_intermediate_size")
+        if not (h and e and k and inter):
+            return self._unknown(op, "MoE sizes (num_experts, num_experts_per_tok, moe_intermediate_size) unknown")
+        ep, tp = self.par.ep, self.par.tp
+        i_rank = inter / (tp if ep == 1 else 1)  # without EP the experts' intermediate dimension is split by TP
+        pairs = self.n * k / ep  # token-expert pairs one rank computes
+        local = e / ep
+        # experts one rank reads the weights of: each of its experts is hit by one of the step's pairs or not
+        hit = local * (1 - (1 - 1 / e) ** (self.n * k))
+        kind, step = op.kind, op.attrs.get("step")
+        comm = (ep - 1) / ep * self.n * k * h * self.b if ep > 1 else 0.0
+        outs = op.outputs
+        if kind == "moe_gating":
+            for v in outs:
+                self._set(v, self.n, k)
+            return OpCost(self.n, self.n * (e * 4 + k * 8), self.n * e * 4)
+        if kind == "moe_dispatch" or step == "dispatch":
+            for v in outs:
+                self._set(v, pairs, h)
+            return OpCost(pairs, (self.n * h + pairs * h) * self.b, 0, comm)
+        if step == "gemm1" or (kind == "expert_gemm" and step != "gemm2" and "1" in (step or "1")):
+            for v in outs:
+                self._set(v, pairs, 2 * i_rank)
+            return OpCost(pairs, (hit * h * 2 * i_rank + pairs * (h + 2 * i_rank)) * self.b,
+                          2 * pairs * h * 2 * i_rank)
+        if kind == "expert_act" or step == "act":
+            for v in outs:
+                self._set(v, pairs, i_rank)
+            return OpCost(pairs, pairs * 3 * i_rank * self.b, pairs * 2 * i_rank * 4)
+        if step == "gemm2" or kind == "expert_gemm":
+            for v in outs:
+                self._set(v, pairs, h)
+            return OpCost(pairs, (hit * i_rank * h + pairs * (i_rank + h)) * self.b, 2 * pairs * i_rank * h)
+        if kind == "moe_combine" or step == "combine":
+            for v in outs:
+                self._set(v, self.n, h)
+            return OpCost(self.n, (pairs * h + self.n * h) * self.b, pairs * h, comm)
+        if kind == "moe_join":
+            for v in outs:
+                self._set(v, self.n, h)
+            return OpCost(self.n, 3 * self.n * h * self.b, self.n * h)
+        # a MoE layer (or its experts) walked as one op: dispatch, the two grouped GEMMs, the activation, combine
+        for v in outs:
+            self._set(v, self.n, h)
+        weights = hit * 3 * h * i_rank
+        acts = pairs * (2 * h + 3 * i_rank + 2 * i_rank) + 2 * self.n * h
+        return OpCost(self.n, (weights + acts) * self.b, 2 * pairs * 3 * h * i_rank, 2 * comm, launches=5)
+
+
+def counted(op: Op) -> bool:
+    """An op the step adds: on the walked path (steady), on the first side of each test the walk could not
+    decide (the other side's ops are an alternative to them, not more work)."""
+    return op.steady and not op.attrs.get("other_branch") and all(side == 0 for _test, side in op.branches)
+
+
+# -- fusions ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Saving:
+    before_us: float  # the time of the ops
+    after_us: float  # the time of the one op that replaces them
+    bytes: float  # HBM bytes it stops moving
+    launches: int  # kernel launches it removes
+
+    @property
+    def us(self) -> float:
+        return self.before_us - self.after_us
+
+
+def fused_saving(model: StepModel, ops: list[Op], parts: dict[str, str] | None = None) -> Saving | None:
+    """What replacing the ops by one kernel saves; None when an op's cost is not known. `parts`: op id -> the
+    kernel of that op the fused one replaces (an attention layer's KV-cache write), the rest of it stays."""
+    parts = parts or {}
+    ops = expand(model, ops, parts)
+    costs = [c.part(p) if isinstance(p := parts.get(o.id), str) and (c := model.step.costs.get(o.id)) is not None
+             else model.step.costs.get(o.id) for o in ops]
+    if any(c is None or (not c.known and c.why != "container") for c in costs):
+        return None
+    device, mode = model.device, model.mode
+    pairs = [(o, c) for o, c in zip(ops, costs) if c is not None and c.known]
+    before = sum(c.time_us(device, mode) for _o, c in pairs)
+    runs = {o.id for o, c in pairs if c.launches}
+    removed = {o.id: 0.0 for o, _c in pairs}
+    for o, _c in pairs:  # intermediates the fused op keeps on chip: not written, not read back by its other ops
+        if o.id not in runs:
+            continue
+        for v in o.outputs:
+            readers = [r for r in model.ops if r.id != o.id and _reads(model, r, v)]
+            inside = [r for r in readers if r.id in runs]
+            if not inside:
+                continue
+            size = model.rows.get(v, model.n) * model.width.get(v, 0) * model.b
+            for r in inside:
+                removed[r.id] += size
+            if all(r.id in runs or not counted(r) or r.kind in VIEWS for r in readers):
+                removed[o.id] += size  # its write, when nothing outside reads it
+    # each op keeps its own time, less the traffic it no longer does (no overlap between the ops' work is
+    # assumed), in one launch; a communication's transfer overlaps the compute it is fused with
+    work = sum(_time(max(c.bytes - removed[o.id], 0.0), c.flops, 0.0, 0, device, mode, overlap=False)
+               for o, c in pairs)
+    comm = sum(c.comm for _o, c in pairs)
+    link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
+    after = min(max(work, link) + launch_us(device, mode), before)
+    saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
+    return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
+
+
+def expand(model: StepModel, ops: list[Op], parts: dict) -> list[Op]:
+    """A container op (a MoE layer, its experts, a layer running its native ops) stands for the ops that carry its
+    cost; `parts[op id]`, a list, keeps those whose step, part or kind it names (the experts' gemm1 and act)."""
+    out: list[Op] = []
+    for o in ops:
+        kids = model.children.get(o.id)
+        if kids is None:
+            out.append(o)
+            continue
+        names = parts.get(o.id)
+        picked = expand(model, kids, {}) if not isinstance(names, list) else [
+            k for k in expand(model, kids, {}) if {k.attrs.get("step"), k.attrs.get("part"), k.kind} & set(names)]
+        out.extend(k for k in picked if k not in out)
+    return out
+
+
+def _reads(model: StepModel, reader: Op, value: str) -> bool:
+    roots = {model.root.get(v, v) for v in reader.inputs}
+    return value in reader.inputs or value in roots

@@ -1,0 +1,102 @@
+"""The cost model of a step (estimate/cost.py) on ops written here: each op's bytes, FLOPs and time from its
+shapes, per rank; a fusion's saving is the time of its ops minus the time of the fused op."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_analyze.estimate.benefit import parallel_style
+from fusion_analyze.estimate.cost import Parallel, StepModel, fused_saving
+from fusion_analyze.ir.ops import Op
+
+DEVICE = {"hbm_gb_s": 1000, "tflops": 100, "link_gb_s": 100, "launch_us": {"eager": 10.0, "graph": 2.0}}
+DIMS = {"hidden_size": 1024, "intermediate_size": 3072, "num_heads": 16, "num_kv_heads": 8, "head_dim": 64,
+        "num_layers": 2, "vocab_size": 1000}
+PREFILL = {"num_tokens": 1000, "batch": 1, "q_len": 1000, "kv_len": 1000, "mode": "eager"}
+DECODE = {"num_tokens": 8, "batch": 8, "q_len": 1, "kv_len": 1000, "mode": "graph"}
+
+
+def op(i: int, kind: str, ins: list[str], outs: list[str], cls: str | None = None, **attrs) -> Op:
+    return Op(f"o{i}", kind, f"op{i}", cls, "m.py", i, "M.forward", f"p{i}", "layer", ins, outs, attrs=attrs)  # type: ignore[arg-type]
+
+
+def mlp() -> list[Op]:
+    return [
+        op(1, "rmsnorm", ["hidden_states#1"], ["x#2"], "RMSNorm"),
+        op(2, "matmul", ["x#2"], ["gate_up#3", "_#4"], "MergedColumnParallelLinear", merged="gate_up",
+           values={"input_size": 1024}),
+        op(3, "silu_mul", ["gate_up#3"], ["act#5"], "SiluAndMul"),
+        op(4, "matmul", ["act#5"], ["out#6", "_#7"], "RowParallelLinear", values={"input_size": 3072, "output_size": 1024}),
+        op(5, "allreduce", ["out#6"], ["out#8"], role="collective"),
+    ]
+
+
+def model(ops, scen=PREFILL, tp=1, dims=DIMS) -> StepModel:
+    return StepModel(ops, dims, 2, DEVICE, "prefill", scen, Parallel(tp), parallel_style)
+
+
+def test_each_op_costed_from_its_shapes():
+    m = model(mlp())
+    c = m.step.costs
+    n, h, i = 1000, 1024, 3072
+    assert c["o2"].flops == 2 * n * h * 2 * i  # the merged gate/up GEMM: [N, H] x [H, 2I]
+    assert c["o2"].bytes == (h * 2 * i + n * (h + 2 * i)) * 2
+    assert c["o3"].bytes == n * (2 * i + i) * 2  # SwiGLU reads [N, 2I], writes [N, I]
+    assert c["o4"].flops == 2 * n * i * h
+    # time = max(bytes / bandwidth, flops / peak) + launch (eager here)
+    assert c["o3"].time_us(DEVICE, "eager") == pytest.approx(c["o3"].bytes / 1e6 + 10.0)
+    assert c["o2"].time_us(DEVICE, "eager") == pytest.approx(c["o2"].flops / 1e8 + 10.0)
+    assert c["o5"].launches == 0 and c["o5"].comm == 0  # no all-reduce on one rank
+    layer = sum(c[k].time_us(DEVICE, "eager") for k in c)
+    assert m.step.layer_us == pytest.approx(layer) and m.step.total_us == pytest.approx(2 * layer)
+
+
+def test_a_rank_under_tp_gets_its_share():
+    one, two = model(mlp()), model(mlp(), tp=2)
+    for k in ("o2", "o3", "o4"):
+        assert two.step.costs[k].flops == one.step.costs[k].flops / 2
+    n, h = 1000, 1024
+    assert two.step.costs["o5"].comm == 2 * (2 - 1) / 2 * n * h * 2  # a ring all-reduce of [N, H] over 2 ranks
+
+
+def test_a_fusion_saves_its_ops_time_minus_the_fused_op():
+    m = model(mlp())
+    ops = {o.id: o for o in m.ops}
+    s = fused_saving(m, [ops["o2"], ops["o3"]])
+    assert s is not None
+    n, i = 1000, 3072
+    assert s.bytes == 2 * n * 2 * i * 2  # the [N, 2I] gate/up output: its write and its read
+    assert s.launches == 1
+    c = m.step.costs
+    assert s.before_us == pytest.approx(c["o2"].time_us(DEVICE, "eager") + c["o3"].time_us(DEVICE, "eager"))
+    # the GEMM is compute-bound here: what is left is the GEMM's time, SwiGLU's write, one launch
+    assert s.after_us == pytest.approx(c["o2"].flops / 1e8 + n * i * 2 / 1e6 + 10.0)
+    assert 0 < s.us < s.before_us <= m.step.layer_us
+
+
+def test_decode_runs_in_graph_mode_and_reads_the_weights():
+    m = model(mlp(), scen=DECODE)
+    c = m.step.costs["o2"]
+    assert m.mode == "graph"
+    assert c.time_us(DEVICE, "graph") == pytest.approx(c.bytes / 1e6 + 2.0)  # weight-bound at 8 tokens
+
+
+def test_an_op_whose_shapes_are_unknown_is_counted_apart():
+    ops = mlp() + [op(6, "kernel", ["mystery#9"], ["y#10"])]
+    m = model(ops)
+    assert m.step.unknown == ["o6"]
+    assert fused_saving(m, [m.ops[4], m.ops[5]]) is None
+
+
+def test_moe_sizes_per_rank():
+    dims = {**DIMS, "num_experts": 64, "top_k": 4, "moe_intermediate_size": 256}
+    ops = [op(1, "moe_dispatch", ["hidden_states#1"], ["d#2"], step="dispatch"),
+           op(2, "expert_gemm", ["d#2"], ["g#3"], step="gemm1"),
+           op(3, "expert_act", ["g#3"], ["a#4"], step="act"),
+           op(4, "expert_gemm", ["a#4"], ["o#5"], step="gemm2")]
+    n, h, k, i = 1000, 1024, 4, 256
+    tp2 = model(ops, tp=2, dims=dims).step.costs
+    assert tp2["o2"].flops == 2 * n * k * h * 2 * i / 2  # experts split by TP without EP
+    ep = StepModel(ops, dims, 2, DEVICE, "prefill", PREFILL, Parallel(1, ep=4), parallel_style).step.costs
+    assert ep["o2"].flops == 2 * (n * k / 4) * h * 2 * i  # a quarter of the token-expert pairs, whole experts
+    assert ep["o1"].comm == 3 / 4 * n * k * h * 2  # the dispatch sends the pairs of other ranks' experts
