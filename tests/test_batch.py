@@ -1,4 +1,4 @@
-"""`all` (batch isolation, index, determinism across worker counts) and `diff` (moved / removed / regression)."""
+"""`all` (batch isolation, index, determinism across worker counts); `diff` is tested in test_diff.py."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ import json
 import os
 import time
 
-import pytest
-
 from fusion_analyze.commands.batch import BatchJob, run_batch
-from fusion_analyze.commands.diff import diff_paths, to_markdown
 from fusion_analyze.walk.walker import Walker
 
 from fusion_analyze.commands import batch
@@ -120,82 +117,6 @@ def test_warm_all_serves_cached_reports_and_an_edit_invalidates_them(tmp_path, m
     again = run_batch(_job(tmp_path, "again", mini), QWENS, workers=2)
     assert all(r["ok"] for r in again)
     assert (tmp_path / "again" / "Qwen2ForCausalLM.json").read_bytes() != (tmp_path / "cold" / "Qwen2ForCausalLM.json").read_bytes()
-
-
-@pytest.fixture
-def two_versions(tmp_path, run, mini):
-    """v1 = the mini tree; v2 = a line inserted (moves ops), o_proj dropped, the Ascend pass pattern broken."""
-    import shutil
-
-    v1 = tmp_path / "v1"
-    shutil.copytree(MINI, v1)
-    q = mini / "vllm/model_executor/models/qwen3.py"
-    text = q.read_text(encoding="utf-8").replace("    def forward(self, positions, hidden_states):\n",
-                                                 "    # a comment that moves every line below\n    def forward(self, positions, hidden_states):\n", 1)
-    text = text.replace("        output, _ = self.o_proj(attn_output)\n        return output\n", "        return attn_output\n")
-    q.write_text(text, encoding="utf-8")
-    p = mini / "vllm_ascend/compilation/passes/qknorm_rope_fusion_pass.py"
-    p.write_text(p.read_text().replace("torch.ops.vllm.npu_rotary_embedding(", "torch.ops.npu.npu_apply_rotary_pos_emb("))
-    out = {}
-    for name, root in (("old", v1), ("new", mini)):
-        path = tmp_path / f"{name}.json"
-        r = run("qwen3", "--vllm-root", str(root), "--ascend-root", str(root), "--format", "json", "-o", str(path))
-        assert r.exit_code == 0, r.output
-        out[name] = path
-    return out
-
-
-def test_diff_moved_removed_and_status_regression(run, two_versions, tmp_path):
-    old, new = str(two_versions["old"]), str(two_versions["new"])
-    r = run("diff", old, new)
-    assert r.exit_code == 1
-    md = r.output
-    assert "ops removed (2):\n- `model.layers.self_attn.o_proj:o_proj` matmul" in md
-    assert "- `model.layers.self_attn.o_proj:o_proj.allreduce` allreduce" in md  # its all-reduce goes with it
-    assert "ops moved" in md and "`model.layers.self_attn.qkv_proj:qkv_proj` vllm/model_executor/models/qwen3.py:32 → vllm/model_executor/models/qwen3.py:33" in md
-    assert "### ⚠ Status regressions" in md and "`qknorm_rope@Qwen3Attention.forward`: fused_by_ascend_graph_pass → open" in md
-    assert run("diff", old, new, "--fail-on", "regression").exit_code == 1
-    assert run("diff", old, new, "--fail-on", "none").exit_code == 0
-    assert run("diff", old, old).exit_code == 0
-    js = run("diff", old, new, "--format", "json")
-    doc = json.loads(js.output)
-    assert doc["models"][0]["regressions"][0]["id"] == "qknorm_rope@Qwen3Attention.forward"
-    r = run("diff", old, str(tmp_path / "missing.json"))
-    assert r.exit_code == 2 and "no such report" in r.output
-
-
-def test_diff_markdown_is_truncated_for_pr_comments(two_versions):
-    diffs = diff_paths(str(two_versions["old"]), str(two_versions["new"]))
-    text = to_markdown(diffs, "a", "b", limit=600)
-    assert len(text) <= 600 and "truncated" in text
-
-
-def _report(arch, opps, ops):
-    return {"model": {"architecture": arch}, "opportunities": [{"id": i, "status": s} for i, s in opps],
-            "ops": [{"id": i, "kind": "matmul", "file": "m.py", "line": line} for i, line in ops]}
-
-
-def test_diff_pairs_a_scenario_that_changed_to_its_fused_form_and_puts_transitions_first():
-    from fusion_analyze.commands.diff import diff_model
-
-    old = _report("Qwen3VL", [("qknorm_rope@Qwen3Attention.forward", "open"), ("gate_act_mul@MLP.forward", "open")],
-                  [("a", 10), ("b", 20)])
-    new = _report("Qwen3VL", [("qknorm_rope@patch_qwen3vl.forward", "fused_by_ascend_kernel"),
-                              ("gate_act_mul@MLP.forward", "open"), ("add_rmsnorm@Layer.forward", "open")],
-                  [("a", 11), ("b", 21)])
-    d = diff_model("Qwen3VL", old, new)
-    assert d.status_changed == [{"id": "qknorm_rope@patch_qwen3vl.forward", "was": "qknorm_rope@Qwen3Attention.forward",
-                                 "old": "open", "new": "fused_by_ascend_kernel"}]
-    assert d.opps_removed == [] and d.opps_added == [{"id": "add_rmsnorm@Layer.forward", "status": "open"}]
-    worse = diff_model("Other", _report("Other", [("x@A.f", "fused_in_model")], []), _report("Other", [("x@A.f", "open")], []))
-    md = to_markdown([worse, d], "old", "new")
-    table = md.index("### Status transitions")
-    assert md.index("| Qwen3VL | `qknorm_rope@patch_qwen3vl.forward`", table) < md.index("| Other | `x@A.f`", table)  # now fused first
-    assert table < md.index("### Qwen3VL") and md.index("opportunities added (1)") > md.index("### Qwen3VL")
-    assert "<details><summary>ops moved (2): the same ops at other lines</summary>" in md
-    assert "opportunities removed" not in md
-    cut = to_markdown([d], "old", "new", limit=700)
-    assert len(cut) <= 700 and cut.count("<details>") == cut.count("</details>")
 
 
 def test_workers_take_models_close_to_what_they_read_and_far_from_the_others(tmp_path):

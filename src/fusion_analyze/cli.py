@@ -17,7 +17,8 @@ from . import __version__
 from .errors import UserError
 from .commands.stack import on_large_stack_chunk
 
-FORMATS = ("md", "json")  # the report formats of the single-model command, diff and compare
+FORMATS = ("md", "json", "sarif", "github")  # the report formats of the single-model command, diff and compare
+EXTENSIONS = {"md": "md", "json": "json", "sarif": "sarif", "github": "txt"}
 
 
 class _DefaultToAnalyze(TyperGroup):
@@ -154,7 +155,7 @@ def analyze_cmd(
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
     backend: Optional[Backend] = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given)."),
-    fmt: Optional[str] = typer.Option("md", "--format", help="md or json"),
+    fmt: Optional[str] = typer.Option("md", "--format", help="md, json, sarif (SARIF 2.1.0: one result per open opportunity) or github (workflow annotations)."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout when it is not a terminal, else reports/<arch>.md)."),
     patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
     config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the walk's branches and the estimate's shapes."),
@@ -166,6 +167,7 @@ def analyze_cmd(
     lang: str = typer.Option("zh", "--lang", help="Report language: zh (default) or en."),
     template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
     stubs: Optional[str] = typer.Option(None, "--stubs", help="Also write FILE.py: every open opportunity's stub and PyTorch reference."),
+    scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Also write DIR/: for each open opportunity with a kernel template, a Triton kernel at the report's shapes, its custom op, a test, a benchmark and an integration module (docs/generated-kernels.md)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Parse every file again (do not read or write the parse cache)."),
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
@@ -181,11 +183,20 @@ def analyze_cmd(
         fmt = fmt or "md"
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
-            output = f"reports/{result.location.architecture}.{'json' if fmt == 'json' else 'md'}"
+            output = f"reports/{result.location.architecture}.{EXTENSIONS[fmt]}"
         output = _report_path(output, result.location.architecture, fmt)
-        write_output(result, fmt, output, template, lang)
+        if fmt in ("sarif", "github"):
+            _write_ci(result, fmt, output)
+        else:
+            write_output(result, fmt, output, template, lang)
         if stubs:
             write_stubs(result, stubs)
+        if scaffold:
+            from .commands.scaffold import write_scaffold
+
+            written = write_scaffold(result, scaffold)
+            if sys.stderr.isatty():
+                typer.echo(f"scaffold: {len(written.kernels)} kernel(s), {len(written.files)} files in {scaffold}", err=True)
         if output not in (None, "-") and (to_terminal or sys.stderr.isatty()):
             from .render.summary import print_summary
 
@@ -210,9 +221,11 @@ def all_cmd(
     tp: Optional[int] = typer.Option(None, "--tp"),
     lang: str = typer.Option("zh", "--lang"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the parse cache."),
+    allow_fail: Optional[list[str]] = typer.Option(None, "--allow-fail", help="Architectures or globs (repeat or comma-separate) whose failure is recorded but does not make the exit code 1."),
+    max_failures: int = typer.Option(0, "--max-failures", help="Exit 1 only when more than N architectures (not allowed by --allow-fail) failed."),
 ) -> None:
     """Analyze every architecture of the registry: one report per architecture plus index.md."""
-    from .commands.batch import BatchJob, run_batch, select
+    from .commands.batch import BatchJob, counted_failures, run_batch, select
     from .locate.registry import TEXT_TABLE, served_text_model
     from .analysis.session import Session
 
@@ -220,6 +233,8 @@ def all_cmd(
         _check_choices(lang=lang)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
+        if max_failures < 0:
+            raise UserError(f"--max-failures {max_failures}: give a count of 0 or more")
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         archs = [e.architecture for e in session.resolver.entries
                  if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
@@ -247,21 +262,24 @@ def all_cmd(
         if bar is not None:
             bar.stop()
     failed = [r for r in results if not r["ok"]]
-    typer.echo(f"{len(results) - len(failed)} analyzed, {len(failed)} failed; index: {out / 'index.md'}", err=True)
+    counted = counted_failures(failed, allow_fail)
+    allowed = f" ({len(failed) - len(counted)} allowed by --allow-fail)" if len(counted) < len(failed) else ""
+    typer.echo(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}", err=True)
     for r in failed:
-        typer.echo(f"  {r['architecture']}: {r['error']}", err=True)
-    raise typer.Exit(1 if failed else 0)
+        typer.echo(f"  {r['architecture']}{'' if r in counted else ' (allowed)'}: {r['error']}", err=True)
+    raise typer.Exit(1 if len(counted) > max_failures else 0)
 
 
 @app.command("diff")
 def diff_cmd(
     old: str = typer.Argument(..., help="Old JSON report or batch folder."),
     new: str = typer.Argument(..., help="New JSON report or batch folder."),
-    fmt: str = typer.Option("md", "--format", help="md (fits a PR comment) or json"),
+    fmt: str = typer.Option("md", "--format", help="md (fits a PR comment), json, sarif (one result per regression) or github (annotations)."),
     output: Optional[str] = typer.Option(None, "-o", "--output"),
-    fail_on: str = typer.Option("any", "--fail-on", help="Which changes exit 1: any, regression, status, opportunities, ops, none."),
+    fail_on: str = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
 ) -> None:
-    """Ops added/removed/moved and opportunities added/removed/changed between two reports. Exit 0: no change."""
+    """What changed between two reports or `all` folders, regressions grouped by cause. Exit 1: a change of the
+    kind --fail-on names (default: a regression); 0: none; 2: bad input."""
     from .commands.diff import diff_paths
 
     try:
@@ -274,11 +292,18 @@ def diff_cmd(
 
 
 def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str) -> int:
-    from .commands.diff import exit_code, to_json, to_markdown
+    from .commands.diff import exit_code, findings, to_json, to_markdown
     from .analysis.pipeline import write_text
 
     code = exit_code(diffs, fail_on)
-    write_text(to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new), output)
+    if fmt in ("sarif", "github"):
+        from .render.sarif import to_annotations, to_sarif
+
+        found = findings(diffs)
+        text = to_sarif(found, {"old": old, "new": new}) if fmt == "sarif" else to_annotations(found)
+    else:
+        text = to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new)
+    write_text(text, output)
     return code
 
 
@@ -291,9 +316,9 @@ def compare_cmd(
     base_ascend: Optional[str] = typer.Option(None, "--base-ascend", help="vllm-ascend tree of the base side."),
     head_ascend: Optional[str] = typer.Option(None, "--head-ascend", help="vllm-ascend tree of the head side."),
     backend: Optional[Backend] = typer.Option(None, "--backend"),
-    fmt: str = typer.Option("md", "--format"),
+    fmt: str = typer.Option("md", "--format", help="md, json, sarif or github, as for diff."),
     output: Optional[str] = typer.Option(None, "-o", "--output"),
-    fail_on: str = typer.Option("any", "--fail-on"),
+    fail_on: str = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
     hf_root: Optional[str] = HfRoot,
     config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name) for both sides: decides the walk's branches."),
 ) -> None:
@@ -352,12 +377,21 @@ def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str
             raise UserError(f"--fail-on {fail_on}: use one of {', '.join(FAIL_ON)}")
 
 
+def _write_ci(result, fmt: str, output: str | None) -> None:
+    """The single-model report as SARIF (one result per open opportunity) or GitHub annotations."""
+    from .analysis.pipeline import render, write_text
+    from .render.sarif import analysis_findings, to_annotations, to_sarif
+
+    found = analysis_findings(json.loads(render(result, "json")))
+    write_text(to_sarif(found) if fmt == "sarif" else to_annotations(found), output)
+
+
 def _report_path(output: str | None, architecture: str, fmt: str) -> str | None:
     """`-o DIR/` (or an existing folder) is a folder: the report is DIR/<arch>.<md|json> in it."""
     if output is None or output == "-":
         return output
     if output.endswith(("/", os.sep)) or Path(output).is_dir():
-        return str(Path(output) / f"{architecture}.{'json' if fmt == 'json' else 'md'}")
+        return str(Path(output) / f"{architecture}.{EXTENSIONS.get(fmt, 'md')}")
     return output
 
 

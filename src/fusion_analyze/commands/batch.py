@@ -57,6 +57,13 @@ def select(architectures: list[str], only: list[str] | None) -> list[str]:
     return out
 
 
+def counted_failures(failed: list[dict], allow: list[str] | None) -> list[dict]:
+    """The failed results that count towards `all`'s exit code: those not named by `--allow-fail` (architectures
+    or globs, repeated or comma-separated)."""
+    wanted = [w.strip() for item in allow or () for w in item.split(",") if w.strip()]
+    return [r for r in failed if not any(fnmatch.fnmatchcase(r["architecture"], w) for w in wanted)]
+
+
 _INHERITED: dict = {}  # set in the parent just before forking: the warmed session and the report cache
 
 

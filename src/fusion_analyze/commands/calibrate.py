@@ -325,7 +325,7 @@ def device_id(name: str) -> str:
 
 
 def _sig(x: float) -> float:
-    return float(f"{x:.4g}")  # four significant digits: 745.3 TFLOP/s, 4.567 µs
+    return float(f"{x:.4g}")  # four significant digits: 3012 GB/s, 745.3 TFLOP/s, 4.567 µs
 
 
 def profile(cal: Calibration, ident: str, scenarios_table: dict) -> dict:
@@ -335,7 +335,7 @@ def profile(cal: Calibration, ident: str, scenarios_table: dict) -> dict:
     launch_how = cal.how["launch_us"] + ("" if graph is not None else "; graph: no graphs here, the eager figure")
     device: dict[str, Any] = {
         "name": cal.device,
-        "hbm_gb_s": round(cal.hbm_gb_s),
+        "hbm_gb_s": _sig(cal.hbm_gb_s),
         "tflops": _sig(cal.tflops),
         "link_gb_s": None,
         "launch_us": _Flow(eager=_sig(cal.launch_eager_us),

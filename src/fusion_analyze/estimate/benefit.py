@@ -15,6 +15,7 @@ import yaml
 
 from ..errors import UserError
 from ..resources import load_yaml
+from ..ir.texts import say
 from .cost import Parallel, StepModel, fused_saving
 from .shapes import Shapes
 
@@ -101,8 +102,7 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
     rejected = note = None
     if est.get("needs_tp"):
         if par.tp == 1:
-            rejected = ("tp_size = 1: there is no all-reduce to fuse; pays only when tp_size > 1" if tp_given else
-                        "no all-reduce at vLLM's default tp_size = 1; pass --tp N to cost it at N ranks")
+            rejected = say("rejected_tp1") if tp_given else say("rejected_tp_default")
     priority = SEVERITY_PRIORITY[opp.pattern.severity]
     if models:
         formula = ("saving = time(ops) - time(fused op); time = max(bytes / HBM, FLOPs / peak) + transfer / link"
@@ -121,7 +121,7 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
     elif models:
         priority = 1
     if not numbers and models and opp.status == "open":
-        note = "not costed: the shapes of its ops could not be told"
+        note = say("not_costed")
     if rejected:
         priority = 1
     return Benefit(priority, formula, numbers, rejected, note)

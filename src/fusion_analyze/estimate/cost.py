@@ -84,9 +84,15 @@ class Step:
     unknown: list[str] = field(default_factory=list)  # counted ops whose cost could not be told
     num_layers: int = 1
 
-    def to_json(self) -> dict:
-        return {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
-                "num_layers": self.num_layers, "not_costed": len(self.unknown)}
+    def to_json(self, device: dict | None = None) -> dict:
+        d: dict = {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
+                   "num_layers": self.num_layers, "not_costed": len(self.unknown)}
+        if device is not None:  # each op the step adds, with what its time is made of; those not costed, with why
+            d["ops"] = {i: {"bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm),
+                            "launches": c.launches, "time_us": round(c.time_us(device, self.mode), 3)}
+                        for i, c in self.costs.items() if i in self.counted and c.known}
+            d["not_costed_ops"] = {i: self.costs[i].why for i in self.unknown}
+        return d
 
 
 class StepModel:

@@ -49,7 +49,7 @@ def _estimate_inputs(a) -> dict:
             "shapes_source": shapes.source if shapes is not None else None,
             "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
             "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp, "ep": a.ep,
-            "steps": {name: m.step.to_json() for name, m in sorted(a.steps.items())}}
+            "steps": {name: m.step.to_json(m.device) for name, m in sorted(a.steps.items())}}
 
 
 def _alternatives(items: list[dict]) -> list[dict]:

@@ -191,7 +191,7 @@ def _saving_cell(o: dict, name: str) -> str:
     return f"{_us(n['model']['time_us'])} ({n['share_of_step'] * 100:.1f}%)"
 
 
-def _benefit_text(o: dict, L: dict) -> str:
+def _benefit_text(o: dict, L: dict, T) -> str:
     from ..estimate.benefit import human_bytes
 
     b = o["benefit"]
@@ -211,7 +211,7 @@ def _benefit_text(o: dict, L: dict) -> str:
         parts.append(L["benefit_formula"].format(bytes=nbytes, launches=launches) if launches.isdigit()
                      else b["formula"])
     if b.get("note"):
-        parts.append(L["not_costed"] if b["note"].startswith("not costed") else b["note"])
+        parts.append(T(b["note"]))
     return "; ".join(parts)
 
 
@@ -334,7 +334,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
         if is_open:
             files = [{"file": e["file"], "line": e["line"], "what": T(e["what"])} for e in o["evidence"]]
             message = o["message"].get(lang, "") if isinstance(o["message"], dict) else o["message"]
-            open_.append({**row, "files": files, "stub": o["interface"]["stub"], "benefit_text": _benefit_text(o, L),
+            open_.append({**row, "files": files, "stub": o["interface"]["stub"], "benefit_text": _benefit_text(o, L, T),
                           "message": message, "conditions": [_condition_md(c, L, T) for c in o["conditions"]]})
     est = data.get("estimate", {})
     if est.get("shapes_source"):  # a preset's name and source: said in the report's language

@@ -26,12 +26,18 @@ def print_summary(a, output: str, stubs: str | None, to_stdout: bool, lang: str 
                                    + (f" ({L['summary_conditional'].format(n=apart[k])})" if apart[k] else "")
                                    for k, v in sorted(counts.items())))
     opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
-    opens.sort(key=lambda o: (o.conditional, -a.benefits[o.id].priority, not o.cuda_only, o.id))
+
+    def share(o) -> float:  # the larger share of a step fusing it saves (the report's first section); -1: not costed
+        numbers = a.benefits[o.id].numbers
+        return max((n["share_of_step"] for n in numbers.values()), default=-1.0)
+
+    opens.sort(key=lambda o: (-share(o), -a.benefits[o.id].priority, o.conditional, not o.cuda_only, o.id))
     if opens:
         t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col in ("priority", "open", "where", "cuda"):
+        for col in ("priority", "open", "saving", "where", "cuda"):
             t.add_column(L["summary_columns"][col])
         for o in opens[:5]:
-            t.add_row(a.benefits[o.id].stars, o.id, f"{o.file}:{o.line}", L["summary_fused_by_vllm"] if o.cuda_only else "")
+            t.add_row(a.benefits[o.id].stars, o.id, f"{share(o) * 100:.1f}%" if share(o) >= 0 else "-",
+                      f"{o.file}:{o.line}", L["summary_fused_by_vllm"] if o.cuda_only else "")
         console.print(t)
     console.print(f"{L['summary_report']}: {output}" + (f"   {L['summary_stubs']}: {stubs}" if stubs else ""))

@@ -1,0 +1,182 @@
+"""`--scaffold DIR` (issue 38): Triton kernels, custom ops, tests, benchmarks and integrations of the open
+opportunities, from the kernel families of templates/kernels/ (docs/generated-kernels.md).
+
+The generated tests run in a subprocess (each folder registers its ops in the `fusion_analyze` namespace once per
+process) on the CPU, in Triton's interpreter (TRITON_INTERPRET=1, set by the folder's conftest.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusion_analyze.commands.scaffold import (family_of, kernels_dir, load_families, triton_expression,
+                                              write_examples)
+from fusion_analyze.match.patterns import load_patterns
+
+from .conftest import FIXTURES, MINI
+
+CONFIG = FIXTURES / "configs" / "qwen3-0.6b.json"
+
+
+def _triton():
+    pytest.importorskip("triton")
+
+
+def _run_generated_tests(folder: Path, timeout: int = 600) -> str:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(folder)],
+                       cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+# -- the families, as data -----------------------------------------------------------------------------------------
+def test_every_family_serves_patterns_that_exist_with_their_forms_and_params():
+    patterns = {p.id: p for p in load_patterns()}
+    for fam in load_families().values():
+        assert (kernels_dir() / f"{fam.id}.py.j2").is_file(), fam.id
+        assert fam.integration["kind"] in ("patch", "layer", "pass"), fam.id
+        assert fam.examples and set(fam.tolerance) == {"float32", "float16", "bfloat16"}, fam.id
+        for pid, spec in fam.serves.items():
+            assert pid in patterns, f"{fam.id} serves unknown pattern {pid}"
+            forms = {f.id for f in patterns[pid].forms}
+            assert set(spec.get("forms") or []) <= forms, (fam.id, pid)
+            roles = {p["name"].split("|")[-1].rstrip("}") for p in patterns[pid].interface["params"]}
+            assert set(spec.get("mutates") or []) <= roles, (fam.id, pid)
+            assert set((spec.get("roles") or {}).values()) <= roles, (fam.id, pid)
+
+
+def test_communication_and_unserved_scenarios_have_no_family():
+    assert family_of("allreduce_norm")[0] is None
+    assert family_of("router_experts")[0] is None
+    fam, why = family_of("matmul_swiglu", "routed_experts")
+    assert fam is None and "routed_experts" in why
+    assert family_of("matmul_swiglu", "gate_up_then_swiglu")[0].id == "gemm_swiglu"
+
+
+def test_element_wise_references_become_triton_expressions():
+    assert triton_expression("return (x + y) * z\n", ["x", "y", "z"], []) == "((x_v + y_v) * z_v)"
+    assert triton_expression("return routed_out * s + shared_out", ["routed_out", "shared_out"], ["s"]) == \
+        "((routed_out_v * s) + shared_out_v)"
+    assert triton_expression("return torch.sigmoid(gate) * x", ["gate", "x"], []) == "(tl.sigmoid(gate_v) * x_v)"
+    assert triton_expression("y = x + 1\nreturn y", ["x"], []) is None  # not one expression
+    assert triton_expression("return torch.softmax(x, -1)", ["x"], []) is None  # not element-wise
+
+
+def test_the_family_examples_are_deterministic_and_compile(tmp_path):
+    a = write_examples(str(tmp_path / "a"), load_patterns())
+    b = write_examples(str(tmp_path / "b"), load_patterns())
+    assert _files(a.out_dir) == _files(b.out_dir)
+    served = sorted(pid for fam in load_families().values() for pid in fam.serves)
+    assert sorted(k["scenario"] for k in a.kernels) == served
+    for name, text in _files(a.out_dir).items():
+        if name.endswith(".py"):
+            compile(ast.parse(text.decode()), name, "exec")
+
+
+def test_every_family_kernel_matches_its_reference_on_cpu(tmp_path, torch):
+    """Each family at its examples' shapes (float32, float16, bfloat16), its custom op's schema and fake
+    implementation (torch.library.opcheck), in Triton's interpreter."""
+    _triton()
+    res = write_examples(str(tmp_path / "examples"), load_patterns())
+    out = _run_generated_tests(res.out_dir)
+    assert " passed" in out and "failed" not in out
+    r = subprocess.run([sys.executable, str(res.out_dir / "bench_fused_add_rmsnorm.py"), "--smoke"],
+                       cwd=res.out_dir, env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True)
+    assert r.returncode == 0 and "smoke run ok" in r.stdout, r.stdout + r.stderr
+
+
+# -- the command on the mini tree ------------------------------------------------------------------------------------
+def test_scaffold_option_on_the_mini_tree(run, tmp_path):
+    folder = tmp_path / "kernels"
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--config", str(CONFIG),
+            "-o", str(tmp_path / "r.md"), "--scaffold", str(folder))
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    names = {k["name"] for k in manifest["kernels"]}
+    assert {"fused_matmul_swiglu", "fused_rope_kvcache"} <= names
+    swiglu = next(k for k in manifest["kernels"] if k["name"] == "fused_matmul_swiglu")
+    assert swiglu["integration"]["kind"] == "patch"
+    patch = (folder / "patch_fused_matmul_swiglu.py").read_text(encoding="utf-8")
+    assert "torch.ops.fusion_analyze.fused_matmul_swiglu(" in patch and "_original_0(self" in patch
+    # the mini tree has no vllm_ascend/compilation: the pass's imports are said to be missing, in the file too
+    rope = next(k for k in manifest["kernels"] if k["name"] == "fused_rope_kvcache")
+    missing = [i for i in rope["integration"]["imports"] if i["where"].startswith("MISSING")]
+    assert missing and "not found in the analysed trees" in (folder / "pass_fused_rope_kvcache.py").read_text()
+    for name, text in _files(folder).items():  # the families' test above runs the kernels
+        if name.endswith(".py"):
+            compile(ast.parse(text.decode()), name, "exec")
+
+
+def test_scaffold_into_a_file_is_a_user_error(run, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "r.md"),
+            "--scaffold", str(f))
+    assert r.exit_code == 2 and "not a folder" in r.output
+
+
+# -- released trees: Qwen3-8B, GLM-4.7, Llama-3.1-8B -----------------------------------------------------------------
+LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B config.json as published
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072, "mlp_bias": False,
+    "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True,
+    "vocab_size": 128256,
+}
+
+REAL = [("Qwen3-8B", "Qwen3-8B", {"fused_matmul_swiglu", "fused_rope_kvcache"}),
+        ("Glm4MoeForCausalLM", "GLM-4.7", {"fused_matmul_swiglu", "fused_rope_kvcache", "fused_moe_combine_add_rmsnorm",
+                                           "fused_shared_routed_combine"}),
+        ("LlamaForCausalLM", "llama-3.1-8b.json", {"fused_matmul_swiglu", "fused_rope_kvcache"})]
+
+
+@pytest.mark.parametrize("model,config,kernels", REAL, ids=[r[1] for r in REAL])
+def test_scaffold_of_a_released_model(model, config, kernels, real_tree, tmp_path, torch):
+    _triton()
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    if config.endswith(".json"):
+        path = tmp_path / config
+        path.write_text(json.dumps(LLAMA_31_8B, indent=2), encoding="utf-8")
+        config = str(path)
+    folder = tmp_path / "kernels"
+    cmd = [sys.executable, "-c", "from fusion_analyze.cli import main; main()", model, "--vllm-root", str(vllm), "--ascend-root", str(ascend),
+           "--config", config, "--lang", "en", "-o", str(tmp_path / "r.md"), "--scaffold", str(folder)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the analysis of {model} ({config}) did not finish in 300 s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["sources"] == {"vllm": "0.30.0", "vllm_ascend": "0.30.0rc2"}
+    assert kernels <= {k["name"] for k in manifest["kernels"]}
+    for k in manifest["kernels"]:
+        assert k["config_shapes"], k["name"]  # the tests and the benchmark know the configuration's shapes
+        assert k["integration"] is not None, (k["name"], k["integration_notes"])
+        missing = [i for i in k["integration"]["imports"] if i["where"].startswith("MISSING")]
+        assert not missing, (k["name"], missing)  # every import resolves in the tree the report was made from
+        for i in k["integration"]["imports"]:
+            rel, line = i["where"].rsplit(":", 1) if ":" in i["where"] else (i["where"], "0")
+            root = vllm if rel.startswith("vllm/") else ascend
+            assert (root / rel).is_file(), i
+    reasons = {r["id"]: r["reason"] for r in manifest["reference_only"]}
+    assert all("rejected" in why or "no kernel" in why or "template" in why for why in reasons.values()), reasons
+    _run_generated_tests(folder)
+    # the same inputs write the same bytes
+    again = tmp_path / "again"
+    r = subprocess.run(cmd[:-1] + [str(again)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and _files(folder) == _files(again)
