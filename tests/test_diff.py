@@ -330,3 +330,17 @@ def test_the_example_workflow_installs_from_the_repository_and_keeps_exit_2_an_e
     assert "--fail-on regression" in runs and "--format sarif" in runs
     # the diff's exit code: 1 (a regression) fails the job only when asked, anything else (2, 3) always
     assert re.search(r'"\$code" -eq 1', runs) and "exit \"$code\"" in runs
+
+
+def test_github_annotations_put_the_first_regression_of_each_cause_first():
+    from fusion_analyze.commands.diff import findings
+
+    a = diff_model("A", _report("A", [_opp("allreduce_norm@A.f", "fused_by_ascend_graph_pass", PASS),
+                                      _opp("matmul_allreduce@A.f", "fused_by_ascend_graph_pass", PASS)]),
+                   _report("A", [_opp("allreduce_norm@A.f", "open"), _opp("matmul_allreduce@A.f", "open")]))
+    b = diff_model("B", _report("B", [_opp("add_rmsnorm@B.f", "fused_by_ascend_kernel", KERNEL)]),
+                   _report("B", [_opp("add_rmsnorm@B.f", "open")]))
+    in_order = [f["properties"]["opportunity"] for f in findings([a, b])]
+    assert in_order == ["allreduce_norm@A.f", "matmul_allreduce@A.f", "add_rmsnorm@B.f"]  # SARIF: model order
+    spread = [f["properties"]["opportunity"] for f in findings([a, b], spread=True)]
+    assert spread == ["allreduce_norm@A.f", "add_rmsnorm@B.f", "matmul_allreduce@A.f"]

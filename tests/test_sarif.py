@@ -158,3 +158,11 @@ def test_compare_writes_sarif_too(run, two_sides, tmp_path):
     log = json.loads(out.read_text(encoding="utf-8"))
     validate_sarif(log)
     assert [res["ruleId"] for res in log["runs"][0]["results"]] == ["qknorm_rope", "qkv_split_norm_rope"]
+
+
+def test_past_ten_annotations_a_closing_notice_says_how_many_there_are():
+    found = [{"rule": {"id": "x", "title": "t"}, "level": "warning", "file": "f.py", "line": i, "message": "m"}
+             for i in range(1, 13)]
+    lines = to_annotations(found).splitlines()
+    assert len(lines) == 13 and lines[-1].startswith("::notice title=fusion-analyze::12 annotations")
+    assert "::notice" not in to_annotations(found[:10])

@@ -299,7 +299,7 @@ def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on
     if fmt in ("sarif", "github"):
         from .render.sarif import to_annotations, to_sarif
 
-        found = findings(diffs)
+        found = findings(diffs, spread=fmt == "github")
         text = to_sarif(found, {"old": old, "new": new}) if fmt == "sarif" else to_annotations(found)
     else:
         text = to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new)

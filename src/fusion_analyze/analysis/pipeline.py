@@ -46,8 +46,8 @@ class Options:
 
 
 def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
-            cache: bool = True) -> Analysis:
-    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True)
+            cache: bool = True, warn: str = "") -> Analysis:
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True, warn=warn)
     try:
         return analyze_in(session, model, options)
     finally:
@@ -92,10 +92,10 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     index = session.index
     # --config (or the model query's config.json, or the preset the query names), read once: the walk's facts
     # and the estimate's shapes
-    spec = options.config or (model if model.endswith(".json") else None)
+    spec = options.config or loc.config_path or (model if model.endswith(".json") else None)
     named = options.config is not None
-    if spec is None:  # `fusion-analyze Qwen3-8B`: that checkpoint's preset, exactly as `--config Qwen3-8B`
-        spec = preset_for(model, loc.architecture)
+    if spec is None:  # `fusion-analyze Qwen3-8B` (or Qwen/Qwen3-8B): that checkpoint's preset, as `--config Qwen3-8B`
+        spec = preset_for(loc.name or model, loc.architecture)
         named = spec is not None
     read = read_config(spec) if spec else None
     shapes = load_shapes(read) if named else Shapes()

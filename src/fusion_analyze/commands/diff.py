@@ -544,9 +544,10 @@ def to_json(diffs: list[ModelDiff], old: str, new: str) -> str:
 
 # --- CI formats -----------------------------------------------------------------------------------------------
 
-def findings(diffs: list[ModelDiff]) -> list[dict]:
+def findings(diffs: list[ModelDiff], spread: bool = False) -> list[dict]:
     """One finding per regression (render/sarif.py): at the scenario's place in the new tree, with its cause
-    and, as related locations, what fused it in the old tree."""
+    and, as related locations, what fused it in the old tree. In model order; `spread`: the first regression of
+    each cause first, then the second of each, ... (GitHub shows only the first 10 annotations of a step)."""
     causes = {(o["architecture"], o["id"]): c for c in group_causes(diffs, True) for o in c["opportunities"]}
     out = []
     for d in diffs:
@@ -568,4 +569,11 @@ def findings(diffs: list[ModelDiff]) -> list[dict]:
                         "fingerprint": f"{d.architecture}:{c['id']}", "related": related,
                         "properties": {"architecture": d.architecture, "opportunity": c["id"], "old": c["old"],
                                        "new": c["new"], "cause": f"{cause['kind']}:{cause['subject']}"}})
+    if spread:
+        rank: Counter = Counter()
+        keyed = []
+        for i, f in enumerate(out):
+            rank[f["properties"]["cause"]] += 1
+            keyed.append((rank[f["properties"]["cause"]], i, f))
+        out = [f for _, _, f in sorted(keyed, key=lambda k: k[:2])]
     return out

@@ -231,6 +231,8 @@ def _step_text(est: dict, L: dict) -> str:
     launch = dev.get("launch_us")
     launch_text = (L["launch_modes"].format(eager=launch.get("eager"), graph=launch.get("graph"))
                    if isinstance(launch, dict) else f"{launch} µs")
+    if "assumption" in str((dev.get("sources") or {}).get("launch_us", "")):  # said where it is not measured
+        launch_text += f" ({L['assumed']})"
     tp = est.get("tp")
     par = L["parallel"].format(tp=tp or 1, ep=est.get("ep") or 1, note="" if tp else f" ({L['tp_default']})")
     text = f"{par} · {dev.get('name')} ({dev.get('hbm_gb_s')} GB/s, {dev.get('tflops')} TFLOPS, {launch_text})"
@@ -339,6 +341,8 @@ def _render(tmpl, data: dict, lang: str) -> str:
     est = data.get("estimate", {})
     if est.get("shapes_source"):  # a preset's name and source: said in the report's language
         est = {**est, "shapes_source": T(est["shapes_source"])}
+    if not data["sources"].get("vllm_ascend") and est.get("device"):  # CUDA only: no Ascend device is named
+        est = {**est, "device": {**est["device"], "name": L["cuda_only_device"].format(id=est["device"].get("id"))}}
     top = [{**r, "when": _when(r, L)} for r in _top(table)]
     return tmpl.render(
         L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),

@@ -1,11 +1,11 @@
 """CI formats: SARIF 2.1.0 (code scanning) and GitHub workflow annotations (`::warning file=...::...`).
 
 Both are rendered from findings: one finding is one open opportunity (the single-model report, from its JSON
-data: `analysis_findings`) or one regression (`diff`, whose findings commands/diff.py builds). A finding names its
-rule (the pattern: id, title, message, target, category), a level, the `file:line` it points at (relative to the
-tree root: the folder that holds `vllm/` or `vllm_ascend/`, which is the root of a checkout of either repository),
-a message, a fingerprint and related locations (the evidence). The texts are English; a rule carries the
-pattern's Chinese title in its properties. `schemas/sarif-2.1.0.json` is the OASIS schema the tests validate
+data: `analysis_findings`) or one regression (`diff`, whose findings commands/diff.py builds). A finding names
+its rule (the pattern: id, title, message, target, category), a level, the `file:line` it points at (relative
+to the tree root: the folder that holds `vllm/`, `vllm_ascend/` or `transformers/`, the root of a checkout of
+that repository), a message, a fingerprint and related locations (the evidence). The texts are English; a rule
+carries the pattern's Chinese title in its properties. `schemas/sarif-2.1.0.json` is the OASIS schema the tests validate
 every SARIF log against.
 """
 
@@ -131,6 +131,7 @@ def _prop(text: str) -> str:
 
 
 _COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
+SHOWN_PER_STEP = 10  # GitHub: 10 warning, 10 error and 10 notice annotations per step, 50 per job
 
 
 def to_annotations(findings: list[dict]) -> str:
@@ -144,4 +145,7 @@ def to_annotations(findings: list[dict]) -> str:
                 props.append(f"line={f['line']}")
         props.append(f"title={_prop(f.get('title') or f['rule']['title'] or f['rule']['id'])}")
         lines.append(f"::{_COMMAND.get(f['level'], 'warning')} {','.join(props)}::{_data(f['message'])}")
+    if len(lines) > SHOWN_PER_STEP:  # GitHub shows 10 annotations of a kind per step: say how many there are
+        lines.append(f"::notice title=fusion-analyze::{len(lines)} annotations; a step shows the first "
+                     f"{SHOWN_PER_STEP} of each kind, the SARIF log and the report have all of them")
     return "\n".join(lines) + ("\n" if lines else "")

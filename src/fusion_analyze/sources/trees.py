@@ -124,3 +124,47 @@ def detect_version(root: Path, package: str) -> str | None:
             if m:
                 return m.group(1)
     return None
+
+
+# Where a vllm-ascend tree says which vLLM release it is built and tested against: the vLLM tag its image clones,
+# the tag its CI pins, the version its docs install. The first found is the declaration.
+_DECLARATIONS = (
+    ("Dockerfile", re.compile(r"^[ \t]*ARG[ \t]+VLLM_TAG[ \t]*=[ \t]*v?(\d+\.\d+(?:\.\d+)?)[ \t]*$", re.M)),
+    (".github/vllm-release-tag.commit", re.compile(r"^[ \t]*v?(\d+\.\d+(?:\.\d+)?)[ \t]*$", re.M)),
+    ("docs/source/conf.py", re.compile(r"""["']pip_vllm_version["']\s*:\s*["'](\d+\.\d+(?:\.\d+)?)["']""")),
+)
+
+
+def declared_vllm(ascend: SourceTree) -> tuple[str, str] | None:
+    """(the vLLM version a vllm-ascend tree declares, where: `Dockerfile L34: ARG VLLM_TAG=v0.30.0`), or None
+    where it declares none (an installed package carries no Dockerfile)."""
+    for rel, pattern in _DECLARATIONS:
+        path = ascend.root / rel
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        except OSError:
+            continue
+        m = pattern.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            return m.group(1), f"{rel} L{line}: {m.group(0).strip()}"
+    return None
+
+
+def _minor(version: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"v?(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def pair_mismatch(vllm: SourceTree, ascend: SourceTree | None) -> str | None:
+    """A warning where the vllm-ascend tree declares another vLLM release (major.minor) than the vLLM tree's,
+    else None (also where either version is unknown)."""
+    if ascend is None:
+        return None
+    declared = declared_vllm(ascend)
+    if declared is None or _minor(vllm.version) is None or _minor(declared[0]) == _minor(vllm.version):
+        return None
+    return (f"vllm-ascend {ascend.version or '(unknown version)'} is built against vLLM {declared[0]} "
+            f"({declared[1]}), but the vLLM tree is {vllm.version}: that pair does not run together, and the report "
+            f"mixes code of two releases; pass vllm=={declared[0]} (or the vllm-ascend release made for "
+            f"{vllm.version})")

@@ -41,6 +41,7 @@ class Opportunity:
     note: str | None = None
     when: list[str] = field(default_factory=list)  # undecided tests the row's ops run under (each match's)
     state_if: list[str] = field(default_factory=list)  # undecided tests its state rests on
+    on_ascend: bool = True  # the walk is Ascend's (an Ascend tree, the Ascend backend): its statuses speak of Ascend
 
     @property
     def conditional(self) -> bool:
@@ -49,8 +50,10 @@ class Opportunity:
 
     @property
     def cuda_only(self) -> bool:
-        """Fused on CUDA by a vLLM pass but still open here: the line to read first."""
-        return self.status is Status.OPEN and self.cuda.get("status") in ("fused_by_pass", "fused_by_pass_if")
+        """Fused on CUDA by a vLLM pass but still open on Ascend: the line to read first (never said of a CUDA
+        walk, which makes no Ascend claim)."""
+        return (self.on_ascend and self.status is Status.OPEN
+                and self.cuda.get("status") in ("fused_by_pass", "fused_by_pass_if"))
 
     def to_json(self) -> dict:
         d = {
@@ -755,7 +758,7 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         out.append(Opportunity(oid, pid, pat.category, status, conds, items[0][5],
                                evidence, op_ids, first.file, first.line, scope, pat,
                                [it[0] for it in items], joined(list(dict.fromkeys(it[3] for it in items if it[3])), " | ") or None,
-                               when, state_if))
+                               when, state_if, on_ascend=backend == "ascend"))
     return out
 
 
