@@ -90,13 +90,27 @@ def test_an_op_whose_shapes_are_unknown_is_counted_apart():
 
 def test_moe_sizes_per_rank():
     dims = {**DIMS, "num_experts": 64, "top_k": 4, "moe_intermediate_size": 256}
-    ops = [op(1, "moe_dispatch", ["hidden_states#1"], ["d#2"], step="dispatch"),
-           op(2, "expert_gemm", ["d#2"], ["g#3"], step="gemm1"),
-           op(3, "expert_act", ["g#3"], ["a#4"], step="act"),
-           op(4, "expert_gemm", ["a#4"], ["o#5"], step="gemm2")]
+
+    def moe(comm_class: str) -> list[Op]:
+        return [op(0, "moe_experts", ["hidden_states#1"], ["e#9"], comm_class, part="experts"),
+                op(1, "moe_dispatch", ["hidden_states#1"], ["d#2"], step="dispatch"),
+                op(2, "expert_gemm", ["d#2"], ["g#3"], step="gemm1"),
+                op(3, "expert_act", ["g#3"], ["a#4"], step="act"),
+                op(4, "expert_gemm", ["a#4"], ["o#5"], step="gemm2"),
+                op(5, "moe_combine", ["o#5"], ["c#6"], step="combine")]
+
     n, h, k, i = 1000, 1024, 4, 256
-    tp2 = model(ops, tp=2, dims=dims).step.costs
+    tp2 = model(moe("AllGatherCommImpl"), tp=2, dims=dims).step.costs
     assert tp2["o2"].flops == 2 * n * k * h * 2 * i / 2  # experts split by TP without EP
-    ep = StepModel(ops, dims, 2, DEVICE, "prefill", PREFILL, Parallel(1, ep=4), parallel_style).step.costs
-    assert ep["o2"].flops == 2 * (n * k / 4) * h * 2 * i  # a quarter of the token-expert pairs, whole experts
-    assert ep["o1"].comm == 3 / 4 * n * k * h * 2  # the dispatch sends the pairs of other ranks' experts
+    assert tp2["o5"].comm == 2 * (2 - 1) / 2 * n * h * 2  # the experts' partial outputs all-reduced over TP
+
+    def ep4(comm_class: str) -> dict:
+        return StepModel(moe(comm_class), dims, 2, DEVICE, "prefill", PREFILL, Parallel(4, ep=4),
+                         parallel_style).step.costs
+
+    gather, a2a = ep4("AllGatherCommImpl"), ep4("MC2CommImpl")
+    assert gather["o2"].flops == 2 * (n * k / 4) * h * 2 * i  # a quarter of the token-expert pairs, whole experts
+    # all-gather (vllm-ascend's method on A2 below 16 ranks): every token already on every rank, one all-reduce
+    assert gather["o1"].comm == 0 and gather["o5"].comm == 2 * 3 / 4 * n * h * 2
+    # MC2 / all-to-all: the pairs of other ranks' experts sent at dispatch, and back at combine
+    assert a2a["o1"].comm == a2a["o5"].comm == 3 / 4 * n * k * h * 2

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import gc
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional, get_args
 
 import typer
+from typer._click.exceptions import BadParameter, MissingParameter, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from . import __version__
@@ -21,18 +23,61 @@ FORMATS = ("md", "json", "sarif", "github")  # the report formats of the single-
 EXTENSIONS = {"md": "md", "json": "json", "sarif": "sarif", "github": "txt"}
 
 
+_ROOT_FLAGS = ("-q", "--quiet", "-v", "--verbose", "--debug")  # root options that may stand anywhere
+
+
 class _DefaultToAnalyze(TyperGroup):
-    """`fusion-analyze qwen3 ...` means `fusion-analyze analyze qwen3 ...`."""
+    """`fusion-analyze qwen3 ...` means `fusion-analyze analyze qwen3 ...`; `-q`, `-v` and `--debug` may stand
+    anywhere (`fusion-analyze qwen3 -q ...`); a usage error is one line (exit 2), Ctrl-C one line (exit 130)."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:  # ctx: typer's (vendored) click Context
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            args = ["analyze", *args]
-        return super().parse_args(ctx, args)
+        end = args.index("--") if "--" in args else len(args)
+        flags = [a for a in args[:end] if a in _ROOT_FLAGS]
+        rest = [a for a in args[:end] if a not in _ROOT_FLAGS] + args[end:]
+        if rest and rest[0] not in self.commands and not rest[0].startswith("-"):
+            rest = ["analyze", *rest]
+        return super().parse_args(ctx, flags + rest)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as exc:
+            _usage_error(exc)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            _usage_error(exc)
+        except UserError as exc:  # one the root raised (a malformed pyproject.toml table)
+            _fail(exc)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130)
+
+
+def _usage_error(exc) -> None:
+    """A usage error (a bad choice, a missing option) as one line on stderr, exit 2; `fusion-analyze` alone
+    still shows the help."""
+    if isinstance(exc, NoArgsIsHelpError):
+        raise exc
+    message = exc.format_message()
+    param = getattr(exc, "param", None)
+    if (isinstance(exc, BadParameter) and param is not None and param.opts
+            and not isinstance(exc, MissingParameter)):
+        flag = max(param.opts, key=len)
+        bad = re.search(r"'([^']*)' is not one of (.*?)\.?$", message)
+        message = (f"{flag} {bad.group(1)}: use one of {bad.group(2).replace(chr(39), '')}" if bad
+                   else f"{flag}: {re.sub(r'^Invalid value for [^:]*?(?: [(]env var: [^)]*[)])?: (Value error, )?', '', message)}")
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    typer.echo(f"error: {message}{hint}", err=True)
+    raise typer.Exit(2)
 
 
 app = typer.Typer(
     cls=_DefaultToAnalyze,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Find fused and still-open operator-fusion scenarios of a vLLM model on Ascend NPUs.\n\n"
@@ -59,35 +104,87 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print errors only: no warnings, progress or summary on stderr (may stand anywhere)."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Also print details on stderr: the trees used, how the model query resolved (may stand anywhere)."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (bad input and internal errors alike) to report it."),
 ) -> None:
-    pass
+    """Defaults: command line > environment (FUSION_ANALYZE_VLLM_ROOT, ...) > [tool.fusion-analyze] in the
+    pyproject.toml of this folder or the nearest parent > built-in (docs/configuration.md)."""
+    from .commands.settings import default_map
+    from .errors import Verbosity
+
+    Verbosity.level = 0 if quiet else 2 if verbose else 1
+    Verbosity.debug = debug
+    found = default_map(list(getattr(ctx.command, "commands", {})))
+    if found:
+        ctx.default_map = found
 
 
-VllmRoot = typer.Option(None, "--vllm-root", help="Directory containing vllm/ (checkout, sdist, site-packages), or vllm==VERSION.")
-AscendRoot = typer.Option(None, "--ascend-root", help="Directory containing vllm_ascend/, or vllm-ascend==VERSION.")
-HfRoot = typer.Option(None, "--hf-root", help="Directory containing transformers/, or transformers==VERSION: the "
+VllmRoot = typer.Option(None, "--vllm-root", envvar="FUSION_ANALYZE_VLLM_ROOT",
+                        help="Directory containing vllm/ (checkout, sdist, site-packages), or vllm==VERSION.")
+AscendRoot = typer.Option(None, "--ascend-root", envvar="FUSION_ANALYZE_ASCEND_ROOT",
+                          help="Directory containing vllm_ascend/, or vllm-ascend==VERSION (without one the report is CUDA only).")
+HfRoot = typer.Option(None, "--hf-root", envvar="FUSION_ANALYZE_HF_ROOT",
+                      help="Directory containing transformers/, or transformers==VERSION: the "
                       "defaults of the model's configuration class (default: an installed transformers).")
+# The choices of the choice options (--help lists them, completion offers them); tests/test_cli_conventions.py
+# holds them equal to their sources: templates/labels.yaml's languages, FORMATS, commands/diff.py FAIL_ON.
+Lang = Literal["zh", "en"]
+FormatChoice = Literal["md", "json", "sarif", "github"]
+FailOn = Literal["regression", "any", "status", "opportunities", "ops", "none"]
+Tables = Literal["text", "all"]
+LANGS, FAIL_ON = get_args(Lang), get_args(FailOn)
+# The options the single-model command, `all` and `compare` share (help, environment variables)
+LangOpt = typer.Option("zh", "--lang", envvar="FUSION_ANALYZE_LANG", help="Report language.")
+PatternsOpt = typer.Option(None, "--patterns", envvar="FUSION_ANALYZE_PATTERNS",
+                           help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones.")
+ConfigOpt = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the "
+                         "walk's branches and the estimate's shapes.")
+TpOpt = typer.Option(None, "--tp", envvar="FUSION_ANALYZE_TP", help="Tensor-parallel size the estimate costs one rank of "
+                     "(default 1, as vLLM's; communication fusions are rejected at 1).")
+EpOpt = typer.Option(None, "--ep", envvar="FUSION_ANALYZE_EP", help="Expert-parallel size: each rank holds "
+                     "num_experts / EP experts (default 1: the experts are split by TP).")
+DeviceOpt = typer.Option(None, "--device", envvar="FUSION_ANALYZE_DEVICE", metavar="[ascend_a2|ascend_a3|ascend_a5|ID]",
+                         help="Device profile of patterns/catalog/devices.yaml (default ascend_a2), or an id of --device-profile.")
+DeviceProfileOpt = typer.Option(None, "--device-profile", envvar="FUSION_ANALYZE_DEVICE_PROFILE",
+                                help="A YAML file of device profiles (same keys as patterns/catalog/devices.yaml).")
+BackendOpt = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given).")
+NoCacheOpt = typer.Option(False, "--no-cache", help="Parse every file again (do not read or write the parse cache).")
 
 
 def _fail(exc: UserError) -> None:
+    from .errors import Verbosity
+
+    if Verbosity.debug:
+        import traceback
+
+        traceback.print_exc()
     typer.echo(f"error: {exc.message}", err=True)
     raise typer.Exit(exc.code)
 
 
 @app.command("locate")
 def locate_cmd(
-    query: str = typer.Argument(..., help="Architecture, model type, marketing name or path to config.json."),
+    query: str = typer.Argument(..., help="Architecture, model type, marketing name (GLM-4.7), HF repo id "
+                                "(Qwen/Qwen3-8B), checkpoint directory or path to config.json."),
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
-    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text (for people) or json."),
+    hf_root: Optional[str] = HfRoot,
 ) -> None:
     """Resolve a model to its file and class, with the lines that prove it."""
-    from .analysis.session import Session
+    from .analysis.session import Session, warn_pair
 
     try:
         session = Session.open(vllm_root, ascend_root)
+        hf = session.hf_tree(hf_root)
+        if hf is not None:  # a model type's causal-LM class, from transformers' auto mapping
+            session.index.trees.setdefault("transformers", hf)
         loc = session.resolver.resolve(query)
+        warn_pair(session, no_ascend=False)
+        _said_resolved(query, loc)
     except UserError as exc:
         _fail(exc)
     if fmt is Fmt.json:
@@ -114,13 +211,14 @@ def locate_cmd(
 def list_models_cmd(
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
-    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text (for people) or json."),
 ) -> None:
     """List every architecture of the tree's registry with its file."""
-    from .analysis.session import Session
+    from .analysis.session import Session, warn_pair
 
     try:
         session = Session.open(vllm_root, ascend_root)
+        warn_pair(session, no_ascend=False)
     except UserError as exc:
         _fail(exc)
     rows = []
@@ -138,7 +236,7 @@ def list_models_cmd(
 
 
 @app.command("fetch")
-def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION or vllm-ascend==VERSION")) -> None:
+def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION, vllm-ascend==VERSION or transformers==VERSION.")) -> None:
     """Download released source trees into the user cache (once) and print their paths."""
     from .sources.fetch import fetch_spec
 
@@ -151,35 +249,42 @@ def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION or vllm
 
 @app.command("analyze")
 def analyze_cmd(
-    model: str = typer.Argument(..., help="Architecture, model type, marketing name or path to config.json."),
+    model: str = typer.Argument(..., help="Architecture, model type, marketing name (GLM-4.7), HF repo id "
+                                "(Qwen/Qwen3-8B), checkpoint directory or path to config.json."),
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
-    backend: Optional[Backend] = typer.Option(None, "--backend", help="Which layer implementations to walk (default: ascend when an Ascend root is given)."),
-    fmt: Optional[str] = typer.Option("md", "--format", help="md, json, sarif (SARIF 2.1.0: one result per open opportunity) or github (workflow annotations)."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here (default: stdout when it is not a terminal, else reports/<arch>.md)."),
-    patterns: Optional[str] = typer.Option(None, "--patterns", help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones."),
-    config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the walk's branches and the estimate's shapes."),
+    backend: Optional[Backend] = BackendOpt,
+    fmt: FormatChoice = typer.Option("md", "--format", help="md, json, sarif (SARIF 2.1.0: one result per open opportunity) or github (workflow annotations)."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the report here; -o DIR/ (or an existing folder) writes DIR/<arch>.<ext> (default: stdout when it is not a terminal, else reports/<arch>.md)."),
+    patterns: Optional[str] = PatternsOpt,
+    config: Optional[str] = ConfigOpt,
     hf_root: Optional[str] = HfRoot,
-    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size the estimate costs one rank of (default 1, as vLLM's; communication fusions are rejected at 1)."),
-    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size: each rank holds num_experts / EP experts (default 1: the experts are split by TP)."),
-    device: Optional[str] = typer.Option(None, "--device", help="Device profile: ascend_a2 (default), ascend_a3 or ascend_a5."),
-    device_profile: Optional[str] = typer.Option(None, "--device-profile", help="A YAML file of device profiles (same keys as patterns/catalog/devices.yaml)."),
-    lang: str = typer.Option("zh", "--lang", help="Report language: zh (default) or en."),
+    tp: Optional[int] = TpOpt,
+    ep: Optional[int] = EpOpt,
+    device: Optional[str] = DeviceOpt,
+    device_profile: Optional[str] = DeviceProfileOpt,
+    lang: Lang = LangOpt,
     template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
     stubs: Optional[str] = typer.Option(None, "--stubs", help="Also write FILE.py: every open opportunity's stub and PyTorch reference."),
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Also write DIR/: for each open opportunity with a kernel template, a Triton kernel at the report's shapes, its custom op, a test, a benchmark and an integration module (docs/generated-kernels.md)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Parse every file again (do not read or write the parse cache)."),
+    no_cache: bool = NoCacheOpt,
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
     from .analysis.pipeline import Options, analyze, write_output, write_stubs
+    from .analysis.session import warn_pair
+    from .errors import Verbosity
 
     try:
         _check_choices(fmt=fmt or "md", lang=lang)
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
+        _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
+                      outputs={"-o": output, "--stubs": stubs}, folders={"--scaffold": scaffold})
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
                          Options(config=config, tp=tp, ep=ep, device=device, device_profile=device_profile,
                                  hf_root=hf_root), cache=not no_cache)
+        warn_pair(result.session)
+        _said_resolved(model, result.location)
         fmt = fmt or "md"
         to_terminal = output is None and sys.stdout.isatty()
         if to_terminal:
@@ -197,7 +302,7 @@ def analyze_cmd(
             written = write_scaffold(result, scaffold)
             if sys.stderr.isatty():
                 typer.echo(f"scaffold: {len(written.kernels)} kernel(s), {len(written.files)} files in {scaffold}", err=True)
-        if output not in (None, "-") and (to_terminal or sys.stderr.isatty()):
+        if output not in (None, "-") and (to_terminal or sys.stderr.isatty()) and Verbosity.level >= 1:
             from .render.summary import print_summary
 
             print_summary(result, output, stubs, to_stdout=to_terminal, lang=lang)
@@ -209,25 +314,28 @@ def analyze_cmd(
 def all_cmd(
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
-    output: str = typer.Option(..., "-o", "--output", help="Folder for <arch>.md, <arch>.json and index.md."),
+    output: str = typer.Option(..., "-o", "--output", help="Folder for <arch>.md, <arch>.json and index.md (created)."),
     only: Optional[list[str]] = typer.Option(None, "--only", help="Architectures or globs (repeat or comma-separate)."),
-    tables: str = typer.Option("text", "--tables", help="text: the text-generation registry table; all: every table."),
-    backend: Optional[Backend] = typer.Option(None, "--backend"),
+    tables: Tables = typer.Option("text", "--tables", help="text: the text-generation registry table; all: every table."),
+    backend: Optional[Backend] = BackendOpt,
     workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds one model may take before it is recorded as timed out."),
-    patterns: Optional[str] = typer.Option(None, "--patterns"),
-    config: Optional[str] = typer.Option(None, "--config"),
+    patterns: Optional[str] = PatternsOpt,
+    config: Optional[str] = ConfigOpt,
     hf_root: Optional[str] = HfRoot,
-    tp: Optional[int] = typer.Option(None, "--tp"),
-    lang: str = typer.Option("zh", "--lang"),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the parse cache."),
+    tp: Optional[int] = TpOpt,
+    ep: Optional[int] = EpOpt,
+    device: Optional[str] = DeviceOpt,
+    device_profile: Optional[str] = DeviceProfileOpt,
+    lang: Lang = LangOpt,
+    no_cache: bool = NoCacheOpt,
     allow_fail: Optional[list[str]] = typer.Option(None, "--allow-fail", help="Architectures or globs (repeat or comma-separate) whose failure is recorded but does not make the exit code 1."),
     max_failures: int = typer.Option(0, "--max-failures", help="Exit 1 only when more than N architectures (not allowed by --allow-fail) failed."),
 ) -> None:
     """Analyze every architecture of the registry: one report per architecture plus index.md."""
     from .commands.batch import BatchJob, counted_failures, run_batch, select
     from .locate.registry import TEXT_TABLE, served_text_model
-    from .analysis.session import Session
+    from .analysis.session import Session, warn_pair
 
     try:
         _check_choices(lang=lang)
@@ -235,6 +343,8 @@ def all_cmd(
             raise UserError(f"--tables {tables}: use text or all")
         if max_failures < 0:
             raise UserError(f"--max-failures {max_failures}: give a count of 0 or more")
+        _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
+                      folders={"-o": output})
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         archs = [e.architecture for e in session.resolver.entries
                  if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
@@ -244,9 +354,11 @@ def all_cmd(
             raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
         job = BatchJob(vllm_root=str(session.vllm.root), ascend_root=str(session.ascend.root) if session.ascend else None,
                        backend=session.backend, out_dir=str(out), patterns=patterns, config=config, tp=tp, lang=lang,
-                       cache=not no_cache, hf_root=_hf_path(session, hf_root))
+                       cache=not no_cache, hf_root=_hf_path(session, hf_root), ep=ep, device=device,
+                       device_profile=device_profile)
     except UserError as exc:
         _fail(exc)
+    warn_pair(session)  # before the run: it takes minutes
     progress = None
     bar = None
     if sys.stderr.isatty():
@@ -264,7 +376,9 @@ def all_cmd(
     failed = [r for r in results if not r["ok"]]
     counted = counted_failures(failed, allow_fail)
     allowed = f" ({len(failed) - len(counted)} allowed by --allow-fail)" if len(counted) < len(failed) else ""
-    typer.echo(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}", err=True)
+    from .errors import note
+
+    note(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}")
     for r in failed:
         typer.echo(f"  {r['architecture']}{'' if r in counted else ' (allowed)'}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)
@@ -274,9 +388,9 @@ def all_cmd(
 def diff_cmd(
     old: str = typer.Argument(..., help="Old JSON report or batch folder."),
     new: str = typer.Argument(..., help="New JSON report or batch folder."),
-    fmt: str = typer.Option("md", "--format", help="md (fits a PR comment), json, sarif (one result per regression) or github (annotations)."),
-    output: Optional[str] = typer.Option(None, "-o", "--output"),
-    fail_on: str = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
+    fmt: FormatChoice = typer.Option("md", "--format", help="md (fits a PR comment), json, sarif (one result per regression) or github (annotations)."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the diff here (default: stdout)."),
+    fail_on: FailOn = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
 ) -> None:
     """What changed between two reports or `all` folders, regressions grouped by cause. Exit 1: a change of the
     kind --fail-on names (default: a regression); 0: none; 2: bad input."""
@@ -285,7 +399,7 @@ def diff_cmd(
     try:
         _check_choices(fmt=fmt, fail_on=fail_on)
         diffs = diff_paths(old, new)
-        code = _write_diff(diffs, old, new, fmt, output, fail_on)
+        code = _write_diff(diffs, old, new, fmt, _report_path(output, "diff", fmt), fail_on)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
@@ -312,33 +426,43 @@ def compare_cmd(
     model: str = typer.Argument(..., help="The model to analyze on both sides."),
     base: str = typer.Option(..., "--base", help="vLLM tree or spec of the base side (vllm==0.33.0)."),
     head: str = typer.Option(..., "--head", help="vLLM tree or spec of the head side."),
-    ascend_root: Optional[str] = typer.Option(None, "--ascend-root", help="vllm-ascend tree for both sides."),
+    ascend_root: Optional[str] = typer.Option(None, "--ascend-root", envvar="FUSION_ANALYZE_ASCEND_ROOT", help="vllm-ascend tree for both sides."),
     base_ascend: Optional[str] = typer.Option(None, "--base-ascend", help="vllm-ascend tree of the base side."),
     head_ascend: Optional[str] = typer.Option(None, "--head-ascend", help="vllm-ascend tree of the head side."),
-    backend: Optional[Backend] = typer.Option(None, "--backend"),
-    fmt: str = typer.Option("md", "--format", help="md, json, sarif or github, as for diff."),
-    output: Optional[str] = typer.Option(None, "-o", "--output"),
-    fail_on: str = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
+    backend: Optional[Backend] = BackendOpt,
+    fmt: FormatChoice = typer.Option("md", "--format", help="md, json, sarif or github, as for diff."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the diff here (default: stdout)."),
+    fail_on: FailOn = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
     hf_root: Optional[str] = HfRoot,
     config: Optional[str] = typer.Option(None, "--config", help="HF config.json (or a preset name) for both sides: decides the walk's branches."),
+    patterns: Optional[str] = PatternsOpt,
+    tp: Optional[int] = TpOpt,
+    ep: Optional[int] = EpOpt,
+    device: Optional[str] = DeviceOpt,
+    device_profile: Optional[str] = DeviceProfileOpt,
 ) -> None:
     """Analyze MODEL on two trees and diff the reports in one command."""
     import tempfile
 
     from .commands.diff import diff_paths
     from .analysis.pipeline import Options, analyze, render, write_text
+    from .analysis.session import warn_pair
 
     try:
         _check_choices(fmt=fmt, fail_on=fail_on)
+        _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
+                      outputs={"-o": output})
+        options = Options(config=config, tp=tp, ep=ep, device=device, device_profile=device_profile, hf_root=hf_root)
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
             paths = []
             for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
-                a = analyze(model, root, asc, backend.value if backend else None, options=Options(config=config, hf_root=hf_root))
+                a = analyze(model, root, asc, backend.value if backend else None, patterns, options=options)
+                warn_pair(a.session)
                 path = Path(tmp) / side / f"{a.location.architecture}.json"
                 write_text(render(a, "json"), str(path))
                 paths.append(path)
             diffs = diff_paths(str(paths[0]), str(paths[1]))
-        code = _write_diff(diffs, base, head, fmt, output, fail_on)
+        code = _write_diff(diffs, base, head, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt), fail_on)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
@@ -377,6 +501,57 @@ def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str
             raise UserError(f"--fail-on {fail_on}: use one of {', '.join(FAIL_ON)}")
 
 
+def _check_before(tp: int | None = None, ep: int | None = None, device: str | None = None,
+                  device_profile: str | None = None, config: str | None = None, patterns: str | None = None,
+                  outputs: dict | None = None, folders: dict | None = None) -> None:
+    """The arguments and the places to write, checked before any tree is opened or fetched: a bad one is one line
+    and exit 2 at once, never after minutes of analysis. `outputs`: flag -> a file to write (or -o DIR/);
+    `folders`: flag -> a folder to write into (created here)."""
+    if tp is not None and tp < 1:
+        raise UserError(f"--tp {tp}: the tensor-parallel size is a positive integer")
+    if ep is not None and ep < 1:
+        raise UserError(f"--ep {ep}: the expert-parallel size is a positive integer")
+    if device is not None or device_profile is not None:
+        from .estimate.benefit import device_profile as profile
+
+        profile(device, device_profile)  # an unknown device or an unreadable profile file
+    if config is not None:
+        from .config.reader import read_config
+
+        read_config(config)  # not a file or a preset, not JSON
+    if patterns is not None and not Path(patterns).is_dir():
+        raise UserError(f"--patterns {patterns}: not a directory; give a folder with <category>/<id>.yaml files")
+    for flag, path in (outputs or {}).items():
+        if path not in (None, "-"):
+            folder = path.endswith(("/", os.sep)) or Path(path).is_dir()
+            _writable(flag, path, Path(path) if folder else Path(path).parent)
+    for flag, path in (folders or {}).items():
+        if path is not None:
+            _writable(flag, path, Path(path))
+
+
+def _writable(flag: str, given: str, folder: Path) -> None:
+    """`folder` exists (made here) and takes a file, or one line naming the flag and exit 2."""
+    import tempfile
+
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(20, "exists and is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".fusion-analyze-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"cannot write {given} ({flag}): {exc.strerror or exc}; choose a writable {flag} path")
+
+
+def _said_resolved(query: str, loc) -> None:
+    """With -v: how the model query resolved, on stderr."""
+    from .errors import note
+
+    note(f"model: '{query}' -> {loc.architecture} ({loc.file} L{loc.line}, by {loc.how}"
+         + (f", config {loc.config_path}" if loc.config_path else "") + ")", level=2)
+
+
 def _write_ci(result, fmt: str, output: str | None) -> None:
     """The single-model report as SARIF (one result per open opportunity) or GitHub annotations."""
     from .analysis.pipeline import render, write_text
@@ -387,7 +562,8 @@ def _write_ci(result, fmt: str, output: str | None) -> None:
 
 
 def _report_path(output: str | None, architecture: str, fmt: str) -> str | None:
-    """`-o DIR/` (or an existing folder) is a folder: the report is DIR/<arch>.<md|json> in it."""
+    """`-o DIR/` (or an existing folder) is a folder: the report is DIR/<arch>.<md|json> in it (diff: DIR/diff.<ext>,
+    compare: DIR/<arch>.diff.<ext>)."""
     if output is None or output == "-":
         return output
     if output.endswith(("/", os.sep)) or Path(output).is_dir():
@@ -402,9 +578,7 @@ def _hf_path(session, hf_root: str | None) -> str | None:
 
 
 def main() -> None:
-    debug = "--debug" in sys.argv
-    if debug:
-        sys.argv.remove("--debug")
+    debug = "--debug" in sys.argv[1:]  # also an option of the root (documented there); here for internal errors
     # A run builds millions of small, acyclic libcst nodes: the cyclic collector only rescans them (a third of
     # a cold run, and seconds at exit). One command is short-lived, so it runs without it.
     gc.disable()

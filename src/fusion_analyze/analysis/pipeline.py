@@ -46,8 +46,8 @@ class Options:
 
 
 def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
-            cache: bool = True, warn: str = "") -> Analysis:
-    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True, warn=warn)
+            cache: bool = True) -> Analysis:
+    session = Session.open(vllm_root, ascend_root, backend, patterns_dir, cache, read_passes=True)
     try:
         return analyze_in(session, model, options)
     finally:
@@ -82,7 +82,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
 
 
 def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
-    from ..estimate.benefit import estimate, step_models
+    from ..estimate.benefit import apply_fused, estimate, step_models
     from ..estimate.cost import Parallel
     from ..config.reader import preset_for, read_config
     from ..estimate.shapes import Shapes, load_shapes
@@ -116,6 +116,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
     par = Parallel(options.tp or 1, options.ep or 1)
     models = step_models(result.ops, shapes, device, par)
+    apply_fused(models, opps)
     benefits = {o.id: estimate(o, models, shapes, device, par, options.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
                  models, par.ep, index.errors_touched(), configuration=facts)
@@ -216,11 +217,12 @@ def write_stubs(a: Analysis, output: str) -> None:
 
     items = [(o.pattern, o.matches[0]) for o in a.opportunities
              if o.status == "open" and not a.benefits[o.id].rejected]
-    write_text(stubs_module(items, a.location.architecture), output)
+    write_text(stubs_module(items, a.location.architecture), output, flag="--stubs")
 
 
-def write_text(text: str, output: str | None) -> None:
-    """Plain file I/O (never a rich console); a temporary file renamed into place."""
+def write_text(text: str, output: str | None, flag: str = "-o") -> None:
+    """Plain file I/O (never a rich console); a temporary file renamed into place. `flag`: the option that named
+    the path, for the error."""
     if output in (None, "-"):
         sys.stdout.write(text)
         return
@@ -234,7 +236,7 @@ def write_text(text: str, output: str | None) -> None:
         tmp.replace(path)  # a Ctrl-C never leaves a half-written report
     except OSError as exc:
         _discard(tmp)
-        raise UserError(f"cannot write {output}: {exc.strerror or exc}; choose a writable -o path")
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}; choose a writable {flag} path")
     except BaseException:  # Ctrl-C while writing: no partial report is left behind
         _discard(tmp)
         raise

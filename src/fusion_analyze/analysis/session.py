@@ -19,12 +19,14 @@ def backend_for(backend: str | None, ascend: SourceTree | None) -> str:
     return backend or ("ascend" if ascend is not None else "cuda")
 
 
-def warn_pair(vllm: SourceTree, ascend: SourceTree | None, no_ascend: bool = True) -> None:
-    """Warnings on stderr where the answer is not what the user may think: no vllm-ascend tree (the report is
-    CUDA only), or a vllm-ascend tree that declares another vLLM release than the vLLM tree's."""
+def warn_pair(session: "Session", no_ascend: bool = True) -> None:
+    """Warnings on stderr where the answer is not what the user may think (the CLI says them once the answer
+    exists, so that bad input stays one line): no vllm-ascend tree (the report is CUDA only), or a vllm-ascend tree
+    that declares another vLLM release than the vLLM tree's."""
     from ..errors import note, warn
     from ..sources.trees import pair_mismatch
 
+    vllm, ascend = session.vllm, session.ascend
     note(f"vLLM {vllm.version or '(unknown version)'}: {vllm.root}" + (
         f"; vllm-ascend {ascend.version or '(unknown version)'}: {ascend.root}" if ascend else ""), level=2)
     if ascend is None and no_ascend:
@@ -150,15 +152,12 @@ class Session:
     @classmethod
     def open(cls, vllm_root: str | None, ascend_root: str | None, backend: str | None = None,
              patterns_dir: str | None = None, cache: bool = True, read_passes: bool = False,
-             then=None, warn: str = "") -> "Session":
+             then=None) -> "Session":
         """`read_passes`: start reading the graph passes in a child at once (see start_passes), for a
-        session that will analyze a model; the registry and patterns are read meanwhile. `warn`: "pair" warns on
-        stderr of a vllm-ascend tree made for another vLLM release, "all" also of an analysis without one."""
+        session that will analyze a model; the registry and patterns are read meanwhile."""
         vllm = open_tree(vllm_root, "vllm", required=True)
         ascend = open_tree(ascend_root, "vllm_ascend", required=False)
         backend = backend_for(backend, ascend)
-        if warn:
-            warn_pair(vllm, ascend, no_ascend=warn == "all")
         from ..index.parse_cache import default_cache
         from ..match.patterns import load_patterns
 

@@ -45,6 +45,16 @@ class BatchJob:
     lang: str = "zh"
     cache: bool = True
     hf_root: str | None = None  # a transformers tree: the configuration classes' defaults
+    ep: int | None = None
+    device: str | None = None  # a device profile id (patterns/catalog/devices.yaml or device_profile's)
+    device_profile: str | None = None  # a YAML file of device profiles
+
+    def options(self):
+        """The analysis options of every model of the job."""
+        from ..analysis.pipeline import Options
+
+        return Options(config=self.config, tp=self.tp, ep=self.ep, device=self.device,
+                       device_profile=self.device_profile, hf_root=self.hf_root)
 
 
 def select(architectures: list[str], only: list[str] | None) -> list[str]:
@@ -125,8 +135,6 @@ def _first(session, job: BatchJob, arch: str, reports, limit: float) -> dict | N
     import signal
     import threading
 
-    from ..analysis.pipeline import Options
-
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
         return None
 
@@ -136,7 +144,7 @@ def _first(session, job: BatchJob, arch: str, reports, limit: float) -> dict | N
     before = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        return _analyze_one(session, job, arch, reports, Options(config=job.config, tp=job.tp, hf_root=job.hf_root))
+        return _analyze_one(session, job, arch, reports, job.options())
     except BaseException as exc:  # noqa: BLE001 - the worker records it
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -167,7 +175,8 @@ def _report_cache(job: BatchJob):
                              ("templates", data_dir("templates"))], suffixes=(".py", ".yaml", ".j2"))
     patterns = Path(job.patterns) if job.patterns else None
     inputs = {"trees": tree_fingerprint(roots), "tool": tool, "backend": backend_for(job.backend, ascend),
-              "lang": job.lang, "tp": job.tp,
+              "lang": job.lang, "tp": job.tp, "ep": job.ep, "device": job.device,
+              "device_profile": files_fingerprint([Path(job.device_profile)]) if job.device_profile else None,
               "patterns": files_fingerprint(sorted(patterns.rglob("*.yaml"))) if patterns else None,
               "config": files_fingerprint([Path(job.config)]) if job.config else None,
               "hf": _hf_fingerprint(job.hf_root)}
@@ -187,7 +196,13 @@ def _hf_fingerprint(root: str | None) -> str | None:
 
 
 def _worker(job: BatchJob, conn) -> None:
-    from ..analysis.pipeline import Options, write_text
+    import signal
+
+    from ..analysis.pipeline import write_text
+
+    # Ctrl-C reaches the whole process group: the parent stops the workers and says so in one line; a worker
+    # that took it too would print its own traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     # libcst trees are acyclic and long-lived: keep the cyclic collector off them (it would rescan millions of
     # nodes again and again). What one model leaves in reference cycles (its walk's closures and scopes, about
@@ -199,7 +214,7 @@ def _worker(job: BatchJob, conn) -> None:
     if "reports" not in _INHERITED:  # spawned, not forked: nothing to inherit
         reports = _report_cache(job)
     gc.freeze()
-    options = Options(config=job.config, tp=job.tp, hf_root=job.hf_root)
+    options = job.options()
     while True:
         arch = conn.recv()
         if arch is None:
@@ -249,7 +264,16 @@ class _Slot:
     def __init__(self, ctx, job: BatchJob):
         self.parent, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker, args=(job, child), daemon=True)
-        self.proc.start()
+        import signal
+        import threading
+
+        main = threading.current_thread() is threading.main_thread()
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # the worker starts with Ctrl-C ignored
+        try:
+            self.proc.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, before)
         self.task: str | None = None
         self.started = 0.0
 

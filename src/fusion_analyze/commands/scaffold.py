@@ -578,7 +578,6 @@ class Kernel:
     family: Family
     pattern: Any  # match.patterns.Pattern, or the family's view of it (_Interfaced)
     variant: dict
-    mutates: list
     opps: list = field(default_factory=list)  # (Opportunity, its JSON row)
 
 
@@ -700,7 +699,7 @@ def write(src: Source, out_dir: str) -> Scaffold:
             base = seen.interface["name"]
             taken = {k.name for k in kernels.values()}
             name = base if base not in taken else next(f"{base}_{i}" for i in range(2, 99) if f"{base}_{i}" not in taken)
-            kernels[key] = Kernel(name, fam, seen, variant, [])
+            kernels[key] = Kernel(name, fam, seen, variant)
         kernels[key].opps.append((o, rows.get(o.id, {})))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
@@ -710,7 +709,7 @@ def write(src: Source, out_dir: str) -> Scaffold:
     if leftovers:
         files["references.py"] = stubs_module(leftovers, src.model)
     env = _env()
-    ctx = _folder_context(src, result)
+    ctx = _folder_context(src)
     files["conftest.py"] = env.get_template("_conftest.py.j2").render(c=ctx)
     integ = sorted(r["files"]["integration"][:-3] for r in result.kernels if r["files"].get("integration"))
     if integ:
@@ -738,7 +737,7 @@ def _env():
                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
 
 
-def _folder_context(src: Source, result: Scaffold) -> dict:
+def _folder_context(src: Source) -> dict:
     from .. import __version__
 
     trees = src.trees
@@ -766,7 +765,7 @@ def _kernel_files(src: Source, k: Kernel, dims: dict, scenarios: dict, location_
     estimate = row0.get("benefit", {}).get("numbers") or None
     device = (report.get("estimate") or {}).get("device") or {}
     sig = ", ".join(f"{p['name']}: {p['ann']}" + (f" = {p['default']}" if p["default"] is not None else "") for p in params)
-    ctx = dict(_folder_context(src, result))
+    ctx = dict(_folder_context(src))
     ctx.update({
         "name": k.name, "ns": NAMESPACE, "module": k.name, "family": k.family.id, "pattern_id": k.pattern.id,
         "title": k.pattern.title["en"],

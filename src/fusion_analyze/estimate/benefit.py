@@ -16,7 +16,7 @@ import yaml
 from ..errors import UserError
 from ..resources import load_yaml
 from ..ir.texts import say
-from .cost import Parallel, StepModel, fused_saving
+from .cost import Parallel, StepModel, counted, fused_saving, is_moe_op
 from .shapes import Shapes
 
 STARS = {3: "⭐⭐⭐", 2: "⭐⭐", 1: "⭐"}
@@ -93,6 +93,32 @@ def step_models(ops, shapes: Shapes, device: dict, par: Parallel) -> dict[str, S
             for name, scen in sorted(device["scenarios"].items())}
 
 
+def apply_fused(models: dict[str, StepModel], opps) -> None:
+    """What already runs fused shortens the step: the ops a graph pass of the backend fuses at run time are walked
+    as written (separate ops), so each step loses what that fusion saves, each op once (the largest first)."""
+    fused = [o for o in opps if o.status == "fused_by_ascend_graph_pass"]
+    for model in models.values():
+        used: set[str] = set()
+        per_layer = once = 0.0
+        for o in sorted(fused, key=lambda o: (-max(len(m.op_list) for m in o.matches), o.id)):
+            for m in o.matches:
+                ids = {x.id for x in m.op_list}
+                if ids & used or not all(counted(x) for x in m.op_list):
+                    continue
+                r = fused_saving(model, m.op_list, overlap=bool((o.pattern.estimate or {}).get("needs_tp")))
+                if r is None:
+                    continue
+                used |= ids
+                if all(x.section == "layer" for x in m.op_list):
+                    per_layer += r.us
+                else:
+                    once += r.us
+        step = model.step
+        step.fused_us = per_layer * step.num_layers + once
+        step.layer_us -= per_layer
+        step.total_us -= step.fused_us
+
+
 def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, par: Parallel,
              tp_given: bool = True) -> Benefit:
     """What fusing the opportunity's matches saves in each step: the time of their ops minus the time of the
@@ -134,7 +160,8 @@ def _saving(opp, model: StepModel) -> dict | None:
     found = []
     takes = (opp.pattern.estimate or {}).get("takes") or {}  # node -> the one kernel of its op the fusion replaces
     for m in opp.matches:
-        r = fused_saving(model, m.op_list, {m.ops[n].id: part for n, part in takes.items() if n in m.ops})
+        r = fused_saving(model, m.op_list, {m.ops[n].id: part for n, part in takes.items() if n in m.ops},
+                         overlap=bool((opp.pattern.estimate or {}).get("needs_tp")))
         if r is None:
             continue
         ids = frozenset(o.id for o in m.op_list)
@@ -155,7 +182,9 @@ def _saving(opp, model: StepModel) -> dict | None:
         taken.append(f)
     layer = [f[0] for f in taken if f[4]]
     once = [f[0] for f in taken if not f[4]]
-    n = step.num_layers
+    # a fusion of a MoE layer's ops pays in the MoE layers only (not in the first dense ones)
+    moe = any(is_moe_op(o) for m in opp.matches for o in m.op_list)
+    n = step.moe_layers if moe else step.num_layers
     per_layer = sum(s.us for s in layer)
     total = per_layer * n + sum(s.us for s in once)
     share = total / step.total_us if step.total_us else 0.0

@@ -83,10 +83,13 @@ class Step:
     total_us: float = 0.0
     unknown: list[str] = field(default_factory=list)  # counted ops whose cost could not be told
     num_layers: int = 1
+    fused_us: float = 0.0  # what the backend's graph passes already save of the walked ops (estimate.benefit)
+    moe_layers: int = 1  # the layers that run the walked MoE ops (num_layers less the first dense ones)
 
     def to_json(self, device: dict | None = None) -> dict:
         d: dict = {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
-                   "num_layers": self.num_layers, "not_costed": len(self.unknown)}
+                   "num_layers": self.num_layers, "moe_layers": self.moe_layers, "not_costed": len(self.unknown),
+                   "fused_by_passes_us": round(self.fused_us, 1)}
         if device is not None:  # each op the step adds, with what its time is made of; those not costed, with why
             d["ops"] = {i: {"bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm),
                             "launches": c.launches, "time_us": round(c.time_us(device, self.mode), 3)}
@@ -109,6 +112,8 @@ class StepModel:
         self.root: dict[str, str] = {}  # a view's output -> the value it views
         self.producer: dict[str, Op] = {}
         self.children: dict[str, list[Op]] = {}  # a container op -> the ops after it that carry its cost
+        self._comm_impl: str | None = None  # the class of the MoE experts part last walked (its communication)
+        self._shared = any(o.attrs.get("role") == "shared_expert" and counted(o) for o in ops)
         self.step = Step(scenario, self.mode, num_layers=int(dims.get("num_layers") or 1))
         self._run()
 
@@ -144,6 +149,8 @@ class StepModel:
                         self._set(v, self.n, h)
                     elif base in ("input_ids", "positions"):
                         self._set(v, self.n, 1)
+            if op.kind == "moe_experts":
+                self._comm_impl = op.layer_class
             cost = self._cost(op)
             for v in op.outputs:
                 self.producer[v] = op
@@ -163,12 +170,37 @@ class StepModel:
                 continue
             per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.mode)
         self.step.layer_us = per["layer"]
-        self.step.total_us = per["prologue"] + per["layer"] * self.step.num_layers + per["epilogue"]
+        layers = self.step.num_layers
+        # a MoE model whose first `first_k_dense_replace` layers run a dense MLP (DeepSeek, GLM-4.x): the walked
+        # layer is the MoE one; the dense layers run the MLP in place of its MoE ops
+        k = int(self._dim("first_k_dense_replace") or 0)
+        moe = [o for o in self.ops if o.section == "layer" and o.id in self.step.counted and is_moe_op(o)]
+        if k and moe and k < layers:
+            moe_us = sum(self.step.costs[o.id].time_us(self.device, self.mode) for o in moe)
+            self.step.moe_layers = layers - k
+            dense = self.step.layer_us - moe_us + self._dense_mlp_us()
+            self.step.total_us = per["prologue"] + per["layer"] * (layers - k) + dense * k + per["epilogue"]
+        else:
+            self.step.moe_layers = layers
+            self.step.total_us = per["prologue"] + per["layer"] * layers + per["epilogue"]
+
+    def _dense_mlp_us(self) -> float:
+        """A dense layer's MLP: the merged gate/up GEMM, SwiGLU, the down GEMM (and its all-reduce under TP)."""
+        h, inter = self._dim("hidden_size"), self._dim("intermediate_size")
+        if not h or not inter:
+            return 0.0
+        n, b, i = self.n, self.b, inter / self.par.tp
+        ops = [OpCost(n, (h * 2 * i + n * (h + 2 * i)) * b, 2 * n * h * 2 * i), OpCost(n, n * 3 * i * b, n * 8 * i),
+               OpCost(n, (i * h + n * (i + h)) * b, 2 * n * i * h)]
+        if self.par.tp > 1:
+            ops.append(OpCost(n, 0, 0, 2 * (self.par.tp - 1) / self.par.tp * n * h * b))
+        return sum(c.time_us(self.device, self.mode) for c in ops)
 
     # -- one op -----------------------------------------------------------------------------------------------
     def _cost(self, op: Op) -> OpCost:
         kind, a = op.kind, op.attrs
-        if a.get("expanded") or a.get("native_ops") or (kind == "moe_experts" and self._has_steps(op)):
+        native_layer = a.get("native_ops") and not a.get("native_of")  # its native ops follow (they carry the count too)
+        if a.get("expanded") or native_layer or (kind == "moe_experts" and self._has_steps(op)):
             self._pass_through(op)  # its parts / steps / native ops follow it and carry the cost
             self.children[op.id] = self._following(op)
             return OpCost(known=False, launches=0, why="container")
@@ -230,8 +262,7 @@ class StepModel:
             rows = float(self.scen.get("batch", self.n))  # logits of the last token of each sequence
             v = vocab / self.par.tp
             return OpCost(rows, (h * v + rows * (h + v)) * self.b, 2 * rows * h * v)
-        if kind in ("moe", "moe_experts", "moe_gating", "moe_dispatch", "expert_gemm", "expert_act", "moe_combine",
-                    "moe_join"):
+        if kind in MOE_KINDS:
             return self._moe(op)
         return self._unknown(op, f"no cost rule for `{kind}`")
 
@@ -395,7 +426,14 @@ class StepModel:
         # experts one rank reads the weights of: each of its experts is hit by one of the step's pairs or not
         hit = local * (1 - (1 - 1 / e) ** (self.n * k))
         kind, step = op.kind, op.attrs.get("step")
-        comm = (ep - 1) / ep * self.n * k * h * self.b if ep > 1 else 0.0
+        # what the experts' communication moves, by the method the walk found (the experts part's class): an
+        # all-to-all (MC2, AllToAll) sends each rank's token-expert pairs to the ranks holding those experts, at
+        # dispatch and back at combine; the all-gather method (vllm-ascend's choice on A2 below 16 ranks) has
+        # every token on every rank of the group already and all-reduces the experts' outputs at combine
+        group = max(tp, ep)
+        alltoall = ep > 1 and any(w in (self._comm_impl or "") for w in ("MC2", "AllToAll", "Alltoall", "A2A"))
+        dispatch_comm = (ep - 1) / ep * self.n * k * h * self.b if alltoall else 0.0
+        combine_comm = dispatch_comm if alltoall else (2 * (group - 1) / group * self.n * h * self.b if group > 1 else 0.0)
         outs = op.outputs
         if kind == "moe_gating":
             for v in outs:
@@ -404,7 +442,7 @@ class StepModel:
         if kind == "moe_dispatch" or step == "dispatch":
             for v in outs:
                 self._set(v, pairs, h)
-            return OpCost(pairs, (self.n * h + pairs * h) * self.b, 0, comm)
+            return OpCost(pairs, (self.n * h + pairs * h) * self.b, 0, dispatch_comm)
         if step == "gemm1" or (kind == "expert_gemm" and step != "gemm2" and "1" in (step or "1")):
             for v in outs:
                 self._set(v, pairs, 2 * i_rank)
@@ -421,17 +459,30 @@ class StepModel:
         if kind == "moe_combine" or step == "combine":
             for v in outs:
                 self._set(v, self.n, h)
-            return OpCost(self.n, (pairs * h + self.n * h) * self.b, pairs * h, comm)
+            return OpCost(self.n, (pairs * h + self.n * h) * self.b, pairs * h, combine_comm)
         if kind == "moe_join":
             for v in outs:
                 self._set(v, self.n, h)
+            if not self._shared:  # the shared experts' output joined to the routed one: no shared expert, no join
+                return OpCost(self.n, 0, 0, launches=0)
             return OpCost(self.n, 3 * self.n * h * self.b, self.n * h)
         # a MoE layer (or its experts) walked as one op: dispatch, the two grouped GEMMs, the activation, combine
         for v in outs:
             self._set(v, self.n, h)
         weights = hit * 3 * h * i_rank
         acts = pairs * (2 * h + 3 * i_rank + 2 * i_rank) + 2 * self.n * h
-        return OpCost(self.n, (weights + acts) * self.b, 2 * pairs * 3 * h * i_rank, 2 * comm, launches=5)
+        return OpCost(self.n, (weights + acts) * self.b, 2 * pairs * 3 * h * i_rank, dispatch_comm + combine_comm,
+                      launches=5)
+
+
+MOE_KINDS = {"moe", "moe_experts", "moe_gating", "moe_dispatch", "expert_gemm", "expert_act", "moe_combine",
+             "moe_join"}
+
+
+def is_moe_op(op: Op) -> bool:
+    """An op of a MoE layer (its router, experts and their steps, shared expert, join)."""
+    a = op.attrs
+    return op.kind in MOE_KINDS or a.get("role") in ("router", "shared_expert") or bool(a.get("part") or a.get("step"))
 
 
 def counted(op: Op) -> bool:
@@ -453,9 +504,10 @@ class Saving:
         return self.before_us - self.after_us
 
 
-def fused_saving(model: StepModel, ops: list[Op], parts: dict[str, str] | None = None) -> Saving | None:
+def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, overlap: bool = False) -> Saving | None:
     """What replacing the ops by one kernel saves; None when an op's cost is not known. `parts`: op id -> the
-    kernel of that op the fused one replaces (an attention layer's KV-cache write), the rest of it stays."""
+    kernel of that op the fused one replaces (an attention layer's KV-cache write), the rest of it stays; `overlap`:
+    a communication fusion, whose transfer overlaps its compute."""
     parts = parts or {}
     ops = expand(model, ops, parts)
     costs = [c.part(p) if isinstance(p := parts.get(o.id), str) and (c := model.step.costs.get(o.id)) is not None
@@ -472,13 +524,16 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict[str, str] | None =
             continue
         for v in o.outputs:
             readers = [r for r in model.ops if r.id != o.id and _reads(model, r, v)]
-            inside = [r for r in readers if r.id in runs]
+            # a reader of which the fusion takes one kernel (an attention layer's KV-cache write) reads only the
+            # inputs after its first there (k and v, not q: the attention kernel, outside, still reads q)
+            inside = [r for r in readers if r.id in runs
+                      and not (isinstance(parts.get(r.id), str) and _reads(model, r, v, first=True))]
             if not inside:
                 continue
             size = model.rows.get(v, model.n) * model.width.get(v, 0) * model.b
             for r in inside:
                 removed[r.id] += size
-            if all(r.id in runs or not counted(r) or r.kind in VIEWS for r in readers):
+            if all(r in inside or not counted(r) or r.kind in VIEWS for r in readers):
                 removed[o.id] += size  # its write, when nothing outside reads it
     # each op keeps its own time, less the traffic it no longer does (no overlap between the ops' work is
     # assumed), in one launch; a communication's transfer overlaps the compute it is fused with
@@ -486,27 +541,39 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict[str, str] | None =
                for o, c in pairs)
     comm = sum(c.comm for _o, c in pairs)
     link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
-    after = min(max(work, link) + launch_us(device, mode), before)
+    # a communication fusion overlaps its transfer with the compute it is fused with; any other fusion still
+    # waits for the transfer
+    after = min((max(work, link) if overlap else work + link) + launch_us(device, mode), before)
     saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
     return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
 
 
 def expand(model: StepModel, ops: list[Op], parts: dict) -> list[Op]:
     """A container op (a MoE layer, its experts, a layer running its native ops) stands for the ops that carry its
-    cost; `parts[op id]`, a list, keeps those whose step, part or kind it names (the experts' gemm1 and act)."""
+    cost, each op once however the containers nest; `parts[op id]`, a list, keeps those whose step, part or kind
+    it names (the experts' gemm1 and act)."""
     out: list[Op] = []
-    for o in ops:
+    seen: set[str] = set()
+
+    def add(o: Op, names: list | None, inner: bool) -> None:
+        if o.id in seen:
+            return
+        seen.add(o.id)
         kids = model.children.get(o.id)
-        if kids is None:
-            out.append(o)
-            continue
+        if kids is None:  # a container's op is kept when it is one `names` asks for
+            if not inner or names is None or {o.attrs.get("step"), o.attrs.get("part"), o.kind} & set(names):
+                out.append(o)
+            return
+        for k in kids:
+            add(k, names, True)
+
+    for o in ops:
         names = parts.get(o.id)
-        picked = expand(model, kids, {}) if not isinstance(names, list) else [
-            k for k in expand(model, kids, {}) if {k.attrs.get("step"), k.attrs.get("part"), k.kind} & set(names)]
-        out.extend(k for k in picked if k not in out)
+        add(o, names if isinstance(names, list) else None, False)
     return out
 
 
-def _reads(model: StepModel, reader: Op, value: str) -> bool:
-    roots = {model.root.get(v, v) for v in reader.inputs}
-    return value in reader.inputs or value in roots
+def _reads(model: StepModel, reader: Op, value: str, first: bool = False) -> bool:
+    """The reader takes the value (or a view of it) as an input; `first`: as its first input."""
+    ins = reader.inputs[:1] if first else reader.inputs
+    return value in ins or value in {model.root.get(v, v) for v in ins}

@@ -117,9 +117,11 @@ def _auto_table(path: str) -> dict:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == _AUTO_CAUSAL_LM for t in node.targets):
             for pair in ast.walk(node.value):
-                if (isinstance(pair, ast.Tuple) and len(pair.elts) == 2
-                        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in pair.elts)):
-                    out.setdefault(pair.elts[0].value, pair.elts[1].value)
+                if isinstance(pair, ast.Tuple) and len(pair.elts) == 2:
+                    key, name = pair.elts
+                    if isinstance(key, ast.Constant) and isinstance(name, ast.Constant) \
+                            and isinstance(key.value, str) and isinstance(name.value, str):
+                        out.setdefault(key.value, name.value)
     return out
 
 
@@ -385,7 +387,8 @@ class Resolver:
         def score(name: str) -> float:
             nv = _split_version(name)
             if qv is not None and nv is not None and nv[0] == qv[0]:
-                return 1.0 + 0.5 / (1.0 + abs(nv[1] - qv[1])) + (0.25 if nv[2] == qv[2] else 0.0)
+                rest = difflib.SequenceMatcher(None, qv[2], nv[2]).ratio()  # 1.0 for two empty rests
+                return 1.0 + 0.5 / (1.0 + abs(nv[1] - qv[1])) + 0.5 * rest
             return difflib.SequenceMatcher(None, qn, _norm(name)).ratio()
 
         ranked = sorted(((score(name), i, name) for i, name in enumerate(names)), key=lambda t: (-t[0], t[1]))

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, note
 
 _SPEC_RE = re.compile(r"^(vllm|vllm[-_]ascend|transformers)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
@@ -53,6 +53,7 @@ def fetch_spec(spec: str) -> Path:
         if (final / package).is_dir():
             return final
         work = Path(tempfile.mkdtemp(prefix=f"fetch-{name}-{version}-", dir=trees))
+        note(f"fetching {name}=={version} with pip into {final} (once: later runs reuse it) ...")
         try:
             _download(f"{name}=={version}", work)
             unpacked = _find_unpacked(work, package)
@@ -61,6 +62,7 @@ def fetch_spec(spec: str) -> Path:
             os.replace(unpacked, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        note(f"fetched {name}=={version}: {final}")
     return final
 
 
@@ -77,8 +79,32 @@ def _download(spec: str, work: Path) -> None:
     # pip exits non-zero at "Preparing metadata" for these sdists; the unpacked tree survives.
     if _find_unpacked(work, spec.split("==")[0].replace("-", "_")) is None:
         errors = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip().startswith("ERROR")]
-        reason = errors[0].split(" (from versions:")[0] if errors else f"pip exited with {proc.returncode}"
+        listed = next((m for m in (re.search(r"\(from versions: ([^)]*)\)", e) for e in errors) if m), None)
+        if listed is not None and listed.group(1).strip() != "none":  # no such release: say which exist, nearest first
+            raise UserError(_no_such_release(spec, [v.strip() for v in listed.group(1).split(",") if v.strip()]))
+        reason = errors[0] if errors else f"pip exited with {proc.returncode}"
         raise UserError(f"cannot fetch {spec}: {reason} (no network, or no such release?); pass a local tree instead")
+
+
+def _no_such_release(spec: str, versions: list[str]) -> str:
+    """One line: the release does not exist; the nearest releases pip lists (0.30.0rc2 for 0.30.0), then the
+    latest ones."""
+    name, version = spec.split("==", 1)
+
+    def release(v: str) -> tuple:
+        return tuple(int(x) for x in re.findall(r"\d+", re.match(r"[\d.]*", v).group(0)))  # type: ignore[union-attr]
+
+    want = release(version)
+    same = [v for v in versions if v.startswith(version) or release(v) == want]  # 0.30.0rc1, 0.30.0rc2
+    prefix = [v for v in versions if release(v)[:2] == want[:2]]  # the same minor release
+    nearest = list(dict.fromkeys(list(reversed(same)) + list(reversed(prefix))))[:3]
+    if not nearest:
+        import difflib
+
+        nearest = difflib.get_close_matches(version, versions, n=3, cutoff=0.0)
+    latest = ", ".join(versions[-8:])
+    return (f"cannot fetch {spec}: {name} has no release {version}; did you mean "
+            f"{' / '.join(f'{name}=={v}' for v in nearest)}? (pip lists {len(versions)} releases, the latest: {latest})")
 
 
 def _find_unpacked(work: Path, package: str) -> Path | None:
