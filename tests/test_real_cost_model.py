@@ -127,3 +127,28 @@ def test_the_first_40_lines_name_the_top_open_opportunities_in_order_of_saving(s
         assert cells[2].endswith("%)") and cells[3].endswith("%)")  # decode and prefill savings with their share
         assert f"`{o['file']}` L{o['line']}" == cells[4] and o["interface"]["name"] in cells[5]
     assert ranked[0]["id"] == "matmul_swiglu@Qwen2MLP.forward"  # the largest: a 4 ms prefill saving of 220 ms
+
+
+def test_readable_choices_blocks_and_alternatives(session, hf):
+    """Issue 35, readable: a class the configuration decided is one line (the list in the JSON); a condition a
+    block of ops shares is said once above it; the other side of an undecided test (DeepSeek-V3's second MoE
+    block) is listed apart, not as a second copy in the layer's sequence."""
+    from fusion_analyze.render.markdown import render_data
+
+    q = analyze_in(session, "Qwen3-8B", Options(hf_root=hf))
+    text = render_data(q.report, lang="en")
+    (alt,) = [a for a in q.report["alternatives"] if a["path"].endswith("rotary_emb")]
+    assert alt["decided"] and len(alt["choices"]) >= 10  # the JSON keeps every class the other values build
+    (line,) = [t for t in text.splitlines() if "rotary_emb`: `RotaryEmbedding`" in t]
+    assert f"{len(alt['choices'])} other classes for other values" in line
+    assert "YaRNScalingRotaryEmbedding" not in text
+
+    d = analyze_in(session, "DeepSeek-V3", Options(hf_root=hf))
+    text = render_data(d.report, lang="en")
+    seq = text.split("Decoder layer (×", 1)[1].split("```", 2)[1]  # the layer's sequence block
+    assert sum(1 for t in seq.splitlines() if t.startswith("moe ")) == 1  # one MoE block on the walked path
+    assert any(not o["on_path"] and o["steady"] and o["kind"] == "moe" for o in d.report["ops"])
+    headers = [t for t in seq.splitlines() if t.startswith("# if ")]
+    assert headers  # a shared condition said once
+    after = seq.split(headers[0], 1)[1].splitlines()[1]
+    assert "[" not in after or " if " not in after.split("[", 1)[1]  # not repeated on the ops under it
