@@ -57,7 +57,8 @@ def test_a_row_resting_on_an_undecided_test_says_so(session):
     doc = row.to_json()
     assert doc["conditional"]["when"] == row.when
     md = render(a, "md", lang="en")
-    lines = [ln for ln in md.splitlines() if ln.startswith("| ⭐")]
+    table = md.split("### 3.", 1)[1].split("### 4.", 1)[0]  # the opportunity table (section 0 ranks open rows too)
+    lines = [ln for ln in table.splitlines() if ln.startswith("| ") and "@" in ln]
     at = {o.id: next(i for i, ln in enumerate(lines) if f"`{o.id}`" in ln) for o in a.opportunities}
     assert " — if `" in lines[at[row.id]] and "qk_norm" in lines[at[row.id]]
     for status in {o.status for o in a.opportunities}:  # within a state, the decided rows come first
@@ -167,5 +168,5 @@ def test_a_text_model_reads_its_text_sub_configuration(session, hf):
     assert conf["model_type"] == "qwen3_5_text"
     assert "Qwen3_5TextConfig (the text_config of Qwen3_5Config)" in conf["decided_by"]
     md = render(a, "md", lang="en")
-    assert "Qwen3_5TextConfig (the text_config of Qwen3_5Config)" in "\n".join(md.splitlines()[:30])
+    assert "`Qwen3_5TextConfig` (the text_config of `Qwen3_5Config`)" in "\n".join(md.splitlines()[:30])
     validate_report(a.report)

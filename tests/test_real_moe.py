@@ -316,7 +316,7 @@ def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_p
     assert str(o.status) == "fused_by_ascend_kernel"  # the layer's own gating kernel, as before
     # GEMM + SwiGLU of the experts is one scenario at the part (not the part and the layer counted twice)
     (sw,) = [o for o in a.report["opportunities"] if o["id"] == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
-    assert sw["ops"] == [experts.id] and "1 instance(s) per layer" in sw["benefit"]["formula"]
+    assert sw["ops"] == [experts.id]
     s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
     a = analyze_in(s13, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     assert not any(op.kind == "moe_experts" for op in a.walk.ops)

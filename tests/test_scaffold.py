@@ -142,7 +142,7 @@ LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B config.json as published
 REAL = [("Qwen3-8B", "Qwen3-8B", {"fused_matmul_swiglu", "fused_rope_kvcache"}),
         ("Glm4MoeForCausalLM", "GLM-4.7", {"fused_matmul_swiglu", "fused_rope_kvcache", "fused_moe_combine_add_rmsnorm",
                                            "fused_shared_routed_combine"}),
-        ("LlamaForCausalLM", "llama-3.1-8b.json", {"fused_matmul_swiglu", "fused_rope_kvcache"})]
+        ("LlamaForCausalLM", "llama-3.1-8b.json", {"fused_matmul_swiglu", "fused_rope"})]  # Llama-3's RoPE runs natively
 
 
 @pytest.mark.parametrize("model,config,kernels", REAL, ids=[r[1] for r in REAL])
