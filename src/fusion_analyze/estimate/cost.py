@@ -112,12 +112,22 @@ class StepModel:
         self.root: dict[str, str] = {}  # a view's output -> the value it views
         self.producer: dict[str, Op] = {}
         self.children: dict[str, list[Op]] = {}  # a container op -> the ops after it that carry its cost
+        self._readers: dict[str, list[Op]] | None = None
         self._comm_impl: str | None = None  # the class of the MoE experts part last walked (its communication)
         self._shared = any(o.attrs.get("role") == "shared_expert" and counted(o) for o in ops)
         self.step = Step(scenario, self.mode, num_layers=int(dims.get("num_layers") or 1))
         self._run()
 
     # -- dimensions -------------------------------------------------------------------------------------------
+    def readers_of(self, value: str) -> list[Op]:
+        """The ops that take the value, or a view of it, as an input (an index built once per step model)."""
+        if self._readers is None:
+            self._readers = {}
+            for r in self.ops:
+                for v in dict.fromkeys([*r.inputs, *(self.root.get(x, x) for x in r.inputs)]):
+                    self._readers.setdefault(v, []).append(r)
+        return self._readers.get(value, [])
+
     def _dim(self, name: str) -> float | None:
         v = self.d.get(name)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
@@ -523,7 +533,7 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
         if o.id not in runs:
             continue
         for v in o.outputs:
-            readers = [r for r in model.ops if r.id != o.id and _reads(model, r, v)]
+            readers = [r for r in model.readers_of(v) if r.id != o.id]
             # a reader of which the fusion takes one kernel (an attention layer's KV-cache write) reads only the
             # inputs after its first there (k and v, not q: the attention kernel, outside, still reads q)
             inside = [r for r in readers if r.id in runs
