@@ -32,6 +32,9 @@ def _json_type(hint) -> dict:
     if origin in (typing.Union, types.UnionType):
         if set(args) == {int, float}:
             return {"type": "number"}
+        if len(args) == 2 and type(None) in args:  # `str | None`: the type or null
+            inner = _json_type(next(a for a in args if a is not type(None)))
+            return {"type": [inner["type"], "null"]}
         raise AssertionError(f"no JSON type for {hint}")
     if origin is list:
         return {"type": "array", "items": _json_type(args[0])}

@@ -69,10 +69,18 @@ def test_preset_equals_the_written_config(run, tmp_path):
 
 
 def test_tp1_rejects_communication_fusions(run, tmp_path):
-    text = _report(run, tmp_path, "--config", str(CONFIG), "--tp", "1")
+    """TP not stated: the all-reduce stays a test of the code, and its fusions are rejected at vLLM's default
+    of 1 (said so, with how to cost them); TP 1 stated: the code's `tp_size > 1` is decided, there is no
+    all-reduce, so no all-reduce fusion at all."""
+    text = _report(run, tmp_path, "--config", str(CONFIG))
     table, s4 = text.split("### 4.")
-    assert "不推荐: tp_size = 1" in table
+    assert "不推荐: vLLM默认的 tp_size = 1" in table and "allreduce_norm@" in table
     assert "allreduce_norm@" not in s4 and "matmul_allreduce@" not in s4
+    stated = _report(run, tmp_path, "--config", str(CONFIG), "--tp", "1", name="tp1.md")
+    assert "allreduce_norm@" not in stated and "matmul_allreduce@" not in stated
+    assert "> 部署: `--tensor-parallel-size 1` · TP 1 · DP 1 · EP 1" in stated
+    ops = json.loads(_report(run, tmp_path, "--config", str(CONFIG), "--tp", "1", "--format", "json", name="tp1.json"))["ops"]
+    assert not [o for o in ops if o["kind"] == "allreduce"]
 
 
 def test_english_report(run, tmp_path):

@@ -142,10 +142,24 @@ PatternsOpt = typer.Option(None, "--patterns", envvar="FUSION_ANALYZE_PATTERNS",
                            help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones.")
 ConfigOpt = typer.Option(None, "--config", help="HF config.json (or a preset name such as Qwen3-0.6B): decides the "
                          "walk's branches and the estimate's shapes.")
-TpOpt = typer.Option(None, "--tp", envvar="FUSION_ANALYZE_TP", help="Tensor-parallel size the estimate costs one rank of "
-                     "(default 1, as vLLM's; communication fusions are rejected at 1).")
-EpOpt = typer.Option(None, "--ep", envvar="FUSION_ANALYZE_EP", help="Expert-parallel size: each rank holds "
-                     "num_experts / EP experts (default 1: the experts are split by TP).")
+TpOpt = typer.Option(None, "--tensor-parallel-size", "-tp", "--tp", envvar="FUSION_ANALYZE_TP",
+                     help="vLLM's --tensor-parallel-size: decides the walk's tests on it and the estimate's per-rank "
+                     "shapes (not given: vLLM's 1, and the all-reduce rows stay open: communication fusions are "
+                     "rejected at 1).")
+EpOpt = typer.Option(None, "--ep", envvar="FUSION_ANALYZE_EP", help="Expert-parallel size itself (implies "
+                     "--enable-expert-parallel; default: TP × DP with --enable-expert-parallel, else 1).")
+# the rest of the deployment, in vLLM's engine-argument names (ir/deployment.py, docs/deployment.md)
+DpOpt = typer.Option(None, "--data-parallel-size", "-dp", help="vLLM's --data-parallel-size (default 1).")
+EnableEpOpt = typer.Option(False, "--enable-expert-parallel", help="vLLM's --enable-expert-parallel: the experts are "
+                           "split over TP × DP ranks; the MoE communication is picked as vllm-ascend picks it.")
+QuantOpt = typer.Option(None, "--quantization", help="vLLM's --quantization (default: found in the checkpoint folder "
+                        "as vllm-ascend finds it: quant_model_description.json -> ascend).")
+AdditionalOpt = typer.Option(None, "--additional-config", help="vllm-ascend's --additional-config JSON "
+                             "('{\"enable_fused_mc2\": true}').")
+EagerOpt = typer.Option(False, "--enforce-eager", help="vLLM's --enforce-eager: no graph capture, no graph passes.")
+MaxSeqsOpt = typer.Option(None, "--max-num-seqs", help="vLLM's --max-num-seqs (default 256): the MC2 token capacity.")
+ServeOpt = typer.Option(None, "--serve-args", help="A `vllm serve MODEL ...` command line: its engine arguments "
+                        "(the options above, given one by one, win).")
 DeviceOpt = typer.Option(None, "--device", envvar="FUSION_ANALYZE_DEVICE", metavar="[ascend_a2|ascend_a3|ascend_a5|ID]",
                          help="Device profile of patterns/catalog/devices.yaml (default ascend_a2), or an id of --device-profile.")
 DeviceProfileOpt = typer.Option(None, "--device-profile", envvar="FUSION_ANALYZE_DEVICE_PROFILE",
@@ -261,6 +275,13 @@ def analyze_cmd(
     hf_root: Optional[str] = HfRoot,
     tp: Optional[int] = TpOpt,
     ep: Optional[int] = EpOpt,
+    dp: Optional[int] = DpOpt,
+    enable_expert_parallel: bool = EnableEpOpt,
+    quantization: Optional[str] = QuantOpt,
+    additional_config: Optional[str] = AdditionalOpt,
+    enforce_eager: bool = EagerOpt,
+    max_num_seqs: Optional[int] = MaxSeqsOpt,
+    serve_args: Optional[str] = ServeOpt,
     device: Optional[str] = DeviceOpt,
     device_profile: Optional[str] = DeviceProfileOpt,
     lang: Lang = LangOpt,
@@ -280,9 +301,12 @@ def analyze_cmd(
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
                       outputs={"-o": output, "--stubs": stubs}, folders={"--scaffold": scaffold})
+        engine = _engine_options(dp=dp, enable_expert_parallel=enable_expert_parallel, quantization=quantization,
+                                 additional_config=additional_config, enforce_eager=enforce_eager,
+                                 max_num_seqs=max_num_seqs, serve_args=serve_args)
         result = analyze(model, vllm_root, ascend_root, backend.value if backend else None, patterns,
                          Options(config=config, tp=tp, ep=ep, device=device, device_profile=device_profile,
-                                 hf_root=hf_root), cache=not no_cache)
+                                 hf_root=hf_root, **engine), cache=not no_cache)
         warn_pair(result.session)
         _said_resolved(model, result.location)
         fmt = fmt or "md"
@@ -424,8 +448,13 @@ def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on
 @app.command("compare")
 def compare_cmd(
     model: str = typer.Argument(..., help="The model to analyze on both sides."),
-    base: str = typer.Option(..., "--base", help="vLLM tree or spec of the base side (vllm==0.33.0)."),
-    head: str = typer.Option(..., "--head", help="vLLM tree or spec of the head side."),
+    base: Optional[str] = typer.Option(None, "--base", help="vLLM tree or spec of the base side (vllm==0.33.0; default: --vllm-root)."),
+    head: Optional[str] = typer.Option(None, "--head", help="vLLM tree or spec of the head side (default: --vllm-root)."),
+    vllm_root: Optional[str] = VllmRoot,
+    base_args: Optional[str] = typer.Option(None, "--base-args", help="Engine arguments of the base side, as for `vllm serve` "
+                                            "('--tensor-parallel-size 8'): compare two deployments of one tree."),
+    head_args: Optional[str] = typer.Option(None, "--head-args", help="Engine arguments of the head side "
+                                            "('--data-parallel-size 16 --enable-expert-parallel')."),
     ascend_root: Optional[str] = typer.Option(None, "--ascend-root", envvar="FUSION_ANALYZE_ASCEND_ROOT", help="vllm-ascend tree for both sides."),
     base_ascend: Optional[str] = typer.Option(None, "--base-ascend", help="vllm-ascend tree of the base side."),
     head_ascend: Optional[str] = typer.Option(None, "--head-ascend", help="vllm-ascend tree of the head side."),
@@ -441,8 +470,9 @@ def compare_cmd(
     device: Optional[str] = DeviceOpt,
     device_profile: Optional[str] = DeviceProfileOpt,
 ) -> None:
-    """Analyze MODEL on two trees and diff the reports in one command."""
+    """Analyze MODEL on two trees, or two deployments of one tree (--base-args / --head-args), and diff the reports."""
     import tempfile
+    from dataclasses import replace
 
     from .commands.diff import diff_paths
     from .analysis.pipeline import Options, analyze, render, write_text
@@ -452,17 +482,28 @@ def compare_cmd(
         _check_choices(fmt=fmt, fail_on=fail_on)
         _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
                       outputs={"-o": output})
+        base, head = base or vllm_root, head or vllm_root
+        if base is None or head is None:
+            raise UserError("compare: give --base and --head (two vLLM trees), or --vllm-root with --base-args / "
+                            "--head-args (two deployments of one tree)")
+        for given in (base_args, head_args):  # each side's engine arguments, checked before any work
+            if given:
+                _engine_options(serve_args=given)
         options = Options(config=config, tp=tp, ep=ep, device=device, device_profile=device_profile, hf_root=hf_root)
+        base_name = f"{base} [{base_args}]" if base_args else base
+        head_name = f"{head} [{head_args}]" if head_args else head
         with tempfile.TemporaryDirectory(prefix="fusion-analyze-") as tmp:
             paths = []
-            for side, root, asc in (("base", base, base_ascend or ascend_root), ("head", head, head_ascend or ascend_root)):
-                a = analyze(model, root, asc, backend.value if backend else None, patterns, options=options)
+            for side, root, asc, args in (("base", base, base_ascend or ascend_root, base_args),
+                                          ("head", head, head_ascend or ascend_root, head_args)):
+                a = analyze(model, root, asc, backend.value if backend else None, patterns,
+                            options=replace(options, serve_args=args))
                 warn_pair(a.session)
                 path = Path(tmp) / side / f"{a.location.architecture}.json"
                 write_text(render(a, "json"), str(path))
                 paths.append(path)
             diffs = diff_paths(str(paths[0]), str(paths[1]))
-        code = _write_diff(diffs, base, head, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt), fail_on)
+        code = _write_diff(diffs, base_name, head_name, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt), fail_on)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
@@ -484,6 +525,17 @@ def calibrate_cmd(
         _fail(exc)
     if out in (None, "-"):
         typer.echo(text, nl=False)
+
+
+def _engine_options(**given) -> dict:
+    """The deployment's engine arguments of a command (ir/deployment.py), checked before any work."""
+    from .ir.deployment import build, parse_additional_config, parse_serve_args
+
+    parse_additional_config(given.get("additional_config"))
+    if given.get("serve_args"):
+        parse_serve_args(given["serve_args"])
+    build(dp=given.get("dp"), max_num_seqs=given.get("max_num_seqs"))  # the sizes
+    return given
 
 
 def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str | None = None) -> None:

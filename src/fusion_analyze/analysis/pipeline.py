@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import UserError
 from ..locate.resolve import Location
@@ -31,6 +32,8 @@ class Analysis:
     errors: list = field(default_factory=list)  # files of the trees this analysis could not read
     configuration: object = None  # walk.config.model_config.ConfigFacts: what decided the walk
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
+    deployment: object = None  # ir.deployment.Deployment: what the report answers for
+    mc2_capacity: int | None = None  # the MC2 token capacity the deployment gives (semantics/environment.py)
 
 
 @dataclass
@@ -43,6 +46,33 @@ class Options:
     device: str | None = None
     device_profile: str | None = None
     hf_root: str | None = None  # a transformers tree (path or transformers==X) for configuration defaults
+    # the rest of the deployment, in vLLM's engine-argument names (ir/deployment.py)
+    dp: int | None = None
+    enable_expert_parallel: bool = False
+    quantization: str | None = None
+    additional_config: str | None = None
+    enforce_eager: bool = False
+    max_num_seqs: int | None = None
+    serve_args: str | None = None  # a `vllm serve ...` command line: its engine arguments, under the options above
+
+    def engine_args(self) -> dict:
+        """The deployment's engine arguments: `serve_args` first, the options given one by one over it."""
+        from ..ir.deployment import parse_serve_args
+
+        out: dict = {}
+        if self.serve_args:
+            out, ignored = parse_serve_args(self.serve_args)
+            if ignored:
+                print(say("serve_args_ignored", options=", ".join(ignored)), file=sys.stderr)
+        for key in ("tp", "dp", "quantization", "additional_config", "max_num_seqs"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        for key in ("enable_expert_parallel", "enforce_eager"):
+            if getattr(self, key):
+                out[key] = True
+        if self.ep is not None:
+            out["ep"] = self.ep
+        return out
 
 
 def analyze(model: str, vllm_root, ascend_root, backend, patterns_dir=None, options: Options | None = None,
@@ -106,23 +136,59 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
             pass
     facts = _facts(session, loc, options, spec, read)
     _served_by_transformers(session, loc, facts)
-    env = _environment(session, device, facts)
+    deployment = _deployment(options, loc, read)
+    if deployment.enforce_eager:  # --enforce-eager: no graph capture, every path runs eager
+        device = {**device, "scenarios": {k: {**v, "mode": "eager"} for k, v in device["scenarios"].items()}}
+    env = _environment(session, device, facts, deployment)
     walker = Walker(session.index, session.resolver.patches, env)
     result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
+    ascend = _passes_for(deployment, ascend)
     from ..passes.cuda_passes import inductor_default
 
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
-    par = Parallel(options.tp or 1, options.ep or 1)
+    par = Parallel(deployment.tp_size, deployment.ep)
     models = step_models(result.ops, shapes, device, par)
     apply_fused(models, opps)
-    benefits = {o.id: estimate(o, models, shapes, device, par, options.tp is not None) for o in opps}
-    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, options.tp,
-                 models, par.ep, index.errors_touched(), configuration=facts)
+    benefits = {o.id: estimate(o, models, shapes, device, par, deployment.tp is not None) for o in opps}
+    a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, deployment.tp,
+                 models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
+                 mc2_capacity=env.mc2_capacity)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _passes_for(deployment, passes: list) -> list:
+    """The graph passes as the deployment runs them: none with --enforce-eager (vLLM compiles nothing, so no
+    pass runs: vllm_ascend/platform.py turns compilation off), and each flag the user's --additional-config
+    sets (`{"ascend_compilation_config": {"fuse_norm_quant": false}}`) at the user's value."""
+    from dataclasses import replace
+
+    if deployment is None or (not deployment.enforce_eager and not deployment.additional_config):
+        return passes
+    given = _flags(deployment.additional_config)
+    out = []
+    for p in passes:
+        if deployment.enforce_eager:
+            p = replace(p, flag=p.flag or "compilation", default=say("eager_no_passes"), default_file=None,
+                        default_line=None)
+        elif p.flag and p.flag in given:
+            p = replace(p, default=say("flag_given", value=given[p.flag]), default_file=None, default_line=None)
+        out.append(p)
+    return out
+
+
+def _flags(config: dict, out: dict | None = None) -> dict:
+    """Every leaf key of a (nested) --additional-config, as `str(value)` in Python's spelling."""
+    out = {} if out is None else out
+    for k, v in config.items():
+        if isinstance(v, dict):
+            _flags(v, out)
+        else:
+            out[k] = str(v).capitalize() if isinstance(v, bool) else str(v)
+    return out
 
 
 def _walked_class(session: Session, loc: Location):
@@ -149,16 +215,36 @@ def _walked_class(session: Session, loc: Location):
     return loc.definition
 
 
-def _environment(session: Session, device: dict, facts) -> Environment:
+def _deployment(options: Options, loc: Location, read):
+    """The deployment the report answers for: the engine arguments given, the checkpoint folder's
+    quantisation description (the model query's folder, or --config's), vLLM's defaults for the rest."""
+    from ..ir.deployment import build
+
+    engine = options.engine_args()
+    engine.pop("model", None)
+    folder = None
+    for path in (options.config, loc.config_path):
+        if path and Path(path).is_file():
+            folder = str(Path(path).parent)
+            break
+        if path and Path(path).is_dir():
+            folder = path
+            break
+    return build(**engine, checkpoint=folder, config_values=read.values if read is not None else None)
+
+
+def _environment(session: Session, device: dict, facts, deployment=None) -> Environment:
     """The one environment of this analysis: backend, the device (its SoC family, and its hardware profile
-    where the vllm-ascend tree has a profile table), the trees, the configuration facts."""
+    where the vllm-ascend tree has a profile table), the trees, the configuration facts, the deployment."""
     from ..passes.hardware import read_profiles
 
+    scenarios = dict(device.get("scenarios") or {})
     if session.backend != "ascend":
-        return Environment(session.backend, session.index, config=facts)
+        return Environment(session.backend, session.index, config=facts, deployment=deployment, scenarios=scenarios)
     hardware = read_profiles(session.index).get(device.get("soc"))
     soc = hardware.soc if hardware is not None else device.get("soc")
-    return Environment(session.backend, session.index, soc=soc, hardware=hardware, config=facts)
+    return Environment(session.backend, session.index, soc=soc, hardware=hardware, config=facts,
+                       deployment=deployment, scenarios=scenarios)
 
 
 def _served_by_transformers(session: Session, loc: Location, facts) -> None:

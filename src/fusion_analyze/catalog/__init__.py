@@ -179,6 +179,19 @@ def fuses(covers: frozenset[str], need: tuple[str, ...], optional: tuple[str, ..
 _NEUTRAL = {"split", "view", "cast", "scale"}
 
 
+def kernel_covers_of(kernel, op=None) -> frozenset[str]:
+    """What a kernel of the walk does: its name's primitives (kernels.yaml); a grouped GEMM of the experts
+    ("experts") is the experts' GEMM too ("matmul": a W8A8 checkpoint's grouped_matmul_swiglu_quant is GEMM +
+    SwiGLU + quant) where it surely runs (no condition) or the op is a quantised checkpoint's experts (their
+    quant type known: the fused kernels under the comm method's own tests). The quantised branch of an
+    unquantised walk is only what its name says, so no claim rests on a branch that does not run there."""
+    covers = kernel_covers(kernel.name)
+    if "experts" in covers and (getattr(kernel, "condition", None) is None
+                                or (op is not None and op.attrs.get("quant_type"))):
+        return covers | {"matmul"}
+    return covers
+
+
 def kernel_fuses(covers: frozenset[str], need: tuple[str, ...]) -> bool:
     """One kernel fuses a scenario when it does at least all of the scenario's primitives."""
     return bool(need) and set(need) <= covers

@@ -193,6 +193,11 @@ class Runtime:
     attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
     deployment: Mapping[str, Any] = field(default_factory=dict)
     attention_backend: AttentionBackends | None = None
+    parallel: Mapping[str, Any] = field(default_factory=dict)  # parallel-state query -> deployment value name
+    moe_comm: Mapping[str, Any] = field(default_factory=dict)  # how the runtime picks the MoE comm method
+    quantization: Mapping[str, Any] = field(default_factory=dict)  # how a quantised checkpoint's layers are built
+    opaque_ops: tuple[str, ...] = ()  # custom ops that run a whole layer, opaque to graph passes
+    derived: Mapping[str, Any] = field(default_factory=dict)  # parallel-config property -> its code, in order
 
 
 @dataclass(frozen=True)
@@ -250,6 +255,9 @@ class Part:
     registered_by: RegisteredBy | None = None
     methods: tuple[str, ...] = ()
     also: tuple[Also, ...] = ()
+    # the `also` code runs only where the part's class's methods call one of these (the comm method's
+    # fused_experts runs the MoE MLP, which calls the quant method; FusedMC2CommImpl's runs one kernel instead)
+    also_via: tuple[str, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
     deployment: Mapping[str, Any] = field(default_factory=dict)
     at_call: str | None = None  # the op is at the call of this method in the module of the experts' class

@@ -103,6 +103,8 @@ class StepModel:
 
     def __init__(self, ops: list[Op], dims: dict, dtype_bytes: int, device: dict, scenario: str, scen: dict,
                  par: Parallel, parallel_style):
+        # a part the runtime runs on other paths only (the MoE comm class picked by token count) is not this step's
+        ops = [o for o in ops if scenario in (o.attrs.get("runs_on") or (scenario,))]
         self.ops, self.d, self.b, self.device = ops, dims, dtype_bytes, device
         self.scen, self.par, self.parallel_style = scen, par, parallel_style
         self.mode = scen.get("mode", "eager")

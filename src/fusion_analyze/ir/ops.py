@@ -84,6 +84,16 @@ class OpAttrs(TypedDict, total=False):
     scalar_side: Literal["left", "right"]  # the side of the scalar
     scalar_code: str  # the scalar's code
     scalar_value: int | float  # the scalar's value, when the evaluator knows it
+    # the deployment (ir/deployment.py)
+    runs_on: list[str]  # the runtime paths a part runs on, where the runtime picks another class on the others
+    opaque: str  # the custom op the layer runs it in (torch.ops.vllm.moe_forward_shared (file:line)): no graph pass sees it
+    quant_type: str | None  # a quantised checkpoint's type of the layer ("W8A8_DYNAMIC", "FLOAT"; None: not known)
+    quant_scheme: str  # the scheme class vllm-ascend builds for it (registered for the type and layer kind)
+    quant_scheme_file: str  # file of that class
+    quant_keys: list[str]  # the checkpoint description's keys it was read from (a few)
+    quant_unknown: str  # why the layer's quant type is not known (the layers differ, no scheme registered)
+    quantises: str  # a quantised linear's activation quantisation: the linear's name
+    shared_path: str  # the shared experts' MLP path the runner takes (SharedExpertMLPPath.A8_INT_FUSED)
 
 
 @dataclass

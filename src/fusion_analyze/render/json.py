@@ -20,6 +20,7 @@ def to_json(a) -> dict:
         "ops": [op.to_json() for op in a.walk.ops],
         "alternatives": _alternatives(a.walk.alternatives),
         "opportunities": [_opportunity(a, o) for o in a.opportunities],
+        "deployment": _deployment(a),
         "estimate": _estimate_inputs(a),
         "configuration": a.configuration.to_json() if a.configuration is not None else None,
         "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
@@ -50,6 +51,26 @@ def _estimate_inputs(a) -> dict:
             "dtype_bytes": shapes.dtype_bytes if shapes is not None else 2,
             "device": dev, "scenarios": a.device.get("scenarios", {}), "tp": a.tp, "ep": a.ep,
             "steps": {name: m.step.to_json(m.device) for name, m in sorted(a.steps.items())}}
+
+
+def _deployment(a) -> dict | None:
+    """What the report answers for (ir/deployment.py): the engine arguments, the quantisation, the device,
+    and the choices the runtime makes with them per path (the MoE comm method and its MC2 capacity)."""
+    d = getattr(a, "deployment", None)
+    if d is None:
+        return None
+    out = {**d.as_json(), "device": a.device.get("id"), "mode": {name: scen.get("mode") for name, scen in
+                                                              sorted(a.device.get("scenarios", {}).items())}}
+    comm = []
+    for op in a.walk.ops:
+        if op.kind == "moe_experts" and op.layer_class and (op.attrs.get("runs_on") or "select_moe" in str(op.attrs.get("found_by", ""))):
+            item = {"class": op.layer_class, "paths": op.attrs.get("runs_on") or sorted(a.device.get("scenarios", {})),
+                    "found_by": op.attrs.get("found_by")}
+            if item not in comm:
+                comm.append(item)
+    out["moe_comm"] = comm
+    out["mc2_capacity"] = getattr(a, "mc2_capacity", None) if comm else None
+    return out
 
 
 def _alternatives(items: list[dict]) -> list[dict]:

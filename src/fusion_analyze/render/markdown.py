@@ -250,6 +250,31 @@ def _step_text(est: dict, L: dict) -> str:
     return text
 
 
+def _deployment_text(d: dict | None, L: dict) -> str:
+    """The header's deployment line: the engine arguments as given (or vLLM's defaults), the quantisation,
+    the mode of each path, and the MoE comm method the runtime picks on each."""
+    if not d:
+        return ""
+    parts = [f"`{' '.join(d['stated'])}`" if d.get("stated") else L["deployment_defaults"]]
+    parts.append(L["deployment_parallel"].format(tp=d["tensor_parallel_size"], dp=d["data_parallel_size"],
+                                                 ep=d["expert_parallel_size"]))
+    if d.get("quantization"):
+        types = ", ".join(f"{t} × {n}" for t, n in (d.get("quant_types") or {}).items())
+        parts.append(L["deployment_quant"].format(method=d["quantization"], types=f" ({types})" if types else ""))
+        if not d.get("quant_layers_mapped"):
+            parts[-1] += f" ({L['deployment_quant_unmapped']})"
+    else:
+        parts.append(L["deployment_unquantised"])
+    modes = d.get("mode") or {}
+    if modes:
+        parts.append(", ".join(f"{L['step_names'].get(k, k)}: {L['modes'].get(v, v)}" for k, v in modes.items()))
+    for c in d.get("moe_comm") or ():
+        parts.append(L["deployment_comm"].format(cls=c["class"], paths=", ".join(L["step_names"].get(p, p) for p in c["paths"])))
+    if d.get("mc2_capacity"):
+        parts.append(L["deployment_capacity"].format(n=d["mc2_capacity"], seqs=d["max_num_seqs"]))
+    return " · ".join(parts)
+
+
 def _top(rows: list[dict], limit: int = 5) -> list[dict]:
     """The open rows that pay, largest saving first (the report's first section)."""
     ranked = [r for r in rows if saving_share(r) > 0]
@@ -346,6 +371,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
     top = [{**r, "when": _when(r, L)} for r in _top(table)]
     return tmpl.render(
         L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),
+        deployment_text=_deployment_text(data.get("deployment"), L),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],

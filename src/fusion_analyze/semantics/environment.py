@@ -13,17 +13,34 @@ from functools import cached_property, lru_cache
 
 import libcst as cst
 
+from typing import TYPE_CHECKING, Any
+
 from ..ir.conditions import Truth
+
+if TYPE_CHECKING:
+    from ..ir.deployment import Deployment
 
 
 @dataclass(frozen=True, eq=False)
 class Environment:
     backend: str | None = None  # "ascend", "cuda"; None: what holds on both
-    index: object | None = field(default=None, repr=False)  # index.ModuleIndex: the trees, their versions
+    index: Any = field(default=None, repr=False)  # index.ModuleIndex | None: the trees, their versions
     soc: str | None = None  # the device's SoC family (devices.yaml), also where the tree has no profile table
     hardware: object | None = None  # passes.hardware.Profile: get_current_hardware_profile()
-    config: object | None = None  # config.model_config.ConfigFacts: what decides the walk; None: nothing known
+    config: Any = None  # config.model_config.ConfigFacts | None: what decides the walk; None: nothing known
     runtime_defaults: bool = True  # get_ascend_config() & co. as their classes' declared defaults (walk.yaml)
+    deployment: Deployment | None = None  # engine arguments, quantisation (ir/deployment.py); None: defaults
+    scenarios: dict = field(default_factory=dict)  # runtime path -> its token counts (devices.yaml scenarios)
+
+    def num_experts(self) -> int | None:
+        """The routed experts of the model's configuration (vLLM's ModelConfig.get_num_experts)."""
+        from .values import Known
+
+        for name in ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"):
+            got = self.config.attr(name, True) if self.config is not None else None
+            if isinstance(got, Known) and isinstance(got.value, int):
+                return got.value
+        return None
 
     def without_config(self) -> "Environment":
         return replace(self, config=None)
@@ -80,11 +97,112 @@ class Environment:
         out.update(version_calls(index))
         out.update(_attention_backend_calls(index, self.backend))
         defaults = runtime.defaults if index is not None and self.runtime_defaults else {}
+        extra = dict(getattr(self.deployment, "additional_config", None) or {})
         for name, qualname in defaults.items():
             mod, _, cls_name = qualname.rpartition(".")
             target = index.lookup(mod, cls_name)
-            if getattr(target, "kind", None) == "class":
-                out[name] = lambda _call, _scope, target=target: Known(Defaults(target))
+            if getattr(target, "kind", None) == "class":  # the user's --additional-config over the defaults
+                out[name] = lambda _call, _scope, target=target: Known(Defaults(target, extra))
+        out.update(self._parallel_calls())
+        return out
+
+    def parallel_value(self, name: str):
+        """A value of the deployment's parallel setup by its name in walk.yaml `runtime.parallel` (tp, dp, ep,
+        uses_ep, world_size_across_dp, mc2_capacity): None where the deployment states no parallel sizes (the
+        report then keeps the tests on them open, as vLLM's default would hide the communication)."""
+        d = self.deployment
+        if d is None or (d.tp is None and d.dp == 1 and not d.uses_ep):
+            return None
+        if name == "mc2_capacity":
+            return self.mc2_capacity
+        if name == "is_moe":
+            return self._is_moe()
+        return getattr(d, {"tp": "tp_size"}.get(name, name), None)
+
+    @cached_property
+    def _stated_attrs(self) -> dict:
+        from ..catalog import catalog
+        from .values import Known
+
+        d = self.deployment
+        if d is None or self.parallel_value("tp") is None and self.parallel_value("ep") is None:
+            return {}
+        out = {k: Known(v) for k, v in d.vllm_config(None)["parallel_config"].items()}
+        for name, where in (catalog().typed.walk.runtime.derived or {}).items():
+            got = self._derived(where, out)
+            if got is not None:
+                out[name] = got
+        return out
+
+    def deployment_attrs(self) -> dict:
+        """Attributes of vLLM's parallel configuration the deployment states (`enable_expert_parallel`,
+        `tensor_parallel_size`) and the properties derived from them (walk.yaml `runtime.derived`:
+        `use_sequence_parallel_moe`, run from its code in the trees), as Values; {} where it states none."""
+        return self._stated_attrs
+
+    def _derived(self, where, attrs: dict):
+        """The one-return property `where` names (the first of the list the trees have), with `self` the
+        parallel configuration as stated; None where it is not decided."""
+        from .function_bodies import class_method
+        from .scope import Scope
+        from .values import Known
+        from .evaluator import Evaluator
+
+        for qualname in where:
+            mod, _, name = qualname.rpartition(".")
+            target = self.index.lookup(mod, name)
+            fn = target.node if getattr(target, "kind", None) == "function" else None
+            module = getattr(target, "module", None)
+            if fn is None:  # a class's method: Module.Class.method
+                cmod, _, cls_name = mod.rpartition(".")
+                cls = self.index.lookup(cmod, cls_name)
+                fn = class_method(cls, name) if getattr(cls, "kind", None) == "class" else None
+                module = getattr(cls, "module", None)
+            if fn is None:
+                continue
+            last = fn.body.body[-1] if fn.body.body else None
+            ret = last.body[-1] if type(last) is cst.SimpleStatementLine else None
+            if type(ret) is not cst.Return or ret.value is None:
+                return None
+            self_value = Known({k: v.value for k, v in attrs.items()})
+            plain = replace(self, deployment=None)  # (what it reads of `self` is handed in: no recursion)
+            got = Evaluator(plain).infer(ret.value, Scope(module=module, values={"self": self_value}))
+            return got if isinstance(got, Known) else None
+        return None
+
+    def _is_moe(self) -> bool | None:
+        """vllm_ascend.utils.is_moe_model: a key of the text configuration naming experts."""
+        values = getattr(self.config, "values", None)
+        if not isinstance(values, dict):
+            return None
+        text = values.get("text_config")
+        return any("expert" in str(k) for k in (text if isinstance(text, dict) else values))
+
+    @cached_property
+    def mc2_capacity(self) -> int | None:
+        """The MC2 token capacity vllm-ascend sets at start-up (ascend_forward_context.set_mc2_tokens_capacity):
+        the graph capture's largest size (else max_num_seqs × the decode query length) split over TP, capped at
+        the per-rank limit the tree declares, times TP."""
+        from .runtime_defaults import mc2_capacity
+
+        return mc2_capacity(self.index, self.deployment) if self.deployment is not None else None
+
+    def _parallel_calls(self) -> dict:
+        """walk.yaml `runtime.parallel`: vLLM's parallel-state queries (`get_ep_group().world_size`,
+        `get_tensor_model_parallel_world_size()`), answered by the deployment where it states the sizes."""
+        from ..catalog import catalog
+        from .values import Known
+
+        out = {}
+        for name, what in (catalog().typed.walk.runtime.parallel or {}).items():
+            if isinstance(what, dict):
+                values = {k: self.parallel_value(v) for k, v in what.items()}
+                if all(v is not None for v in values.values()):
+                    out[name] = lambda _call, _scope, values=values: Known(dict(values))
+            else:
+                value = self.parallel_value(what)
+                if value is not None:
+                    out[name] = lambda _call, _scope, value=value: Known(value)
         return out
 
 

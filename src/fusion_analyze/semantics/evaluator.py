@@ -339,14 +339,14 @@ class Evaluator:
 
     def _attribute(self, expr: cst.Attribute, scope, depth: int) -> Value:
         attr = expr.attr.value
-        if type(expr.value) is cst.Name and expr.value.value == "self":
+        if type(expr.value) is cst.Name and expr.value.value == "self" and "self" not in (getattr(scope, "values", None) or ()):
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
-            return _carried(scope, attr) or Unknown(f"self.{attr} outside a construction")
+            return _carried(scope, attr, self.env) or Unknown(f"self.{attr} outside a construction")
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
-        carried = _carried(scope, attr) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
+        carried = _carried(scope, attr, self.env) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
         if carried is not None:
             return carried
         if isinstance(base, ConfigRef):
@@ -399,7 +399,7 @@ class Evaluator:
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default
-            carried = _carried(scope, key.value) if key is not None and isinstance(key.value, str) \
+            carried = _carried(scope, key.value, self.env) if key is not None and isinstance(key.value, str) \
                 and isinstance(base, (Unknown, NotNone)) else None
             return carried if carried is not None else Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
@@ -407,6 +407,8 @@ class Evaluator:
             if held is not None:  # hasattr(self.layer, "expert_gate"): the module's class decides
                 return held
             base, key = self.infer(args[0], scope, depth), literal(args[1])
+            if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
+                return Known(key.value in base.value)  # a runtime object stated as its attributes
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) and self.config is not None:
                 # a field the configuration holds (a key of config.json, a field its class declares) is an
                 # attribute; one a whole config.json lacks is not; else it is not known
@@ -429,6 +431,8 @@ class Evaluator:
         if type(func) is cst.Attribute:
             name = func.attr.value
             base = self.infer(func.value, scope, depth)
+            if isinstance(base, Known) and isinstance(base.value, dict) and f"{name}()" in base.value and not call.args:
+                return _held(base.value[f"{name}()"])  # what a runtime object's method returns (ir/deployment.py)
             if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
                 if name != "keys" and any(isinstance(v, Unknown) for v in base.value.values()):
                     return Unknown("a dict with values that are not known")
@@ -464,6 +468,10 @@ class Evaluator:
         index = getattr(module, "_index", None)
         if index is None:
             return Unknown("the result of a call")
+        if type(call.func) is cst.Subscript:  # `_SELECTORS[policy](...)`: the function a module dict maps it to
+            picked = self._dict_item(call.func, scope, depth)
+            return self._called(call.with_changes(func=picked), scope, depth + 1) if picked is not None \
+                else Unknown("a call of an item that is not known")
         callee = Callee(index, module, call)
         if callee.self_rooted:
             return self._self_method(call, scope, depth)
@@ -497,6 +505,28 @@ class Evaluator:
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
+
+    def _dict_item(self, sub: cst.Subscript, scope, depth: int) -> cst.BaseExpression | None:
+        """The value expression of a module-level dict literal's entry whose key the index equals
+        (`{Policy.A: _select_a, ...}[policy]` -> `_select_a`), where the dict is in the same module; else None."""
+        from .scope import Scope
+
+        module = scope.module
+        if len(sub.slice) != 1 or type(sub.slice[0].slice) is not cst.Index or type(sub.value) is not cst.Name:
+            return None
+        target = module._index.resolve_expr(module, sub.value)
+        if getattr(target, "kind", None) != "assign" or target.module is not module or type(target.node) is not cst.Dict:
+            return None
+        key = self.infer(sub.slice[0].slice.value, scope, depth + 1)
+        if not isinstance(key, Known):
+            return None
+        where = Scope(module=module)
+        for el in target.node.elements:
+            if type(el) is cst.DictElement:
+                k = self.infer(el.key, where, depth + 1)
+                if isinstance(k, Known) and k.value == key.value:
+                    return el.value
+        return None
 
     def _all_any(self, is_all: bool, arg, scope, depth: int) -> Value | None:
         """`all(test for x in (a, b))` / `any(...)` over a tuple or list written out: the test read with each
@@ -638,7 +668,7 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     return Unknown("a comparison of unknown values")
 
 
-def _carried(scope, attr: str) -> Value | None:
+def _carried(scope, attr: str, env=None) -> Value | None:
     """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else what the
     report's deployment says of the runtime's configuration objects (walk.yaml `runtime.deployment`), else
     None."""
@@ -646,7 +676,10 @@ def _carried(scope, attr: str) -> Value | None:
     if fields and attr in fields:
         return fields[attr]
     deployment = _deployment()
-    return Known(deployment[attr]) if attr in deployment else None
+    if attr in deployment:
+        return Known(deployment[attr])
+    stated = env.deployment_attrs() if env is not None else {}
+    return stated.get(attr)
 
 
 @lru_cache(maxsize=1)

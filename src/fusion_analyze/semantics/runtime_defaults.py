@@ -45,7 +45,79 @@ def _assigned_by_methods(cls) -> dict[str, list]:
                 if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
                     names.setdefault(t.attr.value, []).append(node.value)
         DERIVED_FIELDS.of(module)[key] = names
+        _GUARDS.update(_guards(cls))
     return DERIVED_FIELDS.of(module)[key]
+
+
+def _guards(cls) -> dict:
+    """An assignment's value node (in a method of `cls`) -> the `if self.x == <literal>` / `self.x in (...)`
+    tests around it, as (field, the literals that make it run): `elif self.enable_fused_mc2 == 2:
+    self.enable_fused_mc2 = 1` runs only when the field is 2."""
+    out: dict = {}
+
+    def visit(body, guards):
+        for stmt in body:
+            if type(stmt) is cst.If:
+                node = stmt
+                while type(node) is cst.If:
+                    visit(node.body.body, guards + [_field_test(node.test)])
+                    node = node.orelse
+                if type(node) is cst.Else:
+                    visit(node.body.body, guards)
+            elif type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) is cst.Assign:
+                        out[small.value] = [g for g in guards if g is not None]
+            elif hasattr(stmt, "body") and hasattr(stmt.body, "body"):
+                visit(stmt.body.body, guards)
+
+    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+        if type(stmt) is cst.FunctionDef:
+            visit(stmt.body.body, [])
+    return out
+
+
+def _field_test(test) -> tuple | None:
+    """A test of one field against literals: `self.x == 2` -> ("x", True, (2,)); `self.x in (0, 1)` ->
+    ("x", True, (0, 1)); `self.x is not None` -> ("x", False, (None,)) (it runs unless x is one of them)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    left, comp = test.left, test.comparisons[0]
+    if not (type(left) is cst.Attribute and type(left.value) is cst.Name and left.value.value == "self"):
+        return None
+    lit = literal(comp.comparator)
+    if lit is None:
+        return None
+    op = type(comp.operator)
+    if op in (cst.Equal, cst.Is):
+        return left.attr.value, True, (lit.value,)
+    if op in (cst.NotEqual, cst.IsNot):
+        return left.attr.value, False, (lit.value,)
+    if op is cst.In and isinstance(lit.value, tuple):
+        return left.attr.value, True, lit.value
+    return None
+
+
+def _ruled_out(defaults, value, infer) -> bool:
+    """An assignment of a validator that cannot run with no user input (or the user's): a test around it on a
+    field whose value (declared default, or --additional-config) fails it (`elif self.enable_fused_mc2 == 2:`
+    with 0, `if self.expert_map_record_path is not None:` with None)."""
+    overrides = getattr(defaults, "overrides", None) or {}
+    for field, holds_in, values in _GUARDS.get(value, ()):
+        if field in overrides:
+            got = overrides[field]
+        else:
+            declared = _declared(defaults.definition).get(field)
+            lit = literal(declared) if declared is not None else None
+            if lit is None:
+                continue
+            got = lit.value
+        if (got in values) != holds_in:
+            return True
+    return False
+
+
+_GUARDS: dict = {}
 
 
 def _keeps(name: str, default: Value, assigned: list) -> bool:
@@ -72,8 +144,16 @@ def config_default(defaults, name: str, infer) -> Value:
     a module constant), `field(default=...)`, or a nested configuration (`field(default_factory=C)`,
     `default_factory=lambda: C()`, `C()`). A field a method derives from other settings is unknown."""
     cls = defaults.definition
+    overrides = getattr(defaults, "overrides", None)
+    if overrides and name in overrides:  # the user's value (--additional-config), a nested one field by field
+        given = overrides[name]
+        if isinstance(given, dict):
+            nested = _declared_default(defaults, name, infer)
+            if isinstance(nested, Known) and isinstance(nested.value, Defaults):
+                return Known(Defaults(nested.value.definition, given))
+        return Known(given)
     found = _declared_default(defaults, name, infer)
-    derived = _assigned_by_methods(cls).get(name)
+    derived = [v for v in _assigned_by_methods(cls).get(name) or () if not _ruled_out(defaults, v, infer)]
     if isinstance(found, Unknown) and derived:  # older classes: `self.x = additional_config.get("x", False)`
         gets = [v for v in derived if _dict_get_default(v) is not None]
         if gets:
@@ -137,3 +217,33 @@ def _declared_default(defaults, name: str, infer) -> Value:
     if type(value) is cst.Call:
         return nested(value) or Unknown(f"{cls.name}.{name} is computed when the configuration is built")
     return infer(value, Scope(module=cls.module))
+
+
+def _module_int(index, module: str, name: str) -> int | None:
+    """A module-level integer constant of the trees (`_MC2_TOKENS_PER_RANK_LIMIT = 512`), None where absent."""
+    info = index.get(module) if index is not None else None
+    defs = [d for d in (info.defs.get(name, ()) if info is not None else ()) if d.kind == "assign"]
+    got = literal(defs[0].node) if len(defs) == 1 else None
+    return got.value if got is not None and isinstance(got.value, int) else None
+
+
+def mc2_capacity(index, deployment) -> int | None:
+    """ascend_forward_context.set_mc2_tokens_capacity for the deployment (no prefill MC2, no MegaMoE, no
+    speculative decoding): the largest graph-capture size, which vllm-ascend sets to min(max_num_seqs × 1 decode
+    token, 512) (platform.py `_get_reduced_cg_cap`: vLLM's CUDA default without its `* 2`), or in eager mode
+    max_num_seqs × 1; split over TP, capped per rank at the tree's limit (`_MC2_TOKENS_PER_RANK_LIMIT`, or
+    `_DISPATCH_FFN_COMBINE_TOKENS_PER_RANK_LIMIT` with enable_fused_mc2), times TP; None where the tree has no
+    such limit (another design: nothing is decided from it)."""
+    from ..catalog import catalog
+
+    spec = catalog().typed.walk.runtime.moe_comm or {}
+    module = str(spec.get("capacity", "")).rpartition(".")[0]
+    fused = bool(deployment.additional_config.get("enable_fused_mc2"))
+    limit = _module_int(index, module, spec.get("fused_limit" if fused else "limit", ""))
+    if limit is None:
+        return None
+    seqs = deployment.num_seqs
+    max_tokens = min(seqs, 512) if deployment.graph_mode else seqs
+    tp = deployment.tp_size
+    per_rank = min(-(-max_tokens // tp), limit)
+    return per_rank * tp

@@ -88,19 +88,21 @@ class Defaults:
     --additional-config): each attribute is its class's declared default (`x: int = 0`, a nested config built
     by `default_factory`); what the class does not declare as a literal default stays unknown."""
 
-    __slots__ = ("definition",)
+    __slots__ = ("definition", "overrides")
 
-    def __init__(self, definition) -> None:
+    def __init__(self, definition, overrides: dict | None = None) -> None:
         self.definition = definition
+        self.overrides = overrides or {}  # what the user set (--additional-config), field by field
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Defaults) and other.definition.qualname == self.definition.qualname
+        return isinstance(other, Defaults) and other.definition.qualname == self.definition.qualname \
+            and other.overrides == self.overrides
 
     def __hash__(self) -> int:
-        return hash(("defaults", self.definition.qualname))
+        return hash(("defaults", self.definition.qualname, repr(sorted(self.overrides.items(), key=repr))))
 
     def __repr__(self) -> str:
-        return f"<defaults of {self.definition.name}>"
+        return f"<defaults of {self.definition.name}{' with ' + repr(self.overrides) if self.overrides else ''}>"
 
 
 Value = Known | Unknown | OneOf | ConfigRef | NotNone  # the walk's modules (walk.construction.Instance) are values of their own kind

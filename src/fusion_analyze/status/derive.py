@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_fuses
+from ..catalog import catalog, collective_functions, is_dispatcher, kernel_covers, kernel_covers_of, kernel_fuses
 from ..catalog.taxonomy import is_cuda_kernel
 from ..ir.conditions import split_outside
 from ..index.nodes import find_all
@@ -110,7 +110,7 @@ def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> lis
     is cited only when none of the implementation's kernels is known."""
     if len(need) < 2:  # a merge (qkv_merge: three GEMMs as one) is not shown by a kernel doing one GEMM
         return []
-    found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers(k.name), need)
+    found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers_of(k, op), need)
              and not (backend == "ascend" and is_cuda_kernel(k.name))]  # vLLM's CUDA build is not Ascend's
     if any(not is_dispatcher(k.name) for _op, k in found):
         found = [ok for ok in found if not is_dispatcher(ok[1].name)]
@@ -164,12 +164,12 @@ def _path_names(backend: str) -> list[str]:
 
 def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     """Kernel names when the ops' kernels do the scenario only together (no single one covers it)."""
-    if any(kernel_fuses(kernel_covers(k.name), need) for op in ops for k in op.kernels):
+    if any(kernel_fuses(kernel_covers_of(k, op), need) for op in ops for k in op.kernels):
         return []
     kernels = [k for op in ops for k in op.kernels]
     names: list[str] = []
     for part in dict.fromkeys(need):  # per part, the kernels that always run for it, else those that may
-        doing = [k for k in kernels if part in kernel_covers(k.name)]
+        doing = [k for k in kernels if part in kernel_covers_of(k)]
         if not doing:
             return []
         names += [k.name for k in doing if k.condition is None] or [k.name for k in doing]
@@ -180,7 +180,7 @@ def _one_kernel_does(ops: list[Op], need: tuple[str, ...]) -> bool:
     """One kernel among the ops' does every primitive of the scenario ("shared" excepted: the shared experts'
     own MLP is never one of a fused kernel's primitives in kernels.yaml)."""
     want = tuple(p for p in need if p != "shared")
-    return any(kernel_fuses(kernel_covers(k.name), want) for op in ops for k in op.kernels)
+    return any(kernel_fuses(kernel_covers_of(k, op), want) for op in ops for k in op.kernels)
 
 
 def _moe_separate(ops: list[Op], around: list[Op], need: tuple[str, ...]) -> list[str]:
@@ -192,7 +192,7 @@ def _moe_separate(ops: list[Op], around: list[Op], need: tuple[str, ...]) -> lis
         any(op.path.startswith(x.path + ".") for x in moe)
         or op.attrs.get("role") == "router" and any(op.attrs.get("inside") == x.layer_class for x in moe))]
     kernels = [k for op in inside for k in op.kernels]
-    if any(kernel_fuses(kernel_covers(k.name), tuple(p for p in need if p != "shared")) for k in kernels) \
+    if any(kernel_fuses(kernel_covers_of(k), tuple(p for p in need if p != "shared")) for k in kernels) \
             and "shared" not in need:
         return []
     names: list[str] = []
@@ -202,7 +202,7 @@ def _moe_separate(ops: list[Op], around: list[Op], need: tuple[str, ...]) -> lis
         elif part == "add" and any(op.kind == "moe_join" for op in inside):  # the join of shared and routed
             doing = [k for op in inside if op.kind == "moe_join" for k in op.kernels]
         else:
-            doing = [k for k in kernels if part in kernel_covers(k.name)]
+            doing = [k for k in kernels if part in kernel_covers_of(k)]
         if not doing:
             return []
         names += [k.name for k in doing if k.condition is None] or [k.name for k in doing]
@@ -280,6 +280,9 @@ def _matcher_misfit(m: Match, pat, graph: Graph) -> list[str]:
     intermediate value (the pattern returns one value, so every other is one) has users outside the match,
     or a splitting op (attention) runs between the matched ops, so they are in two piecewise graphs."""
     ops = sorted((op for op in m.op_list if op.id in graph.pos), key=lambda op: graph.pos[op.id])
+    hidden = next((op for op in m.op_list if op.attrs.get("opaque")), None)
+    if hidden is not None:  # inside a custom op that runs the whole layer: the compiled graph holds only that op
+        return [say("misfit_opaque", name=hidden.name, where=f"{hidden.file}:{hidden.line}", op=hidden.attrs.get("opaque"))]
     span = _between(m, graph)
     if len(ops) < 2 or span is None:
         return []
@@ -450,7 +453,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             # where more than one kernel that fuses it is reached (the paged-attention kernel on one branch, the
             # fused-infer one on the other), the state does not rest on the tests that pick between them
             fusing = {(k.name, k.file, k.line) for op in ops for k in op.kernels
-                      if kernel_fuses(kernel_covers(k.name), need) and not is_cuda_kernel(k.name)}
+                      if kernel_fuses(kernel_covers_of(k, op), need) and not is_cuda_kernel(k.name)}
             alone = len(fusing) == 1
             for op, k, paths in hits:
                 where = op.attrs.get("ascend_class") or op.layer_class or op.scope
@@ -544,7 +547,7 @@ def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = No
     fitting = [(p, pat) for p in cuda_passes for pat in p.fitting(m.pattern.covers, optional)]
     if graph is not None and any(pat.prims & set(m.pattern.optional) for _p, pat in fitting):
         near = m.op_list + graph.neighbours(m.op_list)
-        done = {op.kind for op in near} | {p for op in near for k in op.kernels for p in kernel_covers(k.name)}
+        done = {op.kind for op in near} | {p for op in near for k in op.kernels for p in kernel_covers_of(k, op)}
         done |= set(m.pattern.covers)
         fitting = [(p, pat) for p, pat in fitting if (pat.prims & set(m.pattern.optional)) <= done]
     fitting.sort(key=lambda f: f[0].default_on() is False)  # a pass that is on (or may be) first
@@ -700,7 +703,7 @@ def _closest_kernel_scenario(matches: dict[str, list]) -> dict[str, list]:
     for pid, ms in matches.items():
         for m in ms:
             if m.form.id == FUSED_KERNEL_FORM and any(
-                    fuses(kernel_covers(k.name), m.pattern.covers, m.pattern.optional) for k in m.op_list[0].kernels):
+                    fuses(kernel_covers_of(k, m.op_list[0]), m.pattern.covers, m.pattern.optional) for k in m.op_list[0].kernels):
                 exact.setdefault(m.op_list[0].id, set()).add(pid)
     if not exact:
         return matches

@@ -7,6 +7,7 @@ walk built (configuration, device profile and the backend's factory patches deci
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from .frame import WalkerState, nest_native
 from ..ir.ops import Kernel, Op, OpAttrs
 from ..semantics.scope import Scope
 from ..semantics.function_bodies import tables
-from ..semantics.values import Bindings, Known
+from ..semantics.values import Bindings, Known, literal
 from ..ir.conditions import Truth
 from ..ir.texts import say
 
@@ -49,79 +50,149 @@ class Composites(WalkerState):
                 continue
             if spec.layer:  # the runner's join: the shared experts run before it, after the routed ones
                 self._flush_shared()
-            cls, origin, inst = self._part_class(sub, spec)
-            if cls is None:
-                self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
-                              say("part_unknown", part=spec.part, layer=sub.name, origin=origin))
-                continue
-            impl = self.backends.implementation(cls)
-            # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
-            # DP 1, no EP, no sequence parallelism: composites.yaml `deployment`), then the layer's own arguments
-            facts = Bindings(fields={**{k: Known(v) for k, v in spec.deployment.items()},
-                                     **self._carried_fields(sub, spec.fields)})
-            kernels: list[Kernel] = []
-            by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
-            walked: set[str] = set()
-            first = None
-            for method in spec.methods:
-                got = self.ctor.method(impl, method)
-                if got is None:
-                    continue
-                first = first or got
-                own = spec.own_only  # only the method's own calls of these kinds
-                got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts, own_calls=own,
-                                                                 own_only=bool(own)) if inst is not None
-                               else self.backends.kernels_of(impl, facts, method=method))
-                walked.add(method)
-                by_method += [(method, k) for k in got_kernels]
-                kernels += [k for k in got_kernels if k not in kernels]
-            for extra in spec.also:  # code the part runs through a runtime object (the quant method)
-                more = self._attr_path(sub, extra.attr)
-                if more is None or more.cls is None:
-                    continue
-                more_impl = self.backends.implementation(more.cls)
-                for method in extra.methods:
-                    if self.ctor.method(more_impl, method) is not None:
-                        got_kernels = self.backends.kernels_of_instance(more, more_impl, method, facts)
-                        walked.add(method)
-                        by_method += [(method, k) for k in got_kernels]
-                        kernels += [k for k in got_kernels if k not in kernels]
-            if first is None:
-                self._unknown(f"{path}.{spec.part}", impl.module, impl.node,
-                              say("has_none_of", cls=impl.name, methods=list(spec.methods)))
-                continue
-            if spec.own_only and not kernels:  # the layer does none of it itself: nothing to show
-                continue
-            owner, fn = first
-            attrs = {"inside": sub.name, "part": spec.part, "class_file": cls.module.rel,
-                     "class_line": cls.line, "found_by": origin}
-            if spec.paths:  # the runtime paths it runs on (decode, prefill)
-                attrs["paths"] = list(spec.paths)
-            if impl is not cls:
-                attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
-            op_path = f"{path}.{spec.part}"
-            # a part built under an undecided test says so, and lists what else would be built
-            # (the layer itself was chosen already)
-            part_cond = self._chosen(op_path, inst, cond) if inst is not None and inst is not sub else cond
-            op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs if not emitted else emitted[-1].outputs,
-                               part_cond, steady, attrs, op_path)
-            op.kernels = kernels
-            at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)
-            called = self._called_at(spec.at_call) if spec.at_call else None
-            if called is not None:  # at the call that runs the part (`moe_comm_method.fused_experts(...)`)
-                op.file, op.line = called
-            elif at is not None:  # at the call of its kernel (one that always runs, if any),
-                op.file, op.line = at.file, at.line  # not at the definition of the method that holds it
-            if self.index.backend == "ascend":
-                self._cuda_part(op, kind, spec.part, frame.inst, path.rsplit(".", 1)[-1])
-            emitted.append(op)
-            variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
-            if variant is not None:
-                self._step_ops(op, variant.steps, by_method)
+            here = inputs if not emitted else emitted[-1].outputs
+            for cls, origin, inst, runs_on in self._part_choices(sub, spec):
+                self._composite_part(frame, sub, spec, kind, path, here, cond, steady, emitted,
+                                     cls, origin, inst, runs_on)
         if emitted and only is None:
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
+
+    def _part_choices(self, sub: Instance, spec: Part) -> list[tuple]:
+        """(class, how it was found, instance, the runtime paths it runs on or None) of the part: one, or one
+        per class the runtime picks per path (the MoE comm method by the path's token count)."""
+        cls, origin, inst = self._part_class(sub, spec)
+        if cls is not None or spec.registered_by is None:
+            return [(cls, origin, inst, None)]
+        choices = self._runtime_choices(spec)
+        if not choices:
+            return [(cls, origin, inst, None)]
+        by_cls: dict = {}
+        for c in choices:
+            by_cls.setdefault(c.cls.qualname, (c.cls, []))[1].append(c)
+        out = []
+        fn = spec.registered_by.function.rsplit(".", 1)[-1]
+        select = (catalog().typed.walk.runtime.moe_comm or {}).get("select", "").rsplit(".", 1)[-1]
+        for cls_def, cs in by_cls.values():
+            said = "; ".join(say("comm_chosen", fn=f"{select}()", member=c.member, path=c.path, tokens=c.tokens,
+                                 capacity=self.env.mc2_capacity, cls=cls_def.name) for c in cs)
+            paths = [c.path for c in cs] if len(by_cls) > 1 else None
+            out.append((cls_def, f"{said} ({fn}())", None, paths))
+        return out
+
+    def _runtime_choices(self, spec: Part) -> list:
+        """The comm class the runtime picks on each path, when every path's choice is decided (else none: the
+        part stays unknown, with what was not known)."""
+        from ..semantics.runtime_choice import moe_comm_choices
+
+        moe = catalog().typed.walk.runtime.moe_comm or {}
+        if spec.registered_by is None or moe.get("registry") != spec.registered_by.function:
+            return []
+        got = moe_comm_choices(self.env, self.ctor.evaluator, self.env.scenarios, self.env.num_experts())
+        if not got or any(c.cls is None for c in got):
+            return []
+        return got
+
+    def _composite_part(self, frame, sub, spec, kind, path, inputs, cond, steady, emitted, cls, origin, inst,
+                        runs_on) -> None:
+        """One part's op (and its steps), of the class `cls`; `runs_on`: the runtime paths it runs on, where
+        the runtime picks another class on the others."""
+        if cls is None:
+            self._unknown(f"{path}.{spec.part}", frame.module, frame.fn,
+                          say("part_unknown", part=spec.part, layer=sub.name, origin=origin))
+            return
+        impl = self.backends.implementation(cls)
+        # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
+        # DP 1, no EP, no sequence parallelism: composites.yaml `deployment`), then the layer's own arguments
+        facts = Bindings(fields={**{k: Known(v) for k, v in self._deployment_values(spec.deployment).items()},
+                                 **self._carried_fields(sub, spec.fields)})
+        kernels: list[Kernel] = []
+        by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
+        walked: set[str] = set()
+        first = None
+        for method in spec.methods:
+            got = self.ctor.method(impl, method)
+            if got is None:
+                continue
+            first = first or got
+            own = spec.own_only  # only the method's own calls of these kinds
+            got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts, own_calls=own,
+                                                             own_only=bool(own)) if inst is not None
+                           else self.backends.kernels_of(impl, facts, method=method))
+            walked.add(method)
+            by_method += [(method, k) for k in got_kernels]
+            kernels += [k for k in got_kernels if k not in kernels]
+        via = not spec.also_via or any(self._calls_any(impl, m, spec.also_via) for m in spec.methods)
+        attrs_out: dict = {}
+        scheme = self._experts_scheme(path, spec, attrs_out)
+        if not via:  # the comm method does not run the MLP (one fused kernel): the scheme's methods do not run
+            scheme = None
+        decided = None  # (the MLP's test on the scheme, its truth) where the scheme decides it
+        if scheme is not None:  # a quantised checkpoint's experts: the scheme vllm-ascend builds runs the GEMMs
+            cls_q, methods, fields = scheme
+            facts.fields.update(fields)
+            if isinstance(methods, Mapping) and methods.get("test"):
+                got = self._supports_fused(cls_q, facts, methods.get("set", "fused_activations"))
+                decided = (str(methods["test"]), got) if got is not None else None
+            for method, test in self._scheme_methods(cls_q, methods, facts):
+                if self.ctor.method(cls_q, method) is not None:
+                    got_kernels = self.backends.kernels_of(cls_q, facts, method=method)
+                    if test is not None:  # one side of the MLP's undecided test
+                        got_kernels = [replace(k, condition=" and ".join(c for c in (test, k.condition) if c))
+                                       for k in got_kernels]
+                    walked.add(method)
+                    by_method += [(method, k) for k in got_kernels]
+                    kernels += [k for k in got_kernels if k not in kernels]
+        for extra in spec.also if scheme is None and via else ():  # code the part runs through a runtime object (the quant method)
+            more = self._attr_path(sub, extra.attr)
+            if more is None or more.cls is None:
+                continue
+            more_impl = self.backends.implementation(more.cls)
+            for method in extra.methods:
+                if self.ctor.method(more_impl, method) is not None:
+                    got_kernels = self.backends.kernels_of_instance(more, more_impl, method, facts)
+                    walked.add(method)
+                    by_method += [(method, k) for k in got_kernels]
+                    kernels += [k for k in got_kernels if k not in kernels]
+        if decided is not None:  # the part's own code tests the scheme the same way (`if quant_method.<test>(...)`)
+            kernels = [k for k in kernels if _holds(k.condition, *decided)]
+            by_method = [(m, k) for m, k in by_method if _holds(k.condition, *decided)]
+        if first is None:
+            self._unknown(f"{path}.{spec.part}", impl.module, impl.node,
+                          say("has_none_of", cls=impl.name, methods=list(spec.methods)))
+            return
+        if spec.own_only and not kernels:  # the layer does none of it itself: nothing to show
+            return
+        owner, fn = first
+        attrs = {"inside": sub.name, "part": spec.part, "class_file": cls.module.rel,
+                 "class_line": cls.line, "found_by": origin}
+        if spec.paths:  # the runtime paths it runs on (decode, prefill)
+            attrs["paths"] = list(spec.paths)
+        if runs_on:  # the runtime picks this class on these paths only (the MoE comm method by token count)
+            attrs["runs_on"] = list(runs_on)
+        attrs.update(attrs_out)
+        if impl is not cls:
+            attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
+        op_path = f"{path}.{spec.part}"
+        # a part built under an undecided test says so, and lists what else would be built
+        # (the layer itself was chosen already)
+        part_cond = self._chosen(op_path, inst, cond) if inst is not None and inst is not sub else cond
+        op = self._part_op(frame, spec, cls.name, owner.module, fn, inputs,
+                           part_cond, steady, attrs, op_path)
+        op.kernels = kernels
+        at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)
+        called = self._called_at(spec.at_call) if spec.at_call else None
+        if called is not None:  # at the call that runs the part (`moe_comm_method.fused_experts(...)`)
+            op.file, op.line = called
+        elif at is not None:  # at the call of its kernel (one that always runs, if any),
+            op.file, op.line = at.file, at.line  # not at the definition of the method that holds it
+        if self.index.backend == "ascend":
+            self._cuda_part(op, kind, spec.part, frame.inst, path.rsplit(".", 1)[-1])
+        emitted.append(op)
+        variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
+        if variant is not None:
+            self._step_ops(op, variant.steps, by_method)
 
     def _cuda_part(self, op: Op, kind: str, part: str, holder: Instance, name: str) -> None:
         """What the same part runs on CUDA (composites.yaml, the `cuda` parts of the layer's kind): the layer
@@ -226,6 +297,8 @@ class Composites(WalkerState):
                     kernels=taken, attrs=attrs)
             if "repeat" in part.attrs:
                 op.attrs["repeat"] = part.attrs["repeat"]
+            if "runs_on" in part.attrs:  # a comm class the runtime picks on some paths: its steps too
+                op.attrs["runs_on"] = list(part.attrs["runs_on"])
             op.branches = list(part.branches)
             self.ops.append(op)
             inputs = op.outputs
@@ -330,13 +403,160 @@ class Composites(WalkerState):
             return inst.cls, f"{sub.name}.{spec.attr}", inst
         reg = spec.registered_by
         name = reg.function.rsplit(".", 1)[-1] if reg is not None else "?"
-        classes = self._registered_classes(reg.function, reg.values) if reg is not None else []
-        values = _values_text(reg.values if reg is not None else {})
+        reg_values = self._deployment_values(reg.values) if reg is not None else {}
+        classes = self._registered_classes(reg.function, reg_values) if reg is not None else []
+        values = _values_text(reg_values)
         if len(classes) == 1:
             return classes[0], f"{name}() with {values}", None
         if classes:  # which one runs is chosen at run time: not a guess
             return None, say("registers_several", fn=f"{name}()", values=values, classes=[c.name for c in classes]), None
         return None, say("registers_none", fn=f"{name}()"), None
+
+    def _calls_any(self, cls, method: str, names) -> bool:
+        """Whether `cls.method` (as its MRO resolves it) calls a function or method of one of these names."""
+        got = self.ctor.method(cls, method)
+        if got is None:
+            return False
+        for call in find_all(got[1], cst.Call):
+            func = call.func
+            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+            if name in names:
+                return True
+        return False
+
+    def _experts_scheme(self, path: str, spec: Part, attrs: dict):
+        """(scheme class, its methods, the fields the experts' code reads of it) of a quantised checkpoint's
+        routed experts (walk.yaml `runtime.quantization.<method>.moe`), None where the part is not the experts
+        or they are unquantised. `attrs` gets the quant type and where it was read."""
+        quant = self.quant
+        if quant is None or not spec.also or spec.kind != "moe_experts":
+            return None
+        moe = quant.spec.get("moe") or {}
+        q = quant.for_layer(path, moe.get("kind", "moe"))
+        if q.mixed or (q.quant_type is not None and q.scheme is None):
+            attrs.update(quant_type=None, quant_unknown=q.why)
+            return None
+        if q.quant_type is None:
+            return None
+        attrs.update(quant_type=q.quant_type, quant_scheme=q.scheme.name, quant_scheme_file=q.scheme.module.rel,
+                     quant_keys=list(q.keys))
+        return q.scheme, moe.get("methods") or (), self._scheme_fields(q.scheme, moe.get("fields") or {})
+
+    def _scheme_methods(self, scheme, methods, facts) -> list[tuple[str, str | None]]:
+        """(method, the test it runs under or None) of what the experts' MLP calls on the scheme: walk.yaml
+        `moe.methods` as `{test, fused, unfused, always}` — the MLP's `scheme.<test>(activation)`
+        (`supports_fused_activation`: the activation's name in the scheme's `fused_activations`) picks the
+        fused or the unfused methods; undecided, both, each under its side of the test. A plain list: all."""
+        if not isinstance(methods, Mapping):
+            return [(m, None) for m in methods]
+        test = str(methods.get("test", ""))
+        fused = self._supports_fused(scheme, facts, methods.get("set", "fused_activations"))
+        said = f"{scheme.name}.{test}(activation)"
+        out = []
+        if fused is not False:
+            out += [(m, None if fused else said) for m in methods.get("fused") or ()]
+        if fused is not True:
+            out += [(m, None if fused is False else f"not ({said})") for m in methods.get("unfused") or ()]
+        return out + [(m, None) for m in methods.get("always") or ()]
+
+    def _supports_fused(self, scheme, facts, set_attr: str) -> bool | None:
+        """Whether the layer's activation (the `activation` field it was built with) is one of the names the
+        scheme's class lists in `set_attr` (`fused_activations = frozenset({"silu", ...})`); None: not known."""
+        from ..semantics.runtime_defaults import _declared
+
+        activation = facts.fields.get("activation")
+        name = activation.value if isinstance(activation, Known) else None
+        name = getattr(name, "name", name)  # an enum member read as a symbol: its name
+        if isinstance(name, str) and "." in name:
+            name = name.rsplit(".", 1)[1].lower()
+        names = None
+        for c in self.ctor.mro(scheme):
+            node = _declared(c).get(set_attr)
+            if node is None:
+                continue
+            if isinstance(node, cst.Call) and node.args:
+                node = node.args[0].value
+            if isinstance(node, (cst.Set, cst.List, cst.Tuple)):
+                got = [literal(e.value) for e in node.elements]
+                names = {g.value for g in got if g is not None and isinstance(g.value, str)}
+            break
+        if not isinstance(name, str) or names is None:
+            return None
+        return name.lower() in names
+
+    def _scheme_fields(self, scheme, fields: Mapping[str, Any]) -> dict:
+        """walk.yaml `moe.fields`: a field the experts' code reads of its compute input (`mlp_compute_input
+        .fusion`), the value of the keyword that builds it in `function`, evaluated with the scheme's own class
+        attributes (`quant_type`) handed in as `values` name them; none where it is not decided."""
+        from ..semantics.scope import Scope
+
+        out = {}
+        for name, how in fields.items():
+            if how.get("config"):  # a field of vllm-ascend's configuration (get_ascend_config()), as the user set it
+                got = self._ascend_config_value(list(how["config"]))
+                if isinstance(got, Known):
+                    out[name] = got
+                continue
+            mod, _, fn_name = str(how.get("function", "")).rpartition(".")
+            fn = self.index.lookup(mod, fn_name)
+            if not isinstance(fn, Definition) or fn.kind != "function" or type(fn.node) is not cst.FunctionDef:
+                continue
+            fn_node: cst.FunctionDef = fn.node
+            given = {}
+            for param, attr_path in (how.get("values") or {}).items():
+                value = self.ctor.evaluator._class_attribute(scheme, attr_path.rsplit(".", 1)[-1], 0)
+                if not isinstance(value, Known):
+                    break
+                node = {attr_path.rsplit(".", 1)[-1]: value.value}
+                for step in reversed(attr_path.split(".")[:-1]):
+                    node = {step: node}
+                given[param] = Known(node)
+            else:
+                scope = Scope(module=fn.module, values=given)
+                table = tables(fn_node, fn.module)
+                for local, value, cond, _pos in table.local_assignments:
+                    scope.locals.setdefault(local, []).append((value, cond))
+                for p in (*fn_node.params.params, *fn_node.params.kwonly_params):
+                    if p.name.value not in given and p.default is not None:
+                        scope.defaults[p.name.value] = p.default
+                for call in find_all(fn_node, cst.Call):
+                    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == how.get("keyword")), None)
+                    if arg is not None:
+                        got = self.ctor.evaluator.infer(arg.value, scope)
+                        if isinstance(got, Known):
+                            out[name] = got
+                        break
+        return out
+
+    def _ascend_config_value(self, path: list[str]):
+        """`get_ascend_config().<a>.<b>` (walk.yaml runtime.defaults with the user's --additional-config)."""
+        from ..semantics.runtime_defaults import config_default
+        from ..semantics.scope import Scope
+
+        calls = self.env.runtime_calls
+        name = next(iter(catalog().typed.walk.runtime.defaults), None)
+        if name not in calls:
+            return None
+        value = calls[name](None, None)
+        for step in path:
+            if not (isinstance(value, Known) and hasattr(value.value, "definition")):
+                return None
+            value = config_default(value.value, step, lambda e, sc: self.ctor.evaluator.infer(e, sc or Scope(module=None)))
+        return value
+
+    def _deployment_values(self, values: Mapping[str, Any]) -> dict:
+        """composites.yaml's stated runtime values (`moe_config.ep_size: 1`, `use_ep: false`) with what the
+        report's deployment states instead (ir/deployment.py: ep_size, use_ep, dp_size, tp_size)."""
+        ep = self.env.parallel_value("ep")
+        d = self.env.deployment
+        if ep is None or d is None:
+            return dict(values)
+        given = {"ep_size": ep, "use_ep": ep > 1, "dp_size": d.dp, "tp_size": d.tp_size}
+
+        def over(v):
+            return {k: (over(x) if isinstance(x, dict) else given.get(k, x)) for k, x in v.items()}
+
+        return over(dict(values))
 
     def _attr_path(self, sub: Instance, dotted: str) -> Instance | None:
         """`a.b` of the instance, each step read on the backend's class (AscendRoutedExperts' quant_method, not
@@ -369,6 +589,16 @@ class Composites(WalkerState):
                 if isinstance(target, Definition) and target.kind == "class" and all(target is not o for o in out):
                     out.append(target)
         return out
+
+def _holds(condition: str | None, test: str, truth: bool) -> bool:
+    """Whether a kernel's condition can hold where `<object>.<test>(...)` is `truth`: a condition that needs
+    the other side (`not (quant_method.supports_fused_activation(...))` where it is true) cannot."""
+    if not condition:
+        return True
+    negated = re.search(rf"not \(\w+\.{re.escape(test)}\(", condition) is not None
+    plain = re.search(rf"(?<!not \()\b\w+\.{re.escape(test)}\(", condition) is not None
+    return not (negated if truth else plain)
+
 
 def _values_text(values: Mapping[str, Any]) -> str:
     parts = []

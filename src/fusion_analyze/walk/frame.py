@@ -151,8 +151,13 @@ class WalkerState:
         from ..ir.ops import Op
         from .construction.constructor import Constructor
         from .kernels.backend_kernels import Backends
+        from ..semantics.environment import Environment
+        from ..semantics.quantization import Quantization
 
         index: ModuleIndex
+        env: Environment
+        quant: Quantization | None
+        alternatives: list[dict]
         ctor: Constructor
         backends: Backends
         cuda_backends: Backends
@@ -168,6 +173,16 @@ class WalkerState:
         def _expand(self, inst, method: str, args: list, kwargs: dict, path: str, facts, cond=None) -> list[str]: ...
 
         def _unknown(self, path, module, node, reason) -> None: ...
+
+        def _module_at(self, rel: str): ...
+
+        def _forward_of(self, cls, method: str, inst=None): ...
+
+        def _role_for_submodule(self, frame, name, sub, kind=None) -> None: ...
+
+        def _native_ops(self, sub, impl, name, args, kwargs, path, cond, out) -> list[str]: ...
+
+        def _composite_parts(self, frame, sub, kind: str, path: str, inputs, cond, steady, only=None) -> None: ...
 
         def _attr_facts(self, inst) -> dict: ...
 

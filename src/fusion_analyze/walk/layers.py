@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from ..catalog import catalog
+from ..catalog import catalog, kernel_covers
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
@@ -102,6 +102,10 @@ class Layers(WalkerState):
                 kernels = []  # (an own forward handing on to the dispatch keeps what it runs itself: a collective)
         if sub.fused_by:  # built by the Transformers backend's load-time rewrite
             attrs["fused_by"] = sub.fused_by
+        if collectives is not None and self.quant is not None:  # a quantised checkpoint's linear: its scheme's kernels
+            quantised = self._quantised_linear(frame, name, stmt, inputs, cond, steady, path, attrs)
+            if quantised is not None:
+                inputs, kernels = quantised
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
         if native and kind not in catalog().typed.composites.kinds:
@@ -126,6 +130,40 @@ class Layers(WalkerState):
         self._flush_shared()  # (where no join part took them)
         self._role_for_submodule(frame, name, sub, kind)
         return out
+
+    def _quantised_linear(self, frame, name, stmt, inputs, cond, steady, path, attrs):
+        """A linear layer of a quantised checkpoint (semantics/quantization.py): the scheme vllm-ascend builds
+        for its quant type, read from the trees. Its activation quantisation (`npu_dynamic_quant`,
+        `npu_quantize`) is an op of its own before the GEMM, where the patterns see it (norm + quant, SwiGLU +
+        quant); the GEMM op keeps the scheme's quantised GEMM. (inputs of the GEMM, its kernels), or None where
+        the layer is unquantised (FLOAT, not in the description) or its type is not known (said on the op)."""
+        quant = self.quant
+        if quant is None:
+            return None
+        spec = quant.spec.get("linear") or {}
+        q = quant.for_layer(path, spec.get("kind", "linear"))
+        if q.mixed or (q.quant_type is not None and q.scheme is None):
+            attrs["quant_type"] = None
+            attrs["quant_unknown"] = q.why
+            return None
+        if q.quant_type is None:
+            if q.keys:
+                attrs["quant_type"] = "FLOAT"
+            return None
+        got = self.backends.kernels_of(q.scheme, Bindings(), method=spec.get("method", "apply"))
+        quants = [k for k in got if set(kernel_covers(k.name)) == {"quant"}]
+        rest = [k for k in got if k not in quants]
+        attrs.update(quant_type=q.quant_type, quant_scheme=q.scheme.name, quant_scheme_file=q.scheme.module.rel,
+                     quant_keys=list(q.keys))
+        if not quants:
+            return inputs, rest
+        first = quants[0]
+        out = self._op(frame, "quant", f"{name}.quant", None, stmt, inputs[:1], [f"{name}_input_q"], cond, steady,
+                       attrs={"inside": name, "quantises": name, "quant_type": q.quant_type,
+                              "quant_scheme": q.scheme.name}, path=path)
+        self.ops[-1].file, self.ops[-1].line = first.file, first.line
+        self.ops[-1].kernels = quants
+        return out + list(inputs[1:]), rest
 
     def _mixer_kind(self, cls: Definition) -> str | None:
         """attention / ssm / linear_attention for a token mixer (leaf_ops.yaml `mixers`), None otherwise."""
@@ -283,6 +321,71 @@ class Layers(WalkerState):
             if op.path.startswith(f"{path}.{key}"):
                 op.attrs.setdefault("inside", sub.cls.name)
                 op.attrs.setdefault("role", "shared_expert")
+        if self.quant is not None and isinstance(cls, Definition):
+            self._quantised_shared(cls, path, [op for op in self.ops if op.path.startswith(f"{path}.{key}.")])
+
+    def _quantised_shared(self, cls: Definition, path: str, ops: list) -> None:
+        """A quantised checkpoint's shared experts (walk.yaml `runtime.quantization.<method>.shared`): the path
+        the runner's selection method (`_select_mlp_path`) takes with the routed experts' quant type and the
+        shared linears' quantisation; where it is the fused one, the activation and the down projection's
+        input quantisation are the fused method's kernel (`npu_dequant_swiglu_quant` in `_run_a8_int_mlp`)."""
+        from ..semantics.runtime_choice import decided_return
+
+        quant = self.quant
+        if quant is None:
+            return
+        spec = quant.spec.get("shared") or {}
+        select, fused = spec.get("select"), spec.get("fused") or {}
+        got = self.ctor.method(cls, select) if select else None
+        moe = quant.for_layer(path, (quant.spec.get("moe") or {}).get("kind", "moe"))
+        if got is None or moe.scheme is None:
+            return
+        quant_type = self.ctor.evaluator._class_attribute(moe.scheme, "quant_type", 0)
+        linears = {op.name: op for op in ops if op.kind == "matmul"}
+        quantised = {name: {"weight_scale": True} for name, op in linears.items() if op.attrs.get("quant_type")}
+        if not isinstance(quant_type, Known):
+            return
+        fields = {"quant_type": quant_type, "layer": Known(quantised),
+                  **{k: Known(v) for k, v in (spec.get("fields") or {}).items()}}
+        member = decided_return(self.ctor.evaluator, got[0], got[1], fields)
+        if member is None or not str(member).endswith("." + str(fused.get("member"))):
+            return
+        kernels = self.backends.kernels_of(cls, Bindings(), method=fused.get("method"))
+        act = [k for k in kernels if {"silu", "quant"} <= kernel_covers(k.name)]
+        if not act:
+            return
+        gemms = [k for k in kernels if "matmul" in kernel_covers(k.name)]
+        before = []
+        for k in (k for m in fused.get("before") or () for k in self.backends.kernels_of(cls, Bindings(), method=m)):
+            test = f"path is {member}"  # the path the selection returned: its kernels, the test decided
+            if k.condition is None or test in k.condition and f"not ({test}" not in k.condition:
+                before.append(replace(k, condition=None) if k.condition == test else k)
+        down = str(fused.get("down", "down_proj"))
+        where = {"class": cls.name, "file": cls.module.rel}
+        for op in list(ops):
+            runs = None
+            if op.kind in ("silu_mul", "gelu_mul"):  # dequant + SwiGLU + quant of the down projection's input
+                runs = act
+            elif op.kind == "quant" and str(op.attrs.get("quantises", "")).split(".")[-1] == down:  # done by that kernel
+                self._drop_op(op)
+                continue
+            elif op.kind == "matmul" and op.name.split(".")[-1] == down:
+                runs = gemms
+            elif op.kind in ("quant", "matmul"):  # the gate/up projection, prepared and run by the runner class
+                runs = [k for k in before if ("quant" if op.kind == "quant" else "matmul") in kernel_covers(k.name)]
+            if runs:
+                op.kernels = list(runs)
+                op.file, op.line = runs[0].file, runs[0].line
+                op.attrs["shared_path"] = str(member)
+                op.attrs["ascend_class"], op.attrs["ascend_file"] = where["class"], where["file"]
+
+    def _drop_op(self, op) -> None:
+        """Take an op out of the walk, its readers reading its input instead (a step another kernel does)."""
+        i = self.ops.index(op)
+        source = op.inputs[0] if op.inputs else None
+        for later in self.ops[i + 1:]:
+            later.inputs = [source if v in op.outputs and source is not None else v for v in later.inputs]
+        del self.ops[i]
 
     def _flush_shared(self) -> None:
         """The shared experts held back for the runner's order, walked now (once)."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..catalog import catalog
+from ..index.nodes import find_all
+
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch
 from .calls import Calls
@@ -55,6 +58,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._walked_lists: set = set()
         self._cuda_backends: Backends | None = None
         self._streams: list[str] = []  # the device-stream scopes the statement walk is in (statements.py)
+        self.quant = None  # semantics.quantization.Quantization of a quantised deployment
 
     @property
     def cuda_backends(self) -> Backends:
@@ -68,6 +72,12 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
 
     def walk_model(self, model_cls: Definition) -> WalkResult:
         root = Instance(model_cls)
+        d = self.env.deployment
+        if d is not None and d.quantization and d.quant_description:  # the checkpoint's layers as vllm-ascend builds them
+            from ..semantics.quantization import Quantization
+
+            quant = Quantization(self.env, model_cls, self.ctor)
+            self.quant = quant if quant.active else None
         if self.ctor.hf is not None:
             self.ctor.hf.root = model_cls.name
         self._role("model", root)
@@ -76,9 +86,48 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
             self.section = "epilogue"
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
         self._moe_block_role()
+        self._mark_opaque()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time)
+
+    def _mark_opaque(self) -> None:
+        """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
+        runner's `torch.ops.vllm.moe_forward_shared`, MLA's `torch.ops.vllm.mla_forward`): a graph pass sees the
+        custom op, not what runs in it. A composite layer (moe, mla_attention) whose class (its MRO, on this
+        backend) calls one has its nested ops marked `opaque` with that op and the line that calls it."""
+        names = tuple(catalog().typed.walk.runtime.opaque_ops or ())
+        if not names:
+            return
+        found: dict = {}
+        for op in self.ops:
+            if op.kind not in catalog().typed.composites.kinds or not op.layer_class:
+                continue
+            key = (op.attrs.get("class_file"), op.attrs.get("class_line"))
+            if key not in found:
+                found[key] = self._opaque_call(op, names)
+            at = found[key]
+            if at is None:
+                continue
+            prefix = op.path + "."
+            for inner in self.ops:
+                if inner.path.startswith(prefix) and "opaque" not in inner.attrs:
+                    inner.attrs["opaque"] = at
+
+    def _opaque_call(self, op, names: tuple) -> str | None:
+        """`torch.ops.vllm.x (file:line)` where the layer's backend class (its MRO) refers to an opaque op."""
+        info = self._module_at(op.attrs["class_file"]) if op.attrs.get("class_file") else None
+        cls = next((d for d in (info.defs.get(op.layer_class, ()) if info is not None else ())
+                    if d.kind == "class"), None)
+        if cls is None:
+            return None
+        impl = self.backends.implementation(cls)
+        for c in self.ctor.mro(impl):
+            found = [(text, c.module.line_of(node)) for node in find_all(c.node, cst.Attribute)
+                     if (text := _dotted(node)) in names]
+            if found:
+                return " / ".join(f"{text} ({c.module.rel}:{line})" for text, line in dict(found).items())
+        return None
 
     def _forward_of(self, cls: Definition, method: str, inst: Instance | None = None):
         """The method that runs for `cls.method` on this backend: a patch first, then the MRO; for a Hugging
@@ -186,3 +235,14 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
 
     def _unknown(self, path, module, node, reason) -> None:
         self.unknowns.append({"file": module.rel, "line": module.line_of(node), "name": path or "", "reason": reason})
+
+
+def _dotted(node) -> str | None:
+    parts = []
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))

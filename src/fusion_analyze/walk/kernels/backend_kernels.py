@@ -53,7 +53,10 @@ class Backends:
         # a layer's kernels are the same for every model on one device: kept per session and device. They are
         # decided with the platform, the device and the code, not a model's configuration (conditions on it
         # stay), so one model's values never leak into another's kernels
-        self._cache: dict = KERNELS_OF.of(index).setdefault(device, {})
+        # (and per deployment: its engine arguments decide tests the kernels are read under)
+        d = ctor.env.deployment
+        slot = device if d is None or d.is_default else (device, d.key())
+        self._cache: dict = KERNELS_OF.of(index).setdefault(slot, {})
         self._evaluator = Evaluator(ctor.env.without_config())
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
@@ -62,7 +65,7 @@ class Backends:
         self._own_only = False
         # kernels_of_instance's memo, per session and device like the cache above: an entry serves another
         # model's instance when what the walk read (its self.x, its submodules, configuration values) agrees
-        self._by_instance: dict = KERNELS_BY_INSTANCE.of(index).setdefault(device, {})
+        self._by_instance: dict = KERNELS_BY_INSTANCE.of(index).setdefault(slot, {})
 
     def kernels_of_instance(self, inst, impl: Definition, method: str, facts: Bindings | None = None,
                             collectives: list | None = None, own_calls: tuple = (), own_only: bool = False) -> list[Kernel]:
