@@ -103,7 +103,7 @@ class Deployment:
                     "pipeline_parallel_size": 1, "enable_expert_parallel": self.uses_ep,
                     "world_size_across_dp": self.world_size_across_dp, "world_size": self.tp_size,
                     "prefill_context_parallel_size": 1, "decode_context_parallel_size": 1}
-        model = {"get_num_experts()": num_experts if num_experts is not None else 0}
+        model = {"get_num_experts()": num_experts} if num_experts is not None else {}  # unknown: not made up
         return {"parallel_config": parallel, "model_config": model, "lora_config": None,
                 "kv_transfer_config": None, "speculative_config": None}
 
