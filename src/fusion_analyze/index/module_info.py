@@ -196,10 +196,12 @@ class ModuleInfo:
         return 0
 
     def code(self, node: cst.CSTNode) -> str:
-        key = node
-        found = CODE.of(self).get(key)
+        table = self.facts.get(CODE)
+        if table is None:
+            table = CODE.of(self)
+        found = table.get(node)
         if found is None:  # generating code is a tree walk: the same condition is asked for many times
-            found = CODE.of(self)[key] = self._fmt.code_for_node(node)
+            found = table[node] = self._fmt.code_for_node(node)
         return found
 
     def text(self) -> str:

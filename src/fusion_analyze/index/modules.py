@@ -66,6 +66,7 @@ class ModuleIndex:
         self.touched: set[str] = set()  # rels of unreadable files asked for since the last reset
         self.facts: dict = {}  # FactTable -> its entries for the session (index/facts.py)
         self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> module_path's answer
+        self._unsaved: list[tuple[ModuleInfo, Chunk]] = []  # chunks parsed since the last save_lines
 
     # -- files -------------------------------------------------------------------------------
     def tree_for(self, module: str) -> SourceTree | None:
@@ -179,6 +180,8 @@ class ModuleIndex:
             self.parse_count += 1
         chunk.lines = LineTable(chunk.module, chunk.text, lines, chunk.statements, chunk.start - 1)
         chunk.stored = hit is not None
+        if hit is None:
+            self._unsaved.append((info, chunk))
 
     def _unreadable(self, module: str, rel: str, reason: str) -> None:
         self.errors[rel] = FileError(rel, reason)
@@ -193,10 +196,11 @@ class ModuleIndex:
     def save_lines(self) -> None:
         """Store the chunks parsed since the last call, with the lines asked for by then, so the next run
         needs no parse. (Pickling a tree costs about half its parse: once per chunk.)"""
+        pending, self._unsaved = self._unsaved, []  # not every chunk of the session again: once per model
         if self.cache is None:
             return
-        for info in self._modules.values():
-            for chunk in info._parsed if info is not None else ():
+        for info, chunk in pending:
+            if self._modules.get(info.name) is info:  # of a module read (not one found unreadable)
                 self.save_chunk(chunk)
 
     def save_chunk(self, chunk: Chunk) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copyreg
 import dataclasses
 import hashlib
-import operator
+import keyword
 import os
 import pickle
 import sys
@@ -90,9 +90,10 @@ _TABLE: dict = {}
 
 
 def _dispatch_table() -> dict:
-    """Reducers for libcst's node classes that read the fields with one attrgetter: the pickle is the same
-    bytes as libcst's own __getstate__ gives (field name -> value), in half the time, which is most of
-    the cost of filling the cache."""
+    """Reducers for libcst's node classes that read the fields into the state dict directly: the pickle is the
+    same bytes as libcst's own __getstate__ gives (field name -> value), in under half the time, which is
+    most of the cost of filling the cache. Each class's reducer is one function made for its fields (a dict
+    display of `node.<field>` reads: no attrgetter tuple, zip or dict() call per node)."""
     if not _TABLE:
         new = copyreg.__newobj__  # type: ignore[attr-defined]
         stack = [libcst.CSTNode]
@@ -100,15 +101,12 @@ def _dispatch_table() -> dict:
             cls = stack.pop()
             stack.extend(cls.__subclasses__())
             names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
-            if len(names) > 1:
-                def reduce(node, cls=cls, names=names, get=operator.attrgetter(*names)):
-                    return new, (cls,), dict(zip(names, get(node)))
-            elif names:  # attrgetter of one name gives the value itself, not a tuple
-                def reduce(node, cls=cls, name=names[0]):
-                    return new, (cls,), {name: getattr(node, name)}
-            else:
+            if not names or not all(n.isidentifier() and not keyword.iskeyword(n) for n in names):
                 continue
-            _TABLE[cls] = reduce
+            state = ", ".join(f"{n!r}: node.{n}" for n in names)
+            scope = {"new": new, "args": (cls,)}
+            exec(f"def reduce(node):\n    return new, args, {{{state}}}\n", scope)  # noqa: S102 - field names only
+            _TABLE[cls] = scope["reduce"]
         _TABLE.update(copyreg.dispatch_table)
     return _TABLE
 

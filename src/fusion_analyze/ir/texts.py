@@ -56,10 +56,25 @@ def _arg(value: Any) -> Any:
 
 def say(key: str, /, **args: Any) -> Said:
     """The sentence `key` of labels.yaml `texts` with `args`, as its English text."""
-    if key not in sentences():
+    plain = all(type(v) is str for v in args.values())
+    if plain:  # most sentences are said again and again with the same plain arguments: their text is kept
+        memo = (key, tuple(args.items()))
+        text = _SAID.get(memo)
+        if text is not None:
+            return Said(text, {"key": key, "args": args})
+    sentence = sentences().get(key)
+    if sentence is None:
         raise KeyError(f"templates/labels.yaml texts has no sentence `{key}`")
-    spec = {"key": key, "args": {k: _arg(v) for k, v in args.items()}}
-    return Said(render(spec, "en"), spec)
+    spec = {"key": key, "args": args if plain else {k: _arg(v) for k, v in args.items()}}
+    text = _say(sentence.get("en") or sentence["en"], spec["args"], "en", False)
+    if plain:
+        if len(_SAID) >= 50_000:
+            _SAID.clear()
+        _SAID[memo] = text
+    return Said(text, spec)
+
+
+_SAID: dict[tuple, str] = {}  # (key, plain arguments) -> the English text
 
 
 def literal(texts: dict) -> Said:
@@ -102,11 +117,64 @@ def code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+# A sentence as its parts, parsed once per text (a report says tens of thousands of sentences): (literal text,
+# field name or None, format spec), as string.Formatter.parse gives them; None for a sentence with what _say does
+# not do itself (a conversion, an attribute or index, a nested field, a positional field), said by _Formatter.
+_PARTS: dict[str, tuple | None] = {}
+
+
+def _parts(template: str) -> tuple | None:
+    try:
+        return _PARTS[template]
+    except KeyError:
+        pass
+    parts: list | None = []
+    for literal_text, name, spec, conversion in string.Formatter().parse(template):
+        if name is not None and (conversion is not None or not name or name.isdigit() or "." in name or "[" in name
+                                 or "{" in (spec or "")):
+            parts = None
+            break
+        parts.append((literal_text, name, spec or ""))
+    found = _PARTS[template] = tuple(parts) if parts is not None else None
+    return found
+
+
+def _say(template: str, args: dict, lang: str, md: bool) -> str:
+    """`_Formatter(lang, md).vformat(template, (), args)`, the same text, without string.Formatter's per-field calls."""
+    parts = _parts(template)
+    if parts is None:
+        return _Formatter(lang, md).vformat(template, (), args)
+    out = []
+    for literal_text, name, spec in parts:
+        if literal_text:
+            out.append(literal_text)
+        if name is not None:
+            out.append(_field(args[name], spec, lang, md))
+    return "".join(out)
+
+
+def _field(value: Any, format_spec: str, lang: str, md: bool) -> str:
+    """_Formatter.format_field."""
+    if isinstance(value, str):
+        return code_span(value) if md and format_spec == "c" else value
+    code = format_spec == "c"
+    if isinstance(value, list):
+        if format_spec == "and":
+            sep = sentences()["_and"][lang]
+        else:
+            sep = ", " if code else "; "
+        return sep.join(_field(v, format_spec, lang, md) for v in value)
+    if isinstance(value, dict):
+        return render(value, lang, md)
+    text = str(value)
+    return code_span(text) if code and md else text
+
+
 def render(spec: dict, lang: str, md: bool = False) -> str:
     """The text of a spec in `lang`; `md`: code arguments in backticks."""
     if "key" in spec:
         sentence = sentences()[spec["key"]]
-        return _Formatter(lang, md).vformat(sentence.get(lang) or sentence["en"], (), spec.get("args") or {})
+        return _say(sentence.get(lang) or sentence["en"], spec.get("args") or {}, lang, md)
     if "join" in spec:
         return spec["join"].join(render(i, lang, md) if isinstance(i, dict) else i for i in spec["items"])
     return spec.get(lang) or spec.get("en") or ""
@@ -116,15 +184,26 @@ def table(data: Any) -> dict[str, dict]:
     """Every `Said` in the report data (dicts, lists): English text -> spec (render/json.py's `texts`)."""
     out: dict[str, dict] = {}
     stack = [data]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        x = stack.pop()
-        if isinstance(x, Said):
+        x = pop()
+        t = type(x)
+        if t in _LEAVES:  # most of a report: plain strings and numbers (checked by exact type, the rest below)
+            continue
+        if t is dict:
+            extend(x.values())
+        elif t is list:
+            extend(x)
+        elif isinstance(x, Said):
             out.setdefault(str(x), x.spec)
         elif isinstance(x, dict):
-            stack.extend(x.values())
+            extend(x.values())
         elif isinstance(x, (list, tuple)):
-            stack.extend(x)
+            extend(x)
     return out
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 class Texts:

@@ -101,7 +101,8 @@ class Graph:
         readers = self._readers(skip)
         for i in ids:
             near |= readers.get(i, set())
-        return [op for op in self.ops if op.id in near - ids]
+        near -= ids
+        return [op for op in self.ops if op.id in near]
 
     def _readers(self, skip: tuple[str, ...]) -> dict[str, set[str]]:
         """op id -> the ids of the ops that read it (views looked through), built once per graph and skip."""
