@@ -70,7 +70,7 @@ def test_a_pure_line_move_is_not_a_change(run, moved):
         r = run("diff", old, new, "--fail-on", fail_on)
         _ok(r, 0)
     r = run("diff", old, new)
-    assert "3 models, 0 changed" in r.stdout and "<details>" not in r.stdout and "moved" not in r.stdout.split(".", 2)[2]
+    assert "3 models, 0 changed" in r.stdout and "<details>" not in r.stdout and "moved" not in r.stdout.split("are not changes.", 1)[1]
     doc = json.loads(run("diff", old, new, "--format", "json").stdout)
     assert doc["models"] == [] and doc["summary"]["changed"] == 0
     # the line moves are still counted where the JSON has every model
@@ -332,7 +332,7 @@ def test_the_example_workflow_installs_from_the_repository_and_keeps_exit_2_an_e
     assert re.search(r'"\$code" -eq 1', runs) and "exit \"$code\"" in runs
 
 
-def test_github_annotations_put_the_first_regression_of_each_cause_first():
+def test_ci_findings_are_one_per_cause_largest_first():
     from fusion_analyze.commands.diff import findings
 
     a = diff_model("A", _report("A", [_opp("allreduce_norm@A.f", "fused_by_ascend_graph_pass", PASS),
@@ -340,7 +340,8 @@ def test_github_annotations_put_the_first_regression_of_each_cause_first():
                    _report("A", [_opp("allreduce_norm@A.f", "open"), _opp("matmul_allreduce@A.f", "open")]))
     b = diff_model("B", _report("B", [_opp("add_rmsnorm@B.f", "fused_by_ascend_kernel", KERNEL)]),
                    _report("B", [_opp("add_rmsnorm@B.f", "open")]))
-    in_order = [f["properties"]["opportunity"] for f in findings([a, b])]
-    assert in_order == ["allreduce_norm@A.f", "matmul_allreduce@A.f", "add_rmsnorm@B.f"]  # SARIF: model order
-    spread = [f["properties"]["opportunity"] for f in findings([a, b], spread=True)]
-    assert spread == ["allreduce_norm@A.f", "add_rmsnorm@B.f", "matmul_allreduce@A.f"]
+    found = findings([a, b])
+    assert [f["properties"]["opportunities"] for f in found] == [["A:allreduce_norm@A.f", "A:matmul_allreduce@A.f"],
+                                                                  ["B:add_rmsnorm@B.f"]]
+    assert [f["properties"]["models"] for f in found] == [["A"], ["B"]]
+    assert found[0]["rule"]["id"].startswith("regression-") and found[1]["rule"]["id"] == "add_rmsnorm"

@@ -89,4 +89,9 @@ def test_the_release_diff_fits_a_pr_comment_with_every_regression_cause_once(rel
     assert sarif.exit_code == 1 and sarif.stderr == ""
     log = json.loads(sarif.stdout)
     validate_sarif(log)
-    assert len(log["runs"][0]["results"]) == doc["summary"]["regressions"]
+    results = log["runs"][0]["results"]  # one result per cause, naming the models it covers
+    assert len(results) == len(causes) < doc["summary"]["regressions"]
+    for res, c in zip(results, causes):
+        assert res["properties"]["models"] == c["models"]
+    # the header names the releases, from the reports' sources
+    assert re.search(r"vLLM \d+\.\d+\.\d+ \+ vllm-ascend \S+ \(`[^`]+`\) → vLLM \d+\.\d+\.\d+ \+ vllm-ascend", md)

@@ -121,7 +121,9 @@ def two_sides(tmp_path, run):
     return out
 
 
-def test_diff_sarif_has_one_result_per_regression_at_its_new_place(run, two_sides):
+def test_diff_sarif_has_one_result_per_cause_naming_the_models_it_covers(run, two_sides):
+    """Issue 47: a release diff is one result per cause (not one per model on the same line), at the place most of
+    its regressions share, naming the models and scenarios; every location names its tree's base."""
     r = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "sarif")
     assert r.exit_code == 1 and r.stderr == "", r.stderr  # the exit code does not depend on the format
     log = json.loads(r.stdout)
@@ -129,25 +131,73 @@ def test_diff_sarif_has_one_result_per_regression_at_its_new_place(run, two_side
     results = log["runs"][0]["results"]
     doc = json.loads(run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "json").stdout)
     regressions = [(m["architecture"], c) for m in doc["models"] for c in m["regressions"]]
-    assert len(results) == len(regressions) == 4
-    for res, (arch, c) in zip(results, regressions):
-        assert res["ruleId"] == c["scenario"] and res["properties"]["architecture"] == arch
-        loc = res["locations"][0]["physicalLocation"]
-        assert (loc["artifactLocation"]["uri"], loc["region"]["startLine"]) == (c["file"], c["line"])
-        assert "Cause: Ascend graph pass `QKNormRopeFusionPass`" in res["message"]["text"]
-        old = res["relatedLocations"][0]["physicalLocation"]
-        assert old["artifactLocation"]["uri"] == "vllm_ascend/compilation/passes/qknorm_rope_fusion_pass.py"
-    rules = log["runs"][0]["tool"]["driver"]["rules"]
-    assert sorted(r["id"] for r in rules) == ["qknorm_rope", "qkv_split_norm_rope"]
-    assert {r["shortDescription"]["text"] for r in rules} == {"QK norm + RoPE", "QKV split + norm + RoPE"}
+    causes = doc["causes"]["regressions"]
+    assert len(regressions) == 4 and len(causes) == 1
+    assert len(results) == len(causes)
+    (res,) = results
+    assert "Cause: " not in res["message"]["text"] and "Ascend graph pass `QKNormRopeFusionPass`" in res["message"]["text"]
+    assert sorted(res["properties"]["models"]) == sorted({a for a, _ in regressions})
+    assert res["properties"]["regressions"] == 4
+    assert sorted(res["properties"]["opportunities"]) == sorted(f"{a}:{c['id']}" for a, c in regressions)
+    assert res["partialFingerprints"]["fusionAnalyze/v1"] == "pass:QKNormRopeFusionPass"
+    loc = res["locations"][0]["physicalLocation"]
+    assert (loc["artifactLocation"]["uri"], loc["region"]["startLine"]) in {(c["file"], c["line"]) for _, c in regressions}
+    assert loc["artifactLocation"]["uriBaseId"] == "VLLM"
+    old = [x["physicalLocation"]["artifactLocation"] for x in res["relatedLocations"]]
+    assert {"uri": "vllm_ascend/compilation/passes/qknorm_rope_fusion_pass.py", "uriBaseId": "VLLM_ASCEND"} in old
+    bases = log["runs"][0]["originalUriBaseIds"]
+    assert set(bases) == {"VLLM", "VLLM_ASCEND"}
+    assert "--sarif-root VLLM=PREFIX" in bases["VLLM"]["description"]["text"]
     gh = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "github", "--fail-on", "none")
     assert gh.exit_code == 0 and gh.stderr == ""
     lines = gh.stdout.splitlines()
-    assert len(lines) == 4 and all(ANNOTATION.match(line) and line.startswith("::warning ") for line in lines)
+    assert len(lines) == 1 and ANNOTATION.match(lines[0]) and lines[0].startswith("::warning ")
     same = run("diff", str(two_sides["old"]), str(two_sides["old"]), "--format", "sarif")
     assert same.exit_code == 0
     validate_sarif(json.loads(same.stdout))
     assert json.loads(same.stdout)["runs"][0]["results"] == []
+
+
+def test_sarif_root_maps_each_tree_into_the_jobs_repository(run, two_sides):
+    r = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "sarif",
+            "--sarif-root", "VLLM=third_party/vllm/", "--sarif-root", "vllm_ascend=third_party/vllm-ascend")
+    assert r.exit_code == 1, r.stderr
+    log = json.loads(r.stdout)
+    validate_sarif(log)
+    bases = log["runs"][0]["originalUriBaseIds"]
+    assert bases["VLLM"]["uri"] == "third_party/vllm/" and bases["VLLM"]["uriBaseId"] == "%SRCROOT%"
+    assert bases["VLLM_ASCEND"]["uri"] == "third_party/vllm-ascend/"
+    gh = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "github", "--fail-on", "none",
+             "--sarif-root", "VLLM=third_party/vllm/")
+    assert "file=third_party/vllm/vllm/model_executor/" in gh.stdout
+    for bad in ("VLLM", "NOPE=x/", "VLLM=/abs/path", "VLLM=../up"):
+        r = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "sarif", "--sarif-root", bad)
+        assert r.exit_code == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
+        assert "--sarif-root" in r.stderr
+
+
+def test_analyze_sarif_names_each_trees_base(run):
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "sarif")
+    log = json.loads(r.stdout)
+    validate_sarif(log)
+    locs = [loc for res in log["runs"][0]["results"] for loc in res.get("locations", []) + res.get("relatedLocations", [])]
+    assert locs and all(loc["physicalLocation"]["artifactLocation"]["uriBaseId"] in log["runs"][0]["originalUriBaseIds"]
+                        for loc in locs)
+    assert "0.99.0" in log["runs"][0]["originalUriBaseIds"]["VLLM"]["description"]["text"]  # the tree's release
+
+
+def test_diff_of_two_models_is_refused_unless_asked(run, tmp_path):
+    paths = []
+    for model in ("qwen3", "qwen2"):
+        out = tmp_path / f"{model}.json"
+        r = run(model, "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "json", "-o", str(out))
+        assert r.exit_code == 0, r.stderr
+        paths.append(str(out))
+    r = run("diff", *paths)
+    assert r.exit_code == 2 and r.stdout == "" and "--different-models" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run("diff", *paths, "--different-models", "--fail-on", "none")
+    assert r.exit_code == 0 and "→" in r.stdout
 
 
 def test_compare_writes_sarif_too(run, two_sides, tmp_path):
@@ -157,7 +207,8 @@ def test_compare_writes_sarif_too(run, two_sides, tmp_path):
     assert r.exit_code == 1 and r.stderr == "", r.stderr
     log = json.loads(out.read_text(encoding="utf-8"))
     validate_sarif(log)
-    assert [res["ruleId"] for res in log["runs"][0]["results"]] == ["qknorm_rope", "qkv_split_norm_rope"]
+    (res,) = log["runs"][0]["results"]  # one cause: the pass both scenarios lost
+    assert res["properties"]["scenarios"] == ["qknorm_rope", "qkv_split_norm_rope"]
 
 
 def test_past_ten_annotations_a_closing_notice_says_how_many_there_are():

@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 from . import __version__
 from .errors import UserError
 from .commands.stack import on_large_stack_chunk
+from .render.sarif import parse_roots
 
 FORMATS = ("md", "json", "sarif", "github")  # the report formats of the single-model command, diff and compare
 EXTENSIONS = {"md": "md", "json": "json", "sarif": "sarif", "github": "txt"}
@@ -137,6 +138,9 @@ FailOn = Literal["regression", "any", "status", "opportunities", "ops", "none"]
 Tables = Literal["text", "all"]
 LANGS, FAIL_ON = get_args(Lang), get_args(FailOn)
 # The options the single-model command, `all` and `compare` share (help, environment variables)
+SarifRootOpt = typer.Option(None, "--sarif-root", help="NAME=PREFIX (repeatable): where a tree lies in the job's "
+                            "repository (VLLM, VLLM_ASCEND, TRANSFORMERS), for --format sarif / github: SARIF's "
+                            "originalUriBaseIds and the annotations' file paths point there.")
 LangOpt = typer.Option("zh", "--lang", envvar="FUSION_ANALYZE_LANG", help="Report language.")
 PatternsOpt = typer.Option(None, "--patterns", envvar="FUSION_ANALYZE_PATTERNS",
                            help="A folder of <category>/<id>.yaml patterns adding to or replacing the built-in ones.")
@@ -288,6 +292,7 @@ def analyze_cmd(
     template: Optional[str] = typer.Option(None, "--template", help="Your own Jinja2 template over the same data."),
     stubs: Optional[str] = typer.Option(None, "--stubs", help="Also write FILE.py: every open opportunity's stub and PyTorch reference."),
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Also write DIR/: for each open opportunity with a kernel template, a Triton kernel at the report's shapes, its custom op, a test, a benchmark and an integration module (docs/generated-kernels.md)."),
+    sarif_root: Optional[list[str]] = SarifRootOpt,
     no_cache: bool = NoCacheOpt,
 ) -> None:
     """Analyze one model (the default command: `fusion-analyze MODEL ...`)."""
@@ -297,6 +302,7 @@ def analyze_cmd(
 
     try:
         _check_choices(fmt=fmt or "md", lang=lang)
+        roots = parse_roots(sarif_root)
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
         _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
@@ -315,7 +321,7 @@ def analyze_cmd(
             output = f"reports/{result.location.architecture}.{EXTENSIONS[fmt]}"
         output = _report_path(output, result.location.architecture, fmt)
         if fmt in ("sarif", "github"):
-            _write_ci(result, fmt, output)
+            _write_ci(result, fmt, output, roots)
         else:
             write_output(result, fmt, output, template, lang)
         if stubs:
@@ -415,6 +421,8 @@ def diff_cmd(
     fmt: FormatChoice = typer.Option("md", "--format", help="md (fits a PR comment), json, sarif (one result per regression) or github (annotations)."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write the diff here (default: stdout)."),
     fail_on: FailOn = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
+    different_models: bool = typer.Option(False, "--different-models", help="Compare two single reports of different architectures (refused otherwise)."),
+    sarif_root: Optional[list[str]] = SarifRootOpt,
 ) -> None:
     """What changed between two reports or `all` folders, regressions grouped by cause. Exit 1: a change of the
     kind --fail-on names (default: a regression); 0: none; 2: bad input."""
@@ -422,14 +430,16 @@ def diff_cmd(
 
     try:
         _check_choices(fmt=fmt, fail_on=fail_on)
-        diffs = diff_paths(old, new)
-        code = _write_diff(diffs, old, new, fmt, _report_path(output, "diff", fmt), fail_on)
+        roots = parse_roots(sarif_root)
+        diffs = diff_paths(old, new, different_models=different_models)
+        code = _write_diff(diffs, old, new, fmt, _report_path(output, "diff", fmt), fail_on, roots)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
 
 
-def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str) -> int:
+def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str,
+                roots: dict | None = None) -> int:
     from .commands.diff import exit_code, findings, to_json, to_markdown
     from .analysis.pipeline import write_text
 
@@ -437,8 +447,10 @@ def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on
     if fmt in ("sarif", "github"):
         from .render.sarif import to_annotations, to_sarif
 
-        found = findings(diffs, spread=fmt == "github")
-        text = to_sarif(found, {"old": old, "new": new}) if fmt == "sarif" else to_annotations(found)
+        found = findings(diffs)
+        sides = getattr(diffs, "sources", None) or {}
+        text = to_sarif(found, {"old": old, "new": new, "releases": sides}, roots=roots, sources=sides.get("new")) \
+            if fmt == "sarif" else to_annotations(found, roots)
     else:
         text = to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new)
     write_text(text, output)
@@ -469,6 +481,7 @@ def compare_cmd(
     ep: Optional[int] = EpOpt,
     device: Optional[str] = DeviceOpt,
     device_profile: Optional[str] = DeviceProfileOpt,
+    sarif_root: Optional[list[str]] = SarifRootOpt,
 ) -> None:
     """Analyze MODEL on two trees, or two deployments of one tree (--base-args / --head-args), and diff the reports."""
     import tempfile
@@ -480,6 +493,7 @@ def compare_cmd(
 
     try:
         _check_choices(fmt=fmt, fail_on=fail_on)
+        roots = parse_roots(sarif_root)
         _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
                       outputs={"-o": output})
         base, head = base or vllm_root, head or vllm_root
@@ -503,7 +517,8 @@ def compare_cmd(
                 write_text(render(a, "json"), str(path))
                 paths.append(path)
             diffs = diff_paths(str(paths[0]), str(paths[1]))
-        code = _write_diff(diffs, base_name, head_name, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt), fail_on)
+        code = _write_diff(diffs, base_name, head_name, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt),
+                           fail_on, roots)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
@@ -604,13 +619,15 @@ def _said_resolved(query: str, loc) -> None:
          + (f", config {loc.config_path}" if loc.config_path else "") + ")", level=2)
 
 
-def _write_ci(result, fmt: str, output: str | None) -> None:
+def _write_ci(result, fmt: str, output: str | None, roots: dict | None = None) -> None:
     """The single-model report as SARIF (one result per open opportunity) or GitHub annotations."""
     from .analysis.pipeline import render, write_text
     from .render.sarif import analysis_findings, to_annotations, to_sarif
 
-    found = analysis_findings(json.loads(render(result, "json")))
-    write_text(to_sarif(found) if fmt == "sarif" else to_annotations(found), output)
+    doc = json.loads(render(result, "json"))
+    found = analysis_findings(doc)
+    write_text(to_sarif(found, roots=roots, sources=doc.get("sources")) if fmt == "sarif"
+               else to_annotations(found, roots), output)
 
 
 def _report_path(output: str | None, architecture: str, fmt: str) -> str | None:

@@ -95,11 +95,37 @@ class ModelDiff:
 
 class Diffs(list):
     """The ModelDiffs of one comparison, with what each side has (passes, kernels, layer classes) across all of
-    its reports: whether the thing that fused a scenario is still there, or was there before."""
+    its reports: whether the thing that fused a scenario is still there, or was there before; and the releases
+    each side's reports were made from (their `sources`)."""
 
-    def __init__(self, items=(), names: dict | None = None):
+    def __init__(self, items=(), names: dict | None = None, sources: dict | None = None):
         super().__init__(items)
         self.names = names  # {"old": {"pass": set, "kernel": set, "class": set}, "new": {...}}
+        self.sources = sources or {}  # {"old": {"vllm": {"version": ...}, ...}, "new": {...}}
+
+
+def _sources(docs) -> dict:
+    """The trees one side's reports name (their `sources`): the first report's, with any version another report
+    names besides it joined with ' / ' (a folder made from one release pair has one)."""
+    out: dict = {}
+    for doc in docs:
+        for tree, src in sorted((doc.get("sources") or {}).items()):
+            version = (src or {}).get("version") if isinstance(src, dict) else None
+            if not version:
+                continue
+            seen = out.setdefault(tree, {"version": version})
+            if version not in seen["version"].split(" / "):
+                seen["version"] += f" / {version}"
+    return out
+
+
+TREE_NAMES = (("vllm", "vLLM"), ("vllm_ascend", "vllm-ascend"), ("transformers", "transformers"))
+
+
+def release_label(sources: dict | None) -> str:
+    """'vLLM 0.30.0 + vllm-ascend 0.30.0rc2': the releases of one side, from its reports' sources."""
+    parts = [f"{name} {sources[key]['version']}" for key, name in TREE_NAMES if (sources or {}).get(key)]
+    return " + ".join(parts)
 
 
 def _load(path: Path) -> dict[str, dict]:
@@ -214,14 +240,17 @@ def _names(docs) -> dict[str, set]:
     return out
 
 
-def diff_paths(old: str, new: str) -> Diffs:
+def diff_paths(old: str, new: str, different_models: bool = False) -> Diffs:
     a, b = _load(Path(old)), _load(Path(new))
     names = {"old": _names(a.values()), "new": _names(b.values())}
+    sources = {"old": _sources(a.values()), "new": _sources(b.values())}
     if Path(old).is_file() and Path(new).is_file() and len(a) == len(b) == 1 and a.keys() != b.keys():
-        # two single reports of differently named architectures: compare them anyway
         (ka, va), (kb, vb) = next(iter(a.items())), next(iter(b.items()))
-        return Diffs([diff_model(f"{ka} → {kb}", va, vb)], names)
-    return Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names)
+        if not different_models:
+            raise UserError(f"{old} is a report of {ka}, {new} of {kb}: diff compares one model across trees or "
+                            f"deployments; pass --different-models to compare two models anyway")
+        return Diffs([diff_model(f"{ka} → {kb}", va, vb)], names, sources)
+    return Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names, sources)
 
 
 def exit_code(diffs: list[ModelDiff], fail_on: str) -> int:
@@ -453,7 +482,11 @@ def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD)
     def head(cap: int | None) -> list[str]:
         n_reg = sum(len(c["opportunities"]) for c in regress)
         n_fus = sum(len(c["opportunities"]) for c in fusions)
-        said = [f"`{old}` → `{new}`: {_plural(len(diffs), 'model')}, {len(changed)} changed"]
+        sides = getattr(diffs, "sources", None) or {}
+        rel_old, rel_new = release_label(sides.get("old")), release_label(sides.get("new"))
+        named = (f"{rel_old} (`{old}`) → {rel_new} (`{new}`)" if rel_old and rel_new and rel_old != rel_new
+                 else f"`{old}` → `{new}`" + (f" ({rel_new})" if rel_new else ""))
+        said = [f"{named}: {_plural(len(diffs), 'model')}, {len(changed)} changed"]
         if n_reg:
             said.append(f"**⚠ {_plural(n_reg, 'regression')}** (fused → open) in "
                         f"{_plural(sum(1 for d in diffs if d.regressions), 'model')} from {_plural(len(regress), 'cause')}")
@@ -535,7 +568,9 @@ def to_json(diffs: list[ModelDiff], old: str, new: str) -> str:
                "regression_causes": len(regress), "fusion_causes": len(fusions),
                "only_in_old": [d.architecture for d in diffs if d.only_in == "old"],
                "only_in_new": [d.architecture for d in diffs if d.only_in == "new"]}
+    sides = getattr(diffs, "sources", None) or {}
     return json.dumps({"old": old, "new": new, "summary": summary,
+                       "releases": {side: release_label(sides.get(side)) for side in ("old", "new")},
                        "causes": {"regressions": [_cause_json(c) for c in regress],
                                   "new_fusions": [_cause_json(c) for c in fusions]},
                        "models": [d.to_json() for d in diffs if d.changed()]},
@@ -545,35 +580,43 @@ def to_json(diffs: list[ModelDiff], old: str, new: str) -> str:
 # --- CI formats -----------------------------------------------------------------------------------------------
 
 def findings(diffs: list[ModelDiff], spread: bool = False) -> list[dict]:
-    """One finding per regression (render/sarif.py): at the scenario's place in the new tree, with its cause
-    and, as related locations, what fused it in the old tree. In model order; `spread`: the first regression of
-    each cause first, then the second of each, ... (GitHub shows only the first 10 annotations of a step)."""
-    causes = {(o["architecture"], o["id"]): c for c in group_causes(diffs, True) for o in c["opportunities"]}
+    """One finding per regression cause (render/sarif.py), as the Markdown summary groups them: at the place, in
+    the new tree, that most of its regressions share, naming every model and scenario it covers, with what fused
+    them in the old tree (and the cause's other places) as related locations. The largest cause first. (`spread`
+    is kept for callers: one finding per cause needs no spreading.)"""
+    del spread
+    causes = group_causes(diffs, True)
+    by_key = {(d.architecture, c["id"]): c for d in diffs for c in d.regressions}
     out = []
-    for d in diffs:
-        for c in d.regressions:
-            cause = causes[(d.architecture, c["id"])]
-            title = c.get("title") or c["scenario"]
-            said = f"; {cause['presence']}" if cause["presence"] else ""
-            msg = (f"{title} (`{c['id']}`) in {d.architecture} regressed: {c['old']} → {c['new']}. "
-                   f"Cause: {cause_label(cause)}{said}.")
-            if c.get("new_note"):
-                msg += f" Now: {c['new_note']}."
-            fuser = c.get("old_fuser")
-            related = [{"file": fuser["file"], "line": fuser["line"], "what": f"old tree: {fuser['what']}"}] \
-                if fuser and fuser.get("file") else []
-            out.append({"rule": {"id": c["scenario"], "title": title, "category": c.get("category")},
-                        "level": "warning", "file": c.get("file") or c.get("old_file"),
-                        "line": c.get("line") if c.get("file") else c.get("old_line"),
-                        "title": f"{d.architecture}: {title} regressed", "message": msg,
-                        "fingerprint": f"{d.architecture}:{c['id']}", "related": related,
-                        "properties": {"architecture": d.architecture, "opportunity": c["id"], "old": c["old"],
-                                       "new": c["new"], "cause": f"{cause['kind']}:{cause['subject']}"}})
-    if spread:
-        rank: Counter = Counter()
-        keyed = []
-        for i, f in enumerate(out):
-            rank[f["properties"]["cause"]] += 1
-            keyed.append((rank[f["properties"]["cause"]], i, f))
-        out = [f for _, _, f in sorted(keyed, key=lambda k: k[:2])]
+    for cause in causes:
+        regs = [(o["architecture"], by_key[(o["architecture"], o["id"])]) for o in cause["opportunities"]]
+        places: Counter = Counter()
+        for _, c in regs:
+            file = c.get("file") or c.get("old_file")
+            line = c.get("line") if c.get("file") else c.get("old_line")
+            places[(file, line if isinstance(line, int) else 0)] += 1
+        (file, line), _ = max(places.items(), key=lambda kv: (kv[1], -list(places).index(kv[0])))
+        scenarios = sorted(cause["scenarios"])
+        first = regs[0][1]
+        title = first.get("title") or first["scenario"]
+        said = f"; {cause['presence']}" if cause["presence"] else ""
+        models = cause["models"]
+        shown = ", ".join(models[:12]) + (f" and {len(models) - 12} more" if len(models) > 12 else "")
+        msg = (f"{_plural(len(regs), 'regression')} (fused → open) in {_plural(len(models), 'model')} from one cause: "
+               f"{cause_label(cause)}{said}. Scenarios: {', '.join(scenarios)}. Models: {shown}.")
+        notes = [n for n, _ in cause["other_side"].most_common() if n != "open, no note"]
+        if notes:
+            msg += f" Now: {notes[0]}."
+        related = [{"file": e["file"], "line": e.get("line"), "what": f"old tree: {e['what']}"}
+                   for e in cause["evidence"].values() if e.get("file")]
+        related += [{"file": f, "line": ln or None, "what": "also here"} for (f, ln) in places if f and (f, ln) != (file, line)]
+        out.append({"rule": {"id": first["scenario"] if len(scenarios) == 1 else f"regression-{cause['kind']}",
+                             "title": title if len(scenarios) == 1 else f"fusions lost with a {KIND_LABEL[cause['kind']]}",
+                             "category": first.get("category") if len(scenarios) == 1 else None},
+                    "level": "warning", "file": file, "line": line or None,
+                    "title": f"{cause_label(cause)}: {_plural(len(regs), 'regression')} in {_plural(len(models), 'model')}",
+                    "message": msg, "fingerprint": f"{cause['kind']}:{cause['subject']}", "related": related,
+                    "properties": {"cause": f"{cause['kind']}:{cause['subject']}", "models": models,
+                                   "scenarios": scenarios, "regressions": len(regs),
+                                   "opportunities": [f"{a}:{c['id']}" for a, c in regs]}})
     return out

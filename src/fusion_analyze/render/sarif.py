@@ -15,6 +15,7 @@ import json
 from urllib.parse import quote
 
 from .. import __version__
+from ..errors import UserError
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
@@ -64,10 +65,62 @@ def _rule_name(rule_id: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in rule_id.replace("-", "_").split("_") if part)
 
 
+# Each tree is a base of its own: a location's uri is relative to the root of the tree it is in (the folder that
+# holds `vllm/`, `vllm_ascend/` or `transformers/`), named by its uriBaseId; `originalUriBaseIds` says what each
+# base is and, with `--sarif-root NAME=PREFIX`, where the tree lies in the job's repository (%SRCROOT%).
+TREE_BASES = {"vllm": "VLLM", "vllm_ascend": "VLLM_ASCEND", "transformers": "TRANSFORMERS"}
+SOURCE_OF_BASE = {"VLLM": "vllm", "VLLM_ASCEND": "vllm_ascend", "TRANSFORMERS": "transformers"}
+OTHER_BASE = "SRCROOT"
+
+
+def tree_base(file: str) -> str:
+    """The uriBaseId of a tree-relative path: the tree its first folder names."""
+    return TREE_BASES.get(file.split("/", 1)[0], OTHER_BASE)
+
+
+def parse_roots(specs: list[str] | None) -> dict[str, str]:
+    """`--sarif-root NAME=PREFIX` values: NAME one of the bases (or the package: vllm, vllm_ascend,
+    transformers), PREFIX a repository-relative folder."""
+    out: dict[str, str] = {}
+    names = {**{b: b for b in SOURCE_OF_BASE}, **TREE_BASES, OTHER_BASE: OTHER_BASE}
+    for spec in specs or []:
+        name, eq, prefix = spec.partition("=")
+        base = names.get(name.strip()) or names.get(name.strip().upper())
+        if not eq or base is None:
+            raise UserError(f"--sarif-root {spec}: use NAME=PREFIX with NAME one of {', '.join(sorted(SOURCE_OF_BASE))} "
+                            f"(e.g. --sarif-root VLLM=third_party/vllm/)")
+        prefix = prefix.strip()
+        if prefix.startswith("/") or ".." in prefix.split("/"):
+            raise UserError(f"--sarif-root {spec}: PREFIX is a folder of the job's repository, relative to its root")
+        while prefix.startswith("./"):
+            prefix = prefix[2:]
+        prefix = "" if prefix == "." else prefix
+        out[base] = (prefix.rstrip("/") + "/") if prefix else ""
+    return out
+
+
+def _base_ids(used: set[str], roots: dict[str, str], sources: dict | None) -> dict:
+    out = {}
+    for base in sorted(used):
+        src = (sources or {}).get(SOURCE_OF_BASE.get(base, ""), {}) or {}
+        version = src.get("version") if isinstance(src, dict) else None
+        package = SOURCE_OF_BASE.get(base)
+        what = (f"the root of the {package} {version} tree" if version else f"the root of the {package} tree") \
+            if package else "the root of the analysed trees"
+        if base in roots:
+            entry: dict = {"uri": roots[base], "uriBaseId": "%SRCROOT%"} if roots[base] else {"uriBaseId": "%SRCROOT%"}
+            entry["description"] = {"text": f"{what}, at this folder of the job's repository"}
+        else:
+            entry = {"description": {"text": f"{what} (the folder that holds {package or 'the package'}/); "
+                                             f"map it into the repository with --sarif-root {base}=PREFIX"}}
+        out[base] = entry
+    return out
+
+
 def _location(file: str | None, line, message: str | None = None, ident: int | None = None) -> dict | None:
     if not file:
         return None
-    loc: dict = {"physicalLocation": {"artifactLocation": {"uri": quote(file, safe="/")}}}
+    loc: dict = {"physicalLocation": {"artifactLocation": {"uri": quote(file, safe="/"), "uriBaseId": tree_base(file)}}}
     if isinstance(line, int) and line >= 1:
         loc["physicalLocation"]["region"] = {"startLine": line}
     if message:
@@ -77,8 +130,11 @@ def _location(file: str | None, line, message: str | None = None, ident: int | N
     return loc
 
 
-def to_sarif(findings: list[dict], properties: dict | None = None) -> str:
-    """A SARIF 2.1.0 log of one run: the rules of the findings' patterns, one result per finding."""
+def to_sarif(findings: list[dict], properties: dict | None = None, roots: dict[str, str] | None = None,
+             sources: dict | None = None) -> str:
+    """A SARIF 2.1.0 log of one run: the rules of the findings' patterns, one result per finding; every location
+    names its tree's base (`roots`: where `--sarif-root` put a tree in the job's repository; `sources`: the
+    report's versions, said in each base's description)."""
     rules: list[dict] = []
     index: dict[str, int] = {}
     for f in findings:
@@ -116,6 +172,10 @@ def to_sarif(findings: list[dict], properties: dict | None = None) -> str:
         results.append(res)
     run: dict = {"tool": {"driver": {"name": "fusion-analyze", "version": __version__, "rules": rules}},
                  "columnKind": "unicodeCodePoints", "results": results}
+    used = {loc["physicalLocation"]["artifactLocation"]["uriBaseId"]
+            for res in results for loc in res.get("locations", []) + res.get("relatedLocations", [])}
+    if used:
+        run["originalUriBaseIds"] = _base_ids(used, roots or {}, sources)
     if properties:
         run["properties"] = properties
     log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
@@ -134,13 +194,15 @@ _COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
 SHOWN_PER_STEP = 10  # GitHub: 10 warning, 10 error and 10 notice annotations per step, 50 per job
 
 
-def to_annotations(findings: list[dict]) -> str:
-    """GitHub workflow commands, one line per finding: `::warning file=F,line=N,title=T::message`."""
+def to_annotations(findings: list[dict], roots: dict[str, str] | None = None) -> str:
+    """GitHub workflow commands, one line per finding: `::warning file=F,line=N,title=T::message`; a file of a tree
+    that `--sarif-root` placed in the repository is named by its path there."""
     lines = []
     for f in findings:
         props = []
         if f.get("file"):
-            props.append(f"file={_prop(f['file'])}")
+            prefix = (roots or {}).get(tree_base(f["file"]), "")
+            props.append(f"file={_prop(prefix + f['file'])}")
             if isinstance(f.get("line"), int) and f["line"] >= 1:
                 props.append(f"line={f['line']}")
         props.append(f"title={_prop(f.get('title') or f['rule']['title'] or f['rule']['id'])}")
