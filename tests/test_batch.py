@@ -141,3 +141,14 @@ def test_workers_take_models_close_to_what_they_read_and_far_from_the_others(tmp
     assert order.take(pending, 1) == "moe2"
     order.forget(1)
     assert order.take(pending, 1) == "other" and pending == []
+
+
+def test_only_takes_the_queries_the_single_model_command_takes(run, tmp_path):
+    """Issue 47: `all --only` resolves a model type / name / HF repo id as `fusion-analyze MODEL` does."""
+    out = tmp_path / "one"
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out), "--only", "qwen3", "--lang", "en")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in out.glob("*.md")) == ["Qwen3ForCausalLM.md", "index.md"]
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "none"),
+            "--only", "qwen3-not-a-model")
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and "--only qwen3-not-a-model" in r.stderr

@@ -8,6 +8,7 @@ are checked apart from stdout."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -160,6 +161,55 @@ def test_ctrl_c_during_all_on_a_real_tree(real_tree, tmp_path):
     assert proc.returncode == 130, err.decode()[-2000:]
     assert err.decode().splitlines()[-1] == "interrupted" and "Traceback" not in err.decode()
     assert len(err.decode().splitlines()) <= 2  # at most a warning before it
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            if re.search(rf"^PPid:\s+{pid}$", status, flags=re.M):
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return not re.search(r"^State:\s+Z", Path(f"/proc/{pid}/status").read_text(), flags=re.M)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc")
+def test_sigterm_to_all_stops_its_workers(real_tree, tmp_path):
+    """Issue 47: SIGTERM to `all` (a CI job cancelled, `timeout`) stops its worker processes too: one line,
+    exit 143, no worker left running."""
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    proc = subprocess.Popen([sys.executable, "-c", "from fusion_analyze.cli import main; main()", "all",
+                             "--vllm-root", str(vllm), "--ascend-root", str(ascend), "-o", str(tmp_path / "out"),
+                             "--no-cache", "-j", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    workers: list[int] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = [c for c in _children(proc.pid) if _alive(c)]
+        if len(workers) >= 2:
+            break
+        time.sleep(0.5)
+    if proc.poll() is not None or len(workers) < 2:
+        proc.kill()
+        pytest.skip("no two workers running to stop")
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)  # to the parent only, as a process manager does
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert err.decode().splitlines()[-1] == "terminated" and "Traceback" not in err.decode()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)]
 
 
 def _fake_pip(tmp_path, script: str) -> str:

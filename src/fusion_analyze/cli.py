@@ -52,9 +52,14 @@ class _DefaultToAnalyze(TyperGroup):
             _usage_error(exc)
         except UserError as exc:  # one the root raised (a malformed pyproject.toml table)
             _fail(exc)
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130)
+        except KeyboardInterrupt as exc:
+            typer.echo(_interrupted(exc), err=True)
+            raise typer.Exit(143 if _interrupted(exc) == "terminated" else 130)
+
+
+def _interrupted(exc: BaseException) -> str:
+    """Ctrl-C is 'interrupted' (exit 130); SIGTERM during `all` is 'terminated' (exit 143)."""
+    return "terminated" if type(exc).__name__ == "Terminated" else "interrupted"
 
 
 def _usage_error(exc) -> None:
@@ -345,7 +350,7 @@ def all_cmd(
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
     output: str = typer.Option(..., "-o", "--output", help="Folder for <arch>.md, <arch>.json and index.md (created)."),
-    only: Optional[list[str]] = typer.Option(None, "--only", help="Architectures or globs (repeat or comma-separate)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="Architectures or globs, or any model query the single-model command takes (Qwen3-8B, qwen3, Qwen/Qwen3-8B); repeat or comma-separate."),
     tables: Tables = typer.Option("text", "--tables", help="text: the text-generation registry table; all: every table."),
     backend: Optional[Backend] = BackendOpt,
     workers: int = typer.Option(2, "--workers", "-j", help="Worker processes."),
@@ -378,7 +383,7 @@ def all_cmd(
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         archs = [e.architecture for e in session.resolver.entries
                  if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
-        archs = select(sorted(set(archs)), only)
+        archs = select(sorted(set(archs)), only, resolve=lambda q: session.resolver.resolve(q).architecture)
         out = Path(output)
         if out.exists() and not out.is_dir():
             raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
@@ -654,9 +659,9 @@ def main() -> None:
     try:
         on_large_stack_chunk(app, standalone_mode=True)
         code = 0
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        code = 130
+    except KeyboardInterrupt as exc:
+        typer.echo(_interrupted(exc), err=True)
+        code = 143 if _interrupted(exc) == "terminated" else 130
     except SystemExit as exc:
         code = exc.code
     except UserError as exc:  # one no command caught: a malformed catalog file, read when a module is imported

@@ -57,14 +57,28 @@ class BatchJob:
                        device_profile=self.device_profile, hf_root=self.hf_root)
 
 
-def select(architectures: list[str], only: list[str] | None) -> list[str]:
+def select(architectures: list[str], only: list[str] | None, resolve=None) -> list[str]:
+    """The architectures `--only` names: globs over the registry's architectures, and any query the single-model
+    command takes (a model type, a marketing name, an HF repo id: `resolve(query)` gives its architecture)."""
     if not only:
         return sorted(architectures)
     wanted = [w.strip() for item in only for w in item.split(",") if w.strip()]
-    out = sorted({a for a in architectures if any(fnmatch.fnmatchcase(a, w) for w in wanted)})
+    out = set()
+    for w in wanted:
+        hits = {a for a in architectures if fnmatch.fnmatchcase(a, w)}
+        if not hits and resolve is not None and not any(ch in w for ch in "*?["):
+            try:
+                arch = resolve(w)
+            except UserError as exc:
+                raise UserError(f"--only {w}: {exc.message}") from None
+            hits = {arch} & set(architectures)
+            if not hits:
+                raise UserError(f"--only {w}: resolves to {arch}, which is not among the architectures `all` runs "
+                                f"here (--tables all runs every table)")
+        out |= hits
     if not out:
         raise UserError(f"--only {','.join(wanted)}: matches no architecture of the registry; see `fusion-analyze list-models`")
-    return out
+    return sorted(out)
 
 
 def counted_failures(failed: list[dict], allow: list[str] | None) -> list[dict]:
@@ -215,7 +229,13 @@ def _worker(job: BatchJob, conn) -> None:
         reports = _report_cache(job)
     gc.freeze()
     options = job.options()
+    parent = os.getppid()
     while True:
+        # a forked worker holds the parent's end of the pipe too, so the parent's death closes nothing: it looks
+        # for its parent between waits and ends with it (a SIGKILL to `all` leaves no worker behind)
+        while not conn.poll(1.0):
+            if os.getppid() != parent:
+                return
         arch = conn.recv()
         if arch is None:
             return
@@ -293,10 +313,32 @@ class _Slot:
             self.proc.join()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `all`: unwinds like Ctrl-C, so that the workers are stopped on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout: float = 300.0,
               progress=None, session=None) -> list[dict]:
     """Analyze each architecture; returns one result per architecture, in the given order. `session`: one
-    opened for this job already (the command listed the architectures with it), used instead of another."""
+    opened for this job already (the command listed the architectures with it), used instead of another.
+    SIGTERM, like SIGINT, stops the workers before the command ends (exit 143)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _run_batch(job, architectures, workers, timeout, progress, session)
+    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _run_batch(job, architectures, workers, timeout, progress, session)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _run_batch(job: BatchJob, architectures: list[str], workers: int, timeout: float, progress, session) -> list[dict]:
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     fork = "fork" in mp.get_all_start_methods()
     ctx = mp.get_context("fork" if fork else "spawn")
