@@ -276,6 +276,23 @@ def test_pyproject_table_gives_the_roots_and_defaults(run, tmp_path, monkeypatch
     assert (tmp_path / "q.md").read_text().startswith("## Model operator analysis")  # lang = "en"
 
 
+def test_pyproject_keys_are_the_long_option_names_and_pin_a_deployment(run, tmp_path, monkeypatch):
+    """Issue 47: the table's keys are the command line's long names (`tensor-parallel-size`, not only `tp`), the
+    deployment's included; a key no option has is refused with the names it may be."""
+    monkeypatch.chdir(_project(tmp_path, f'[tool.fusion-analyze]\nvllm-root = "{MINI}"\nascend-root = "{MINI}"\n'
+                                         'tensor-parallel-size = 4\nenable-expert-parallel = true\n'
+                                         'data-parallel-size = 2\nmax-num-seqs = 64\nenforce-eager = true\n'))
+    r = run("qwen3", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    dep = json.loads(r.stdout)["deployment"]
+    assert (dep["tensor_parallel_size"], dep["data_parallel_size"], dep["enable_expert_parallel"], dep["max_num_seqs"],
+            dep["enforce_eager"]) == (4, 2, True, 64, True)
+    r = run("qwen3", "--format", "json", "-tp", "2")  # the command line over the table
+    assert json.loads(r.stdout)["deployment"]["tensor_parallel_size"] == 2
+    monkeypatch.chdir(_project(tmp_path / "b", '[tool.fusion-analyze]\ntensor-paralel-size = 4\n'))
+    _one_error(run("qwen3"), "unknown key 'tensor-paralel-size'", "tensor-parallel-size")
+
+
 def test_command_line_over_environment_over_pyproject(run, tmp_path, monkeypatch):
     monkeypatch.chdir(_project(tmp_path, f'[tool.fusion-analyze]\nvllm-root = "{tmp_path}/from-pyproject"\n'))
     _one_error(run("locate", "qwen3"), "--vllm-root", "from-pyproject")

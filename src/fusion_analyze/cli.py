@@ -123,7 +123,7 @@ def _root(
 
     Verbosity.level = 0 if quiet else 2 if verbose else 1
     Verbosity.debug = debug
-    found = default_map(list(getattr(ctx.command, "commands", {})))
+    found = default_map(dict(getattr(ctx.command, "commands", {})))
     if found:
         ctx.default_map = found
 

@@ -12,24 +12,27 @@ from ..errors import UserError
 
 TABLE = "fusion-analyze"  # [tool.fusion-analyze]
 
-# key of the table -> the option's parameter name; `path`: a relative path is relative to the pyproject.toml
-KEYS = {
-    "vllm-root": ("vllm_root", "path"),
-    "ascend-root": ("ascend_root", "path"),
-    "hf-root": ("hf_root", "path"),
-    "patterns": ("patterns", "path"),
-    "config": ("config", "path"),
-    "device": ("device", None),
-    "device-profile": ("device_profile", "path"),
-    "tp": ("tp", None),
-    "ep": ("ep", None),
-    "lang": ("lang", None),
-    "backend": ("backend", None),
-    "format": ("fmt", None),
-    "template": ("template", "path"),
-    "workers": ("workers", None),
-    "timeout": ("timeout", None),
-}
+# The table's keys are the commands' own long option names (`tensor-parallel-size`, `enable-expert-parallel`,
+# `additional-config`, `tp`, `format`, ...), read from the commands themselves; these parameters take a path,
+# relative to the pyproject.toml that names it.
+PATHS = {"vllm_root", "ascend_root", "hf_root", "patterns", "config", "device_profile", "template"}
+NOT_SETTINGS = {"help", "version", "install_completion", "show_completion", "output", "scaffold", "stubs"}
+
+
+def option_keys(commands: dict) -> dict[str, dict[str, str]]:
+    """{command: {key: parameter name}}: each command's long option names (without the dashes)."""
+    out: dict[str, dict[str, str]] = {}
+    for name, cmd in commands.items():
+        keys: dict[str, str] = {}
+        for param in getattr(cmd, "params", []):
+            if getattr(param, "param_type_name", "") != "option" or param.name in NOT_SETTINGS:
+                continue
+            for opt in list(param.opts) + list(getattr(param, "secondary_opts", [])):
+                if opt.startswith("--"):
+                    keys[opt[2:]] = param.name
+        out[name] = keys
+    return out
+
 
 # The environment variables of the options (cli.py passes these as `envvar=`).
 ENV = {
@@ -74,9 +77,10 @@ def _toml(path: Path) -> dict:
         raise UserError(f"{path}: not valid TOML ({exc}); fix it or run from another folder")
 
 
-def read_settings(start: Path | None = None) -> tuple[dict, dict, Path | None]:
+def read_settings(start: Path | None = None, commands: dict | None = None) -> tuple[dict, dict, Path | None]:
     """(the table's defaults for every command, per-command defaults `[tool.fusion-analyze.<command>]`, the file)
-    as {parameter name: value}; relative paths made absolute against the file's folder."""
+    as {key: value} (the long option name, dashes or underscores); relative paths made absolute against the
+    file's folder. `commands`: {name: click command}, whose options name the keys a table may hold."""
     path = find_pyproject(start)
     if path is None:
         return {}, {}, None
@@ -85,35 +89,48 @@ def read_settings(start: Path | None = None) -> tuple[dict, dict, Path | None]:
         return {}, {}, path
     if not isinstance(data, dict):
         raise UserError(f"{path}: [tool.{TABLE}] is not a table")
+    keys = option_keys(commands or {})
+    every = {k: v for per in keys.values() for k, v in per.items()}
     common: dict = {}
     per_command: dict = {}
     for key, value in data.items():
         if isinstance(value, dict):  # [tool.fusion-analyze.all]: defaults of one command
-            per_command[key] = {name: v for name, v in (_entry(path, f"{key}.{k}", k, v) for k, v in value.items())}
+            if commands is not None and key not in commands:
+                raise UserError(f"{path}: [tool.{TABLE}.{key}]: no such command; commands: {', '.join(sorted(commands))}")
+            known = keys.get(key, every)
+            per_command[key] = dict(_entry(path, f"{key}.{k}", k, v, known) for k, v in value.items())
             continue
-        name, v = _entry(path, key, key, value)
-        common[name] = v
+        k, v = _entry(path, key, key, value, every)
+        common[k] = v
     return common, per_command, path
 
 
-def _entry(path: Path, where: str, key: str, value) -> tuple[str, object]:
-    spec = KEYS.get(key.replace("_", "-"))
-    if spec is None:
-        raise UserError(f"{path}: [tool.{TABLE}] has an unknown key '{where}'; known: {', '.join(KEYS)}")
-    name, kind = spec
-    if not isinstance(value, (str, int, float, bool)):
-        raise UserError(f"{path}: [tool.{TABLE}] {where} = {value!r}: give a string or a number")
-    if kind == "path" and isinstance(value, str) and "==" not in value:
+def _entry(path: Path, where: str, key: str, value, known: dict[str, str]) -> tuple[str, object]:
+    """(the option's long name, the value): a key the options do not name is refused, with the names it may be."""
+    key = key.replace("_", "-")
+    if known and key not in known:
+        near = ", ".join(sorted(known))
+        raise UserError(f"{path}: [tool.{TABLE}] has an unknown key '{where}'; keys are the commands' long "
+                        f"option names: {near}")
+    ok = (str, int, float, bool)
+    if not isinstance(value, ok) and not (isinstance(value, list) and all(isinstance(x, ok) for x in value)):
+        raise UserError(f"{path}: [tool.{TABLE}] {where} = {value!r}: give a string, a number, true/false or a list")
+    if known.get(key) in PATHS and isinstance(value, str) and "==" not in value:
         resolved = (path.parent / Path(value).expanduser())
-        if resolved.exists() or key.replace("_", "-") != "config":  # a preset name (config = "Qwen3-8B") stays
+        if resolved.exists() or known[key] != "config":  # a preset name (config = "Qwen3-8B") stays
             value = str(resolved)
-    return name, value
+    return key, value
 
 
-def default_map(commands, start: Path | None = None) -> dict:
-    """click's `default_map` for the root context: each command's defaults from the pyproject.toml table."""
-    common, per_command, path = read_settings(start)
-    unknown = sorted(set(per_command) - set(commands))
-    if unknown:
-        raise UserError(f"{path}: [tool.{TABLE}.{unknown[0]}]: no such command; commands: {', '.join(sorted(commands))}")
-    return {name: {**common, **per_command.get(name, {})} for name in commands} if (common or per_command) else {}
+def default_map(commands: dict, start: Path | None = None) -> dict:
+    """click's `default_map` for the root context: each command's defaults from the pyproject.toml table, under
+    the parameter names of the options the keys name (a key a command has no option for does not reach it)."""
+    common, per_command, _ = read_settings(start, commands)
+    if not (common or per_command):
+        return {}
+    keys = option_keys(commands)
+    out = {}
+    for name in commands:
+        merged = {**common, **per_command.get(name, {})}
+        out[name] = {keys[name][k]: v for k, v in merged.items() if k in keys[name]}
+    return out
