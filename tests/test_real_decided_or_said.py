@@ -170,3 +170,30 @@ def test_a_text_model_reads_its_text_sub_configuration(session, hf):
     md = render(a, "md", lang="en")
     assert "`Qwen3_5TextConfig` (the text_config of `Qwen3_5Config`)" in "\n".join(md.splitlines()[:30])
     validate_report(a.report)
+
+
+def test_the_terminal_summary_fits_80_columns_and_counts_what_it_lists(session, capsys, monkeypatch):
+    """Issue 47: every line of the summary fits 80 columns with each listed id whole; the open count says how
+    many rows are not costed (those are not listed), and the listing says how many it shows of how many."""
+    import re
+    import unicodedata
+
+    from fusion_analyze.render.summary import print_summary
+
+    monkeypatch.setenv("COLUMNS", "80")
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(config="DeepSeek-V3"))
+    print_summary(a, "reports/x.md", None, to_stdout=True, lang="en")
+    out = capsys.readouterr().out
+
+    def cells(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+
+    assert all(cells(line) <= 80 for line in out.splitlines()), out
+    opens = [o for o in a.opportunities if o.status.value == "open"]
+    costed = [o for o in opens if not a.benefits[o.id].rejected]
+    m = re.search(r"\((\d+) of (\d+) costed\)", out)
+    assert m and int(m.group(2)) == len(costed) and int(m.group(1)) == min(5, len(costed))
+    listed = re.findall(r"^ ?\d+\. \S+\s+\S+\s+(\S+)$", out, flags=re.M)
+    assert len(listed) == int(m.group(1)) and all(i in {o.id for o in costed} for i in listed)
+    if len(costed) < len(opens):
+        assert f"{len(opens) - len(costed)} not costed" in out
