@@ -70,3 +70,8 @@ def test_no_subpackage_holds_more_than_a_third_of_src():
 def test_src_is_pyflakes_clean():
     result = subprocess.run([sys.executable, "-m", "pyflakes", str(SRC)], capture_output=True, text=True)
     assert result.returncode == 0 and not result.stdout, result.stdout + result.stderr
+
+
+def test_readme_is_short():
+    """A short user README (ruff / semgrep style); the rest lives in docs/."""
+    assert len((ROOT / "README.md").read_bytes()) <= 15 * 1024
