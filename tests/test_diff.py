@@ -308,6 +308,8 @@ def test_all_fails_on_a_failed_architecture_unless_it_is_allowed(run, tmp_path):
     assert r.exit_code == 0, r.stderr
     r = _all(run, tmp_path, "--max-failures", "1")
     assert r.exit_code == 0 and "1 failed;" in r.stderr
+    r = _all(run, tmp_path, "--allow-fail", "Broken*", "--lang", "zh")  # the last line in the report's language
+    assert "已分析 1 个，失败 1 个（其中 1 个为 --allow-fail 所允许）；索引：" in r.stderr and "analyzed" not in r.stderr
     r = _all(run, tmp_path, "--allow-fail", "Qwen*")  # allows the one that did not fail: still exit 1
     assert r.exit_code == 1
     _one_error(_all(run, tmp_path, "--max-failures", "-1"), "--max-failures -1")

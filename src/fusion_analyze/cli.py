@@ -410,12 +410,14 @@ def all_cmd(
             bar.stop()
     failed = [r for r in results if not r["ok"]]
     counted = counted_failures(failed, allow_fail)
-    allowed = f" ({len(failed) - len(counted)} allowed by --allow-fail)" if len(counted) < len(failed) else ""
     from .errors import note
+    from .render.markdown import labels
 
-    note(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}")
+    L = labels(lang)
+    allowed = L["all_allowed"].format(n=len(failed) - len(counted)) if len(counted) < len(failed) else ""
+    note(L["all_done"].format(ok=len(results) - len(failed), failed=len(failed), allowed=allowed, index=out / "index.md"))
     for r in failed:
-        typer.echo(f"  {r['architecture']}{'' if r in counted else ' (allowed)'}: {r['error']}", err=True)
+        typer.echo(f"  {r['architecture']}{'' if r in counted else L['all_allowed_one']}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)
 
 
