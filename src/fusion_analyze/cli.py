@@ -665,3 +665,7 @@ def _exit(code) -> None:
     except (OSError, ValueError):  # a closed pipe (| head): nothing more to say
         pass
     os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

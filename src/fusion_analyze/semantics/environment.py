@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from ..ir.deployment import Deployment
 
 
+# the parallel configuration's fields that are the TP size or grow with it: where --tensor-parallel-size is not
+# stated, the tests on them stay open (the report shows the communication a TP deployment runs)
+_TP_SIZED = frozenset({"tensor_parallel_size", "world_size", "world_size_across_dp"})
+
+
 @dataclass(frozen=True, eq=False)
 class Environment:
     backend: str | None = None  # "ascend", "cuda"; None: what holds on both
@@ -125,14 +130,18 @@ class Environment:
         from .values import Known
 
         d = self.deployment
-        if d is None or self.parallel_value("tp") is None and self.parallel_value("ep") is None:
+        if d is None:
             return {}
         out = {k: Known(v) for k, v in d.vllm_config(None)["parallel_config"].items()}
+        stated = not (self.parallel_value("tp") is None and self.parallel_value("ep") is None)
+        if not stated:  # vLLM's defaults (no EP, DP 1); the TP size, not stated, is not read (its tests stay open)
+            out = {k: v for k, v in out.items() if k not in _TP_SIZED}
+        derived = {}
         for name, where in (catalog().typed.walk.runtime.derived or {}).items():
             got = self._derived(where, out)
-            if got is not None:
-                out[name] = got
-        return out
+            if got is not None:  # decided whatever TP is (use_sequence_parallel_moe needs EP: off by default)
+                derived[name] = got
+        return {**out, **derived} if stated else derived
 
     def deployment_attrs(self) -> dict:
         """Attributes of vLLM's parallel configuration the deployment states (`enable_expert_parallel`,
