@@ -403,6 +403,9 @@ def all_cmd(
     from .errors import note
 
     note(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}")
+    from .commands.batch import undecided_line, undecided_totals
+
+    note("undecided tests of this release pair: " + undecided_line(undecided_totals(results)))
     for r in failed:
         typer.echo(f"  {r['architecture']}{'' if r in counted else ' (allowed)'}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)

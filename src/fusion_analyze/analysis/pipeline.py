@@ -12,6 +12,7 @@ from .session import Session
 from ..render.json import to_json
 from ..ir.ops import WalkResult
 from ..ir.texts import say
+from ..status.waits import undecided
 from ..semantics.environment import Environment
 from ..walk.walker import Walker
 
@@ -157,6 +158,8 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
                  mc2_capacity=env.mc2_capacity)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
+    # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
+    a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment)
     session.index.save_lines()
     return a
 

@@ -212,6 +212,7 @@ class Walk:
     symbols: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # library -> constant names
     never_none: tuple[str, ...] = ()
     runtime: Runtime = field(default_factory=Runtime)
+    waits_on: Mapping[str, Any] = field(default_factory=dict)  # what an undecided test reads (status/waits.py)
 
 
 # -- composites.yaml ----------------------------------------------------------------------------------------
