@@ -54,8 +54,10 @@ def classify(test: str, full: str, config=None, deployment=None) -> tuple[str, b
     for name, rx in _rules():
         if rx.search(test) or (name == "layer_index" and rx.search(full)):
             return name, *_given(name, test, config, deployment)
-    if test.startswith("self.") or "self." in test:
-        return "construction", True, "an attribute the module's construction sets, not traced to its inputs"
+    if "self." in test:
+        if getattr(config, "values", None) is None:
+            return "construction", False, "an attribute the module's construction sets; no configuration given"
+        return "construction", True, "an attribute the module's construction sets from what was given, not traced"
     return "not_traced", None, "a local value the walk did not trace to its inputs"
 
 
@@ -80,7 +82,7 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         return False, "a configuration field not given (dtype)"
     if name == "config_field":
         fields = re.findall(r"config\.(\w+)", test)
-        if config is None:
+        if getattr(config, "values", None) is None:
             return False, "a configuration field not given (no configuration)"
         missing = [f for f in fields if not _holds(config, f)]
         if missing or not fields:
