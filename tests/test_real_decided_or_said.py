@@ -197,3 +197,61 @@ def test_the_terminal_summary_fits_80_columns_and_counts_what_it_lists(session, 
     assert len(listed) == int(m.group(1)) and all(i in {o.id for o in costed} for i in listed)
     if len(costed) < len(opens):
         assert f"{len(opens) - len(costed)} not costed" in out
+
+
+def test_deepseek_v3_at_vllm_defaults_decides_what_was_given(session):
+    """DeepSeek-V3 with its preset and no engine arguments (vLLM's defaults: TP 1, no EP, no speculative config):
+    EAGLE-3's aux-state capture (`if layer_id not in self.aux_hidden_state_layers: return`, the layers set only
+    for a speculative config) runs nothing, so no op or row rests on it; `use_sequence_parallel_moe` (it needs
+    expert parallelism, vllm_ascend/patch/platform/patch_parallel_config.py) and `model_config.use_mla`
+    (ModelConfig.use_mla run from vLLM's code with the preset's model type and kv_lora_rank) are decided;
+    `is_moe_layer` waits on the layer's index only. Every undecided test says what it waits on."""
+    from fusion_analyze.status.waits import counts
+
+    a = analyze_in(session, "DeepSeek-V3", Options())
+    assert a.report["configuration"]["decided_by"].startswith("preset DeepSeek-V3")
+    aux = [op for op in a.walk.ops if "_capture_aux_hidden_state" in op.id or "_capture_aux_hidden_state" in op.scope]
+    assert not aux, [op.id for op in aux]
+    assert not [o.id for o in a.opportunities if "_capture_aux_hidden_state" in o.id]
+    printed = [op.condition or "" for op in a.walk.ops] + [c for o in a.opportunities for c in o.conditions]
+    for name in ("use_sequence_parallel_moe", "model_config.use_mla"):
+        assert not [t for t in printed if name in t], name
+    assert any(op.kind == "mla_attention" for op in a.walk.ops)  # decided true: the MLA layer is walked
+    undecided = a.report["undecided"]
+    assert undecided and all(e["waits_on"] and e["why"] for e in undecided)
+    moe = [e for e in undecided if "is_moe_layer" in e["test"]]
+    assert moe and all(e["waits_on"] == "layer_index" and e["given"] is False for e in moe)
+    by = {e["test"]: e for e in undecided}
+    assert by["has_prefill"]["waits_on"] == "runtime_path" and by["has_decode"]["waits_on"] == "runtime_path"
+    assert by["self.tp_size > 1"]["waits_on"] == "tp_size" and by["self.tp_size > 1"]["given"] is False
+    c = counts(undecided)
+    assert c["runtime"] > 0 and c["given"] == sum(e["given"] is True for e in undecided)
+    validate_report(a.report)
+    doc = json.loads(render(a, "json"))
+    assert doc["undecided"] == undecided
+
+
+def test_a_stated_tp_turns_the_tests_on_it_into_given_ones(session):
+    """`-tp 4`: a test on the TP size no longer waits on an engine argument not given: what is left of it is
+    the tool's debt (given: the o_proj all-reduce's `self.tp_size > 1`, whose attribute the MLA wrapper's
+    linear does not take from get_tensor_model_parallel_world_size() in a way the walk follows yet), and
+    use_sequence_parallel_moe stays decided (no --enable-expert-parallel)."""
+    a = analyze_in(session, "DeepSeek-V3", Options(tp=4))
+    tp = [e for e in a.report["undecided"] if e["waits_on"] == "tp_size"]
+    assert all(e["given"] is True and "stated" in e["why"] for e in tp)
+    assert not [e for e in a.report["undecided"] if "use_sequence_parallel_moe" in e["test"]]
+
+
+def test_the_sweep_line_counts_what_undecided_tests_wait_on():
+    """`all` sums the reports' counts (status/waits.py) and says them on one line, given inputs first."""
+    from fusion_analyze.commands.batch import undecided_line, undecided_totals
+    from fusion_analyze.status.waits import counts
+
+    one = counts([{"test": "has_prefill", "waits_on": "runtime_path", "given": False, "why": "", "count": 2},
+                  {"test": "x.dtype == torch.float16", "waits_on": "dtype", "given": True, "why": "", "count": 1},
+                  {"test": "self.tp_size > 1", "waits_on": "tp_size", "given": False, "why": "", "count": 1}])
+    total = undecided_totals([{"ok": True, "undecided": one}, {"ok": True, "undecided": one}, {"ok": False}])
+    assert total["given"] == 2 and total["runtime"] == 2 and total["open"] == 2
+    line = undecided_line(total)
+    assert line.startswith("2 wait on something given (goal: 0) (dtype 2); 2 on runtime values (runtime_path 2)")
+    assert "2 on an input not given (tp_size 2)" in line

@@ -416,6 +416,9 @@ def all_cmd(
     L = labels(lang)
     allowed = L["all_allowed"].format(n=len(failed) - len(counted)) if len(counted) < len(failed) else ""
     note(L["all_done"].format(ok=len(results) - len(failed), failed=len(failed), allowed=allowed, index=out / "index.md"))
+    from .commands.batch import undecided_line, undecided_totals
+
+    note("undecided tests of this release pair: " + undecided_line(undecided_totals(results)))
     for r in failed:
         typer.echo(f"  {r['architecture']}{'' if r in counted else L['all_allowed_one']}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)
@@ -689,3 +692,7 @@ def _exit(code) -> None:
     except (OSError, ValueError):  # a closed pipe (| head): nothing more to say
         pass
     os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UserError
@@ -12,6 +12,7 @@ from .session import Session
 from ..render.json import to_json
 from ..ir.ops import WalkResult
 from ..ir.texts import say
+from ..status.waits import undecided
 from ..semantics.environment import Environment
 from ..walk.walker import Walker
 
@@ -140,6 +141,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     if deployment.enforce_eager:  # --enforce-eager: no graph capture, every path runs eager
         device = {**device, "scenarios": {k: {**v, "mode": "eager"} for k, v in device["scenarios"].items()}}
     env = _environment(session, device, facts, deployment)
+    env = replace(env, transformers_backend=_transformers_backend(loc))
     walker = Walker(session.index, session.resolver.patches, env)
     result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
@@ -156,6 +158,8 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
                  mc2_capacity=env.mc2_capacity)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
+    # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
+    a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment)
     session.index.save_lines()
     return a
 
@@ -245,6 +249,16 @@ def _environment(session: Session, device: dict, facts, deployment=None) -> Envi
     soc = hardware.soc if hardware is not None else device.get("soc")
     return Environment(session.backend, session.index, soc=soc, hardware=hardware, config=facts,
                        deployment=deployment, scenarios=scenarios)
+
+
+def _transformers_backend(loc: Location) -> bool | None:
+    """Whether the registry serves the model through vLLM's Transformers modeling backend (ModelConfig's
+    `using_transformers_backend()`, which `use_mla` reads); None where the registry entry is not known."""
+    from ..catalog import catalog
+
+    entry = getattr(loc, "entry", None)
+    module = getattr(entry, "module", None)
+    return None if module is None else module == catalog().typed.hf_fusers.backend_module
 
 
 def _served_by_transformers(session: Session, loc: Location, facts) -> None:

@@ -198,6 +198,7 @@ class Runtime:
     quantization: Mapping[str, Any] = field(default_factory=dict)  # how a quantised checkpoint's layers are built
     opaque_ops: tuple[str, ...] = ()  # custom ops that run a whole layer, opaque to graph passes
     derived: Mapping[str, Any] = field(default_factory=dict)  # parallel-config property -> its code, in order
+    model_derived: Mapping[str, Any] = field(default_factory=dict)  # model-config property -> its code, self
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,7 @@ class Walk:
     symbols: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # library -> constant names
     never_none: tuple[str, ...] = ()
     runtime: Runtime = field(default_factory=Runtime)
+    waits_on: Mapping[str, Any] = field(default_factory=dict)  # what an undecided test reads (status/waits.py)
 
 
 # -- composites.yaml ----------------------------------------------------------------------------------------

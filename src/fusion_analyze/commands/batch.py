@@ -273,8 +273,12 @@ def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
         counts[str(o.status)] += 1
     opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
     opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
+    from ..status.waits import counts as waits_counts
+
+    undecided = json.loads(js).get("undecided") or []
     row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
-           "top_open": opens[0].id if opens else None}
+           "top_open": opens[0].id if opens else None, "undecided": waits_counts(undecided),
+           "undecided_given": [f"{e['waits_on']}: {e['test']}" for e in undecided if e["given"] is True]}
     if reports is not None:
         reports.store(arch, md, js, row)
     return row
@@ -458,5 +462,29 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
             cells = " | ".join("-" for _ in STATUS_COLUMNS)
             err = Texts(None, lang)(r["error"]).replace("|", "\\|")  # a sentence of ir/texts.py, in `lang`
             lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
+    total = undecided_totals(results)
+    lines += ["", "Undecided tests (status/waits.py): " + undecided_line(total)]
+    lines += [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
+
+
+def undecided_totals(results: list[dict]) -> dict:
+    """The undecided tests of the reports of one `all` run (one release pair), summed by what they wait on."""
+    total: dict = {}
+    for r in results:
+        for k, n in (r.get("undecided") or {}).items() if r.get("ok") else ():
+            total[k] = total.get(k, 0) + n
+    return total
+
+
+def undecided_line(total: dict) -> str:
+    """One line: how many undecided tests wait on something given (goal: 0), on runtime values, on an input not
+    given, or were not traced; each with its categories."""
+    def part(b: str, what: str) -> str:
+        cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
+        inner = ", ".join(f"{c} {n}" for c, n in cats)
+        return f"{total.get(b, 0)} {what}" + (f" ({inner})" if inner else "")
+
+    return "; ".join([part("given", "wait on something given (goal: 0)"), part("runtime", "on runtime values"),
+                      part("open", "on an input not given"), part("not_traced", "not traced")])

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from ..ir.deployment import Deployment
 
 
+# the parallel configuration's fields that are the TP size or grow with it: where --tensor-parallel-size is not
+# stated, the tests on them stay open (the report shows the communication a TP deployment runs)
+_MODEL_ATTRS_BUSY: list = []  # model_attrs being computed: the code it runs does not ask for them again
+
+
+_TP_SIZED = frozenset({"tensor_parallel_size", "world_size", "world_size_across_dp"})
+
+
 @dataclass(frozen=True, eq=False)
 class Environment:
     backend: str | None = None  # "ascend", "cuda"; None: what holds on both
@@ -31,6 +39,7 @@ class Environment:
     runtime_defaults: bool = True  # get_ascend_config() & co. as their classes' declared defaults (walk.yaml)
     deployment: Deployment | None = None  # engine arguments, quantisation (ir/deployment.py); None: defaults
     scenarios: dict = field(default_factory=dict)  # runtime path -> its token counts (devices.yaml scenarios)
+    transformers_backend: bool | None = None  # the model is served by vLLM's Transformers backend; None: not known
 
     def num_experts(self) -> int | None:
         """The routed experts of the model's configuration (vLLM's ModelConfig.get_num_experts)."""
@@ -125,14 +134,18 @@ class Environment:
         from .values import Known
 
         d = self.deployment
-        if d is None or self.parallel_value("tp") is None and self.parallel_value("ep") is None:
+        if d is None:
             return {}
         out = {k: Known(v) for k, v in d.vllm_config(None)["parallel_config"].items()}
+        stated = not (self.parallel_value("tp") is None and self.parallel_value("ep") is None)
+        if not stated:  # vLLM's defaults (no EP, DP 1); the TP size, not stated, is not read (its tests stay open)
+            out = {k: v for k, v in out.items() if k not in _TP_SIZED}
+        derived = {}
         for name, where in (catalog().typed.walk.runtime.derived or {}).items():
             got = self._derived(where, out)
-            if got is not None:
-                out[name] = got
-        return out
+            if got is not None:  # decided whatever TP is (use_sequence_parallel_moe needs EP: off by default)
+                derived[name] = got
+        return {**out, **derived} if stated else derived
 
     def deployment_attrs(self) -> dict:
         """Attributes of vLLM's parallel configuration the deployment states (`enable_expert_parallel`,
@@ -141,11 +154,21 @@ class Environment:
         return self._stated_attrs
 
     def _derived(self, where, attrs: dict):
-        """The one-return property `where` names (the first of the list the trees have), with `self` the
-        parallel configuration as stated; None where it is not decided."""
-        from .function_bodies import class_method
-        from .scope import Scope
+        """The property `where` names (the first of the list the trees have), with `self` the parallel
+        configuration as stated; None where it is not decided."""
         from .values import Known
+
+        self_value = Known({k: v.value for k, v in attrs.items()})
+        return self._run(where, self_value, replace(self, deployment=None))  # (no recursion: `self` handed in)
+
+    def _run(self, where, self_value, env: "Environment"):
+        """What the first function of `where` the trees have (`module.function` or `module.Class.method`)
+        returns with `self` = self_value: its one return, or the first return that surely runs of a decision
+        function (only ifs, assignments and returns); None where that is not known."""
+        from .function_bodies import class_method, tables
+        from .known_calls import _decision_function
+        from .scope import Scope
+        from .values import Bindings, Known
         from .evaluator import Evaluator
 
         for qualname in where:
@@ -160,15 +183,53 @@ class Environment:
                 module = getattr(cls, "module", None)
             if fn is None:
                 continue
-            last = fn.body.body[-1] if fn.body.body else None
-            ret = last.body[-1] if type(last) is cst.SimpleStatementLine else None
-            if type(ret) is not cst.Return or ret.value is None:
+            if not _decision_function(fn, module):
                 return None
-            self_value = Known({k: v.value for k, v in attrs.items()})
-            plain = replace(self, deployment=None)  # (what it reads of `self` is handed in: no recursion)
-            got = Evaluator(plain).infer(ret.value, Scope(module=module, values={"self": self_value}))
+            ev = Evaluator(env)
+            scope = Scope(module=module, values={"self": self_value})
+            table = tables(fn, module)
+            for local, value, cond, _pos in table.local_assignments:
+                scope.locals.setdefault(local, []).append((value, cond))
+            returns = table.returns_decided(Bindings(), ev, scope)
+            if not returns or returns[0][1] is not None:  # no return surely runs
+                return None
+            got = ev.infer(returns[0][0], scope)
             return got if isinstance(got, Known) else None
         return None
+
+    @cached_property
+    def _model_attrs(self) -> dict:
+        from ..catalog import catalog
+        from .values import Known
+
+        spec = catalog().typed.walk.runtime.model_derived or {}
+        if self.config is None or self.index is None or not spec or _MODEL_ATTRS_BUSY:
+            return {}
+        _MODEL_ATTRS_BUSY.append(True)
+        try:
+            plain = replace(self, deployment=None)
+            known: dict = {}
+            if self.transformers_backend is not None:
+                known["using_transformers_backend()"] = self.transformers_backend
+            out = {}
+            for name, what in spec.items():
+                attrs = dict(known)
+                for attr, where in (what.get("self") or {}).items():
+                    got = self._run(where, Known(dict(known)), plain)
+                    if got is not None:
+                        attrs[attr] = got.value
+                got = self._run(what.get("code") or (), Known(attrs), plain)
+                if got is not None:
+                    out[name] = got
+            return out
+        finally:
+            _MODEL_ATTRS_BUSY.pop()
+
+    def model_attrs(self) -> dict:
+        """Properties of vLLM's model configuration the code reads (walk.yaml `runtime.model_derived`:
+        `model_config.use_mla`), run from their code in the trees with the model's configuration (as
+        `hf_text_config`); {} without a configuration, and a property not decided is left out."""
+        return self._model_attrs
 
     def _is_moe(self) -> bool | None:
         """vllm_ascend.utils.is_moe_model: a key of the text configuration naming experts."""

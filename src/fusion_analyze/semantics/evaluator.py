@@ -346,6 +346,10 @@ class Evaluator:
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
+        if isinstance(base, (Unknown, NotNone)) and _names_model_config(expr.value) and self.env is not None:
+            derived = self.env.model_attrs().get(attr)  # `model_config.use_mla`: run from vLLM's code
+            if derived is not None:
+                return derived
         carried = _carried(scope, attr, self.env) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
         if carried is not None:
             return carried
@@ -680,6 +684,12 @@ def _carried(scope, attr: str, env=None) -> Value | None:
         return Known(deployment[attr])
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
+
+
+def _names_model_config(expr) -> bool:
+    """`model_config`, `vllm_config.model_config`, `self.model_config`: vLLM's model configuration object."""
+    tail = expr.attr.value if type(expr) is cst.Attribute else expr.value if type(expr) is cst.Name else None
+    return tail == "model_config"
 
 
 @lru_cache(maxsize=1)
