@@ -826,7 +826,9 @@ def _kernel_files(src: Source, k: Kernel, dims: dict, scenarios: dict, location_
         "integration": {"kind": integ["kind"], "flag": integ["flag"], "imports": integ["imports"],
                         "register": integ["register"],
                         "patches": [{"class": s["cls"], "method": s["method"], "where": f"{s['source_file']}:{s['source_line']}"}
-                                    for s in integ.get("swaps", [])]} if integ else None,
+                                    for s in integ.get("swaps", [])],
+                        "graph_ops": [[{kk: st[kk] for kk in ("node", "kernel", "where")} for st in g["steps"]]
+                                      for g in integ.get("graph", [])]} if integ else None,
         "integration_notes": notes, "mutates": mutates, "config_shapes": known,
         "estimate": {s: (v.get("per_layer") or {}).get("time_us") for s, v in (estimate or {}).items()} or None,
     })
@@ -898,11 +900,29 @@ def _integration(k: Kernel, params: list[dict], dims: dict, trees: Trees, locati
               ("vllm_ascend.compilation.passes.base_pattern", "BasePattern")]
     imports, lines = _checked_imports(wanted + wanted_reg, trees)
     tensors = [p["name"] for p in params if p["kind"] == "tensor"]
-    scalars = _scalar_values(params, dims, k.opps[0][0].matches[0] if k.opps[0][0].matches else None)
+    match0 = k.opps[0][0].matches[0] if k.opps[0][0].matches else None
+    scalars = _scalar_values(params, dims, match0)
+    graph, gnotes = _graph_patterns(trees, match0, params)
+    notes += gnotes
+    returned = [r["name"][:-len("_out")] if r["name"].endswith("_out") else r["name"] for r in k.pattern.interface["returns"]]
     return {"kind": "pass", "flag": flag, "imports": imports, "import_lines": lines, "camel": _camel(k.name),
-            "register": register,
+            "register": register, "graph": graph, "graph_returns": ", ".join(returned), "notes": notes,
+            "torch_npu": any(s["kernel"].startswith("torch_npu.") for g in graph for s in g["steps"]),
+            "scalar_names": [p["name"] for p in params if p["kind"] in ("int", "float", "bool", "str")],
             "scalars": _lit(scalars), "tensors": _lit(tuple(tensors)), "tensors_sig": ", ".join(tensors),
             "tensors_kw": ", ".join(f"{t}={t}" for t in tensors)}, notes
+
+
+def _graph_patterns(trees: Trees, match, params: list[dict]) -> tuple[list[dict], list[str]]:
+    """The pass's patterns over the ops the walk recorded for the match (commands/graph_pattern.py)."""
+    if match is None or trees.index is None:
+        return [], []
+    from ..walk.kernels.backend_kernels import CUSTOM_OPS
+    from ..walk.kernels.registered_ops import CustomOps
+    from .graph_pattern import graph_patterns
+
+    ops = CUSTOM_OPS.of(trees.index).setdefault(None, CustomOps(trees.index))
+    return graph_patterns(trees.index, ops, match, {p["name"] for p in params})
 
 
 def _checked_imports(wanted: list[tuple[str, str]], trees: Trees) -> tuple[list[dict], list[str]]:
