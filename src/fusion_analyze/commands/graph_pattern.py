@@ -80,7 +80,7 @@ def kernel_call(index, custom_ops, kernel, params: set[str]) -> tuple[str | None
     if kernel.name.startswith("torch.ops.vllm."):
         func = custom_ops.get(kernel.name.rsplit(".", 1)[-1]) if custom_ops is not None else None
         node = func.node if func is not None else None
-        if node is None or type(node) is not cst.FunctionDef:
+        if func is None or node is None or type(node) is not cst.FunctionDef:
             return None, f"the function registered for {kernel.name} is not in the analysed trees"
         args = []
         for p in node.params.params:
@@ -93,7 +93,7 @@ def kernel_call(index, custom_ops, kernel, params: set[str]) -> tuple[str | None
         where = f"{func.module.rel}:{func.line}"
         return f"{kernel.name}({', '.join(args)})", f"registered for {where}"
     call, info = _call_at(index, kernel)
-    if call is None:
+    if call is None or info is None:
         return None, f"no call of {kernel.name} at {kernel.file}:{kernel.line}"
     args = []
     for a in call.args:
