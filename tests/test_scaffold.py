@@ -108,7 +108,7 @@ def test_scaffold_option_on_the_mini_tree(run, tmp_path):
     swiglu = next(k for k in manifest["kernels"] if k["name"] == "fused_matmul_swiglu")
     assert swiglu["integration"]["kind"] == "patch"
     patch = (folder / "patch_fused_matmul_swiglu.py").read_text(encoding="utf-8")
-    assert "torch.ops.fusion_analyze.fused_matmul_swiglu(" in patch and "_original_0(self" in patch
+    assert "torch.ops.vllm.fused_matmul_swiglu(" in patch and "_original_0(self" in patch
     # the mini tree has no vllm_ascend/compilation: the pass's imports are said to be missing, in the file too
     rope = next(k for k in manifest["kernels"] if k["name"] == "fused_rope_kvcache")
     missing = [i for i in rope["integration"]["imports"] if i["where"].startswith("MISSING")]
@@ -180,3 +180,122 @@ def test_scaffold_of_a_released_model(model, config, kernels, real_tree, tmp_pat
     again = tmp_path / "again"
     r = subprocess.run(cmd[:-1] + [str(again)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and _files(folder) == _files(again)
+
+
+# -- issue 46: integrations that take effect in vllm-ascend, checked statically through the project's index --------
+def _where(index, module: str, name: str):
+    """`file:line` of what `from module import name` binds in the analysed trees, read through the index."""
+    found = index.lookup(module, name)
+    return f"{found.module.rel}:{found.line}" if hasattr(found, "line") else None
+
+
+def _method_where(index, module: str, cls: str, method: str):
+    from fusion_analyze.index.modules import Definition
+
+    found = index.lookup(module, cls)
+    if not isinstance(found, Definition) or found.kind != "class":
+        return None
+    node = found.method_alone(method) or next(
+        (s for s in found.node.body.body if type(s).__name__ == "FunctionDef" and s.name.value == method), None)
+    return f"{found.module.rel}:{found.module.line_of(node)}" if node is not None else None
+
+
+@pytest.fixture(scope="module")
+def integrations(session, tmp_path_factory):
+    """GLM-4.7 and Qwen3-8B from the primary pair, written once: (manifest, folder) per model."""
+    from fusion_analyze.analysis.pipeline import Options, analyze_in
+    from fusion_analyze.commands.scaffold import write_scaffold
+
+    out = {}
+    for model, config in (("Glm4MoeForCausalLM", "GLM-4.7"), ("Qwen3ForCausalLM", "Qwen3-8B")):
+        folder = tmp_path_factory.mktemp(config)
+        write_scaffold(analyze_in(session, model, Options(config=config)), str(folder))
+        out[config] = (json.loads((folder / "manifest.json").read_text(encoding="utf-8")), folder)
+    return out
+
+
+def test_every_name_an_integration_imports_or_patches_is_where_the_manifest_says(integrations, session):
+    for config, (manifest, folder) in integrations.items():
+        assert manifest["sources"] == {"vllm": "0.30.0", "vllm_ascend": "0.30.0rc2"}
+        for k in manifest["kernels"]:
+            integ = k["integration"]
+            assert integ is not None, (config, k["name"], k["integration_notes"])
+            modules = {i["name"]: i["module"] for i in integ["imports"]}
+            for i in integ["imports"]:
+                assert i["where"] == _where(session.index, i["module"], i["name"]), (config, i)
+            for patch in integ["patches"]:
+                assert patch["where"] == _method_where(session.index, modules[patch["class"]], patch["class"],
+                                                       patch["method"]), (config, patch)
+            # registered as vllm-ascend registers its own: vLLM's direct_register_custom_op, vllm-ascend's dispatch key
+            reg = integ["register"]
+            assert reg["where"] == _where(session.index, "vllm.utils.torch_utils", "direct_register_custom_op")
+            assert reg["dispatch_key"] == "PrivateUse1" and reg["seen_at"].startswith("vllm_ascend/")
+            text = (folder / k["files"]["integration"]).read_text(encoding="utf-8")
+            assert f'OP_NAME = "{reg["op_name"]}"' in text and "fake_impl=_op.FAKE" in text
+            assert f"torch.ops.vllm.{reg['op_name']}(" in text
+
+
+def test_glm47_gemm_swiglu_patch_replaces_vllm_ascends_shared_experts_methods(integrations):
+    manifest, folder = integrations["GLM-4.7"]
+    k = next(k for k in manifest["kernels"] if k["name"] == "fused_matmul_swiglu")
+    patched = {(p["class"], p["method"]): p["where"] for p in k["integration"]["patches"]}
+    # where the walk found the matched ops (shared_experts.py:189 and :193), and the dense layers' own MLP
+    assert patched[("AscendSharedExperts", "part1")].startswith("vllm_ascend/ops/fused_moe/shared_experts.py:")
+    assert patched[("AscendSharedExperts", "apply_activation")].startswith("vllm_ascend/ops/fused_moe/shared_experts.py:")
+    assert ("Glm4MoeMLP", "forward") in patched
+    text = (folder / "patch_fused_matmul_swiglu.py").read_text(encoding="utf-8")
+    assert "from vllm_ascend.ops.fused_moe.shared_experts import AscendSharedExperts" in text
+    assert "    AscendSharedExperts.part1 = part1_with_fused_matmul_swiglu" in text
+    assert "    AscendSharedExperts.apply_activation = apply_activation_with_fused_matmul_swiglu" in text
+    assert "torch.ops.vllm.fused_matmul_swiglu(hidden_states, self.layer.gate_up_proj.weight)" in text
+
+
+def test_qwen3_rope_kvcache_pattern_holds_the_walks_ops(integrations):
+    manifest, folder = integrations["Qwen3-8B"]
+    k = next(k for k in manifest["kernels"] if k["name"] == "fused_rope_kvcache")
+    graphs = k["integration"]["graph_ops"]
+    assert graphs
+    for steps in graphs:
+        assert [s["node"] for s in steps] == ["rope", "attn"]
+        assert steps[0]["kernel"] == "torch.ops.vllm.npu_rotary_embedding"
+        assert steps[1]["kernel"] in ("torch_npu.npu_scatter_pa_kv_cache", "torch.ops._C_ascend.npu_scatter_pa_kv_cache")
+    text = (folder / "pass_fused_rope_kvcache.py").read_text(encoding="utf-8")
+    # the same scalars as the kernel: head_dim from the configuration, full rotary, NeoX
+    assert "torch.ops.vllm.npu_rotary_embedding(positions, q, k, cos_sin_cache, head_dim, head_dim, True)" in text
+    assert "torch_npu.npu_scatter_pa_kv_cache(key=k.contiguous(), value=v.contiguous(), key_cache=kv_cache[0]" in text
+    assert "'head_dim': 128" in text
+
+
+_GRIDS = """
+import importlib, json, sys
+out = {}
+for name in sys.argv[1:]:
+    m = importlib.import_module(name)
+    out[name] = {s: m.launch_grids(m.scenario_dims(s)) for s in sorted(m.SCENARIOS)}
+print(json.dumps(out))
+"""
+
+
+def test_no_launch_grid_exceeds_triton_ascends_limit_at_the_configuration_shapes(integrations, torch):
+    """Triton-Ascend runs at most 65,535 programs in the flattened grid (vllm_ascend/ops/triton/bincount.py): every
+    launch of every kernel at each scenario's shapes, recorded on meta tensors. Qwen3-8B's RoPE + KV-cache prefill
+    has 4096 tokens x 40 heads = 163,840 (token, head) rows: one program per row would be over it."""
+    _triton()
+    seen = {}
+    for config, (manifest, folder) in integrations.items():
+        names = [k["name"] for k in manifest["kernels"]]
+        r = subprocess.run([sys.executable, "-c", _GRIDS, *names], cwd=folder, capture_output=True, text=True,
+                           env=dict(os.environ, TRITON_INTERPRET="1"), timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        for name, scenarios in json.loads(r.stdout).items():
+            assert set(scenarios) == {"decode", "prefill"}, (config, name)
+            for scenario, grids in scenarios.items():
+                assert grids, (config, name, scenario)
+                for grid in grids:
+                    programs = 1
+                    for g in grid:
+                        programs *= g
+                    assert 0 < programs <= 65535, (config, name, scenario, grid)
+                seen[(config, name, scenario)] = grids
+    assert seen[("Qwen3-8B", "fused_rope_kvcache", "prefill")] == [[65535]]  # 163,840 rows, looped over
+    assert seen[("Qwen3-8B", "fused_rope_kvcache", "decode")] == [[32 * 40]]  # one program per row where they fit

@@ -151,9 +151,10 @@ def triton_expression(reference: str, tensors: list[str], scalars: list[str]) ->
 class Trees:
     """The trees the analysis read: `vllm/...` under the vLLM root, `vllm_ascend/...` under the Ascend root."""
 
-    def __init__(self, roots: dict[str, Path], versions: dict[str, str]):
+    def __init__(self, roots: dict[str, Path], versions: dict[str, str], index=None):
         self.roots = roots
         self.versions = versions
+        self.index = index  # the session's ModuleIndex: sources and definitions are read through it
         self._sources: dict[str, str | None] = {}
 
     def path(self, rel: str) -> Path | None:
@@ -161,6 +162,9 @@ class Trees:
         return root / rel if root is not None else None
 
     def source(self, rel: str) -> str | None:
+        if rel not in self._sources and self.index is not None and rel.endswith(".py"):
+            info = self.index.get(_module_of(rel))
+            self._sources[rel] = info.text() if info is not None and info.rel == rel and info.source is not None else None
         if rel not in self._sources:
             p = self.path(rel)
             try:
@@ -177,7 +181,15 @@ class Trees:
         return None
 
     def where(self, module: str, name: str) -> str | None:
-        """`file:line` where `module` defines (or imports) `name`, else None."""
+        """`file:line` where `module` defines (or imports) `name`, else None (through the index where there is one:
+        the definition an import of `name` from `module` binds, followed through re-exports)."""
+        if self.index is not None:
+            found = self.index.lookup(module, name)
+            if hasattr(found, "module") and hasattr(found, "line"):
+                return f"{found.module.rel}:{found.line}"
+            if found is not None and self.module_file(f"{module}.{name}") is not None:
+                return self.module_file(f"{module}.{name}")
+            return None
         rel = self.module_file(module)
         if rel is None:
             return None
@@ -324,7 +336,8 @@ def _loaded(nodes) -> set[str]:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def method_swap(trees: Trees, match, family: Family, name: str, index: int, opp, location_files: list[str]):
+def method_swap(trees: Trees, match, family: Family, name: str, index: int, opp, location_files: list[str],
+                op_expr: str | None = None):
     """The Swap of the opportunity's method, or why there is none (a str)."""
     nodes = list(match.ops)
     ops = [match.ops[n] for n in nodes]
@@ -371,7 +384,7 @@ def method_swap(trees: Trees, match, family: Family, name: str, index: int, opp,
 
     env = jinja2.Environment(keep_trailing_newline=False)
     ctx = {"target": {n: p[0] for n, p in parts.items()}, "args": {n: p[1] for n, p in parts.items()},
-           "callee": {n: p[2] for n, p in parts.items()}, "op": f"torch.ops.{NAMESPACE}.{name}"}
+           "callee": {n: p[2] for n, p in parts.items()}, "op": op_expr or f"torch.ops.{NAMESPACE}.{name}"}
     integ = family.integration
     new_stmt = env.from_string(integ["statement"]).render(**ctx)
     guard = env.from_string(integ.get("guard", "True")).render(**ctx)
@@ -390,7 +403,8 @@ def method_swap(trees: Trees, match, family: Family, name: str, index: int, opp,
                 opp.id, imports)
 
 
-def layer_swap(trees: Trees, match, family: Family, name: str, index: int, opp, walk_ops: list):
+def layer_swap(trees: Trees, match, family: Family, name: str, index: int, opp, walk_ops: list,
+               op_expr: str | None = None):
     """The Swap of the layer's method (`integration.method`) for the family's `integration.source`: the layer is
     the one whose module path the matched ops run under (the op of the walk at that path, with its class)."""
     import jinja2
@@ -412,7 +426,7 @@ def layer_swap(trees: Trees, match, family: Family, name: str, index: int, opp, 
     integ = family.integration
     fname = f"{integ['method']}_with_{name}"
     source = jinja2.Environment().from_string(integ["source"]).render(
-        func=fname, index=index, op=f"torch.ops.{NAMESPACE}.{name}").rstrip("\n")
+        func=fname, index=index, op=op_expr or f"torch.ops.{NAMESPACE}.{name}").rstrip("\n")
     return Swap(layer.layer_class, _module_of(cls_file), integ["method"], fname, source, cls_file,
                 _top_level_names(trees.source(cls_file) or "").get(layer.layer_class, 0),
                 f"the {layer_path} layer's {integ['method']} -> one call", opp.id,
@@ -640,7 +654,7 @@ def write_scaffold(a, out_dir: str) -> Scaffold:
     if a.session.ascend is not None:
         roots["vllm_ascend"] = Path(a.session.ascend.root)
     trees = Trees(roots, {"vllm": (sources.get("vllm") or {}).get("version") or "unknown",
-                          "vllm_ascend": (sources.get("vllm_ascend") or {}).get("version") or "none"})
+                          "vllm_ascend": (sources.get("vllm_ascend") or {}).get("version") or "none"}, a.session.index)
     rejected = {o.id: b.rejected for o in a.opportunities if (b := a.benefits.get(o.id)) is not None and b.rejected}
     return write(Source(a.location.architecture, report, trees, list(a.opportunities), rejected,
                         ops=list(a.walk.ops)), out_dir)
@@ -809,7 +823,12 @@ def _kernel_files(src: Source, k: Kernel, dims: dict, scenarios: dict, location_
         "opportunities": [o.id for o, _ in k.opps],
         "files": {"op": f"{k.name}.py", "test": f"test_{k.name}.py", "bench": f"bench_{k.name}.py",
                   **({"integration": f"{integ['kind']}_{k.name}.py"} if integ else {})},
-        "integration": {"kind": integ["kind"], "flag": integ["flag"], "imports": integ["imports"]} if integ else None,
+        "integration": {"kind": integ["kind"], "flag": integ["flag"], "imports": integ["imports"],
+                        "register": integ["register"],
+                        "patches": [{"class": s["cls"], "method": s["method"], "where": f"{s['source_file']}:{s['source_line']}"}
+                                    for s in integ.get("swaps", [])],
+                        "graph_ops": [[{kk: st[kk] for kk in ("node", "kernel", "where")} for st in g["steps"]]
+                                      for g in integ.get("graph", [])]} if integ else None,
         "integration_notes": notes, "mutates": mutates, "config_shapes": known,
         "estimate": {s: (v.get("per_layer") or {}).get("time_us") for s, v in (estimate or {}).items()} or None,
     })
@@ -827,48 +846,83 @@ def _model_dtype(report: dict) -> str:
 
 
 def _integration(k: Kernel, params: list[dict], dims: dict, trees: Trees, location_files: list[str], walk_ops: list):
+    from .callsite import REGISTER_FUNC, REGISTER_MODULE, registration, split_swaps
+
     kind = k.family.integration["kind"]
     flag = f"FUSION_ANALYZE_{k.name.upper()}"
     notes: list[str] = []
+    reg = registration(trees.index, [k.name])
+    vname = k.name if k.name not in reg["taken"] else f"{NAMESPACE}_{k.name}"
+    op_expr = f"torch.ops.vllm.{vname}"
+    register = {"op_name": vname, "dispatch_key": reg["dispatch_key"], "seen_at": reg["seen_at"], "where": reg["where"]}
+    wanted_reg = [(REGISTER_MODULE, REGISTER_FUNC)]
     if kind in ("patch", "layer"):
         swaps, seen = [], set()
         for o, _row in k.opps:
+            found = []
             if not o.matches:
-                sw = "no match"
+                found.append("no match")
             elif kind == "layer":
-                sw = layer_swap(trees, o.matches[0], k.family, k.name, len(swaps), o, walk_ops)
+                found.append(layer_swap(trees, o.matches[0], k.family, k.name, len(swaps), o, walk_ops, op_expr))
             else:
-                sw = method_swap(trees, o.matches[0], k.family, k.name, len(swaps), o, location_files)
-            if isinstance(sw, str):
-                notes.append(f"{o.id}: no patch ({sw})")
-                continue
-            if (sw.cls_module, sw.cls, sw.method) in seen:
-                continue
-            seen.add((sw.cls_module, sw.cls, sw.method))
-            if sw.source_file != o.file and kind == "patch":
-                notes.append(f"{o.id}: the matched ops run at {o.file}:{o.line}; the patch swaps {sw.cls}.{sw.method}"
-                             f" ({sw.source_file}:{sw.source_line}), which calls the same layers")
-            swaps.append(sw)
+                # where the matched ops run (vllm-ascend's call site), then the model's own method of the same layers
+                at = split_swaps(trees, o.matches[0], k.name, len(swaps), o, op_expr)
+                found += at if isinstance(at, list) else []
+                found.append(method_swap(trees, o.matches[0], k.family, k.name, len(swaps) + len(found), o,
+                                         location_files, op_expr))
+            for sw in found:
+                if isinstance(sw, str):
+                    if not any(not isinstance(s, str) for s in found):
+                        notes.append(f"{o.id}: no patch ({sw})")
+                    continue
+                if (sw.cls_module, sw.cls, sw.method) in seen:
+                    continue
+                seen.add((sw.cls_module, sw.cls, sw.method))
+                if sw.source_file != o.file and kind == "patch":
+                    notes.append(f"{o.id}: the matched ops run at {o.file}:{o.line}; the patch also swaps {sw.cls}.{sw.method}"
+                                 f" ({sw.source_file}:{sw.source_line}), which calls the same layers")
+                sw.source = re.sub(r"\b_original_\d+\b", f"_original_{len(swaps)}", sw.source)  # its place here
+                swaps.append(sw)
         if not swaps:
             return None, notes
         plain = any("_plain_linear(" in sw.source for sw in swaps)
         wanted = [("vllm.model_executor.layers.linear", "UnquantizedLinearMethod")] if plain else []
         for sw in swaps:
             wanted += sw.imports
-        imports, lines = _checked_imports(wanted, trees)
+        imports, lines = _checked_imports(wanted + wanted_reg, trees)
         return {"kind": "patch", "flag": flag, "imports": imports, "import_lines": lines, "notes": notes, "plain": plain,
+                "register": register,
                 "swaps": [{"cls": s.cls, "method": s.method, "func": s.func, "source": s.source,
                            "source_file": s.source_file, "source_line": s.source_line, "lines": s.lines,
                            "opportunity": s.opportunity} for s in swaps]}, notes
     wanted = [("vllm.compilation.passes.vllm_inductor_pass", "VllmInductorPass"), ("vllm.config", "VllmConfig"),
               ("vllm_ascend.compilation.graph_fusion_pass_manager", "GraphFusionPassManager"),
               ("vllm_ascend.compilation.passes.base_pattern", "BasePattern")]
-    imports, lines = _checked_imports(wanted, trees)
+    imports, lines = _checked_imports(wanted + wanted_reg, trees)
     tensors = [p["name"] for p in params if p["kind"] == "tensor"]
-    scalars = _scalar_values(params, dims, k.opps[0][0].matches[0] if k.opps[0][0].matches else None)
+    match0 = k.opps[0][0].matches[0] if k.opps[0][0].matches else None
+    scalars = _scalar_values(params, dims, match0)
+    graph, gnotes = _graph_patterns(trees, match0, params)
+    notes += gnotes
+    returned = [r["name"][:-len("_out")] if r["name"].endswith("_out") else r["name"] for r in k.pattern.interface["returns"]]
     return {"kind": "pass", "flag": flag, "imports": imports, "import_lines": lines, "camel": _camel(k.name),
+            "register": register, "graph": graph, "graph_returns": ", ".join(returned), "notes": notes,
+            "torch_npu": any(s["kernel"].startswith("torch_npu.") for g in graph for s in g["steps"]),
+            "scalar_names": [p["name"] for p in params if p["kind"] in ("int", "float", "bool", "str")],
             "scalars": _lit(scalars), "tensors": _lit(tuple(tensors)), "tensors_sig": ", ".join(tensors),
             "tensors_kw": ", ".join(f"{t}={t}" for t in tensors)}, notes
+
+
+def _graph_patterns(trees: Trees, match, params: list[dict]) -> tuple[list[dict], list[str]]:
+    """The pass's patterns over the ops the walk recorded for the match (commands/graph_pattern.py)."""
+    if match is None or trees.index is None:
+        return [], []
+    from ..walk.kernels.backend_kernels import CUSTOM_OPS
+    from ..walk.kernels.registered_ops import CustomOps
+    from .graph_pattern import graph_patterns
+
+    ops = CUSTOM_OPS.of(trees.index).setdefault(None, CustomOps(trees.index))
+    return graph_patterns(trees.index, ops, match, {p["name"] for p in params})
 
 
 def _checked_imports(wanted: list[tuple[str, str]], trees: Trees) -> tuple[list[dict], list[str]]:

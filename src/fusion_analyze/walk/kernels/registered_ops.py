@@ -102,6 +102,12 @@ class CustomOps:
                     where.setdefault(m.group(1), (module, m.group(2)))
         return where
 
+    def registrations(self) -> dict[str, tuple[str, str]]:
+        """torch.ops.vllm.<name> -> (the module registering it, the function's expression), for every name."""
+        if self._where is None:
+            self._where = self._scan()
+        return self._where
+
     def get(self, name: str) -> Definition | None:
         if self._where is None:
             self._where = self._scan()
