@@ -21,6 +21,7 @@ from .alternatives import OtherChoice, OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, join
+from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
 
@@ -209,13 +210,13 @@ class Constructor(AttrSources, OtherChoices):
         through `getattr(Other, "m")` or a saved alias of one), or a class; else why it is not followed."""
         pmod = self.index.get(p.module)
         if pmod is None:
-            return Replaced(p, reason=f"the patch module {p.module} cannot be read")
+            return Replaced(p, reason=say("replacement_unreadable", module=p.module))
         if not p.value_name:
-            return Replaced(p, reason=f"its value `{p.value}` is not a name of the trees")
+            return Replaced(p, reason=say("replacement_not_a_name", value=p.value))
         try:
             expr = cst.parse_expression(p.value_name)
         except Exception:
-            return Replaced(p, reason=f"its value `{p.value}` is not a name of the trees")
+            return Replaced(p, reason=say("replacement_not_a_name", value=p.value))
         return self._resolve_value(p, pmod, expr, 0)
 
     def _resolve_value(self, p, module, expr, depth: int) -> "Replaced":
@@ -236,10 +237,11 @@ class Constructor(AttrSources, OtherChoices):
                     fn = class_method(c, expr.attr.value)
                     if fn is not None:
                         return Replaced(p, function=_MethodDef(c, fn), owner=c)
-                return Replaced(p, reason=f"`{p.value}`: {base.name} has no method {expr.attr.value} in the trees")
+                return Replaced(p, reason=say("replacement_no_method", value=p.value, cls=base.name,
+                                              method=expr.attr.value))
         if isinstance(target, Definition):
-            return Replaced(p, reason=f"its value `{p.value}` is a module-level value, not a function")
-        return Replaced(p, reason=f"its value `{p.value}` names nothing the trees define")
+            return Replaced(p, reason=say("replacement_a_value", value=p.value))
+        return Replaced(p, reason=say("replacement_undefined", value=p.value))
 
     # -- __init__ chains -----------------------------------------------------------------------
     def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
