@@ -332,7 +332,7 @@ class Calls(WalkerState):
         cls = self.index.resolve_expr(target.module, target.node.value)
         if not (isinstance(cls, Definition) and cls.kind == "class"):
             return None
-        return self.ctor.method(cls, target.node.attr.value)
+        return self.ctor.own_method(cls, target.node.attr.value)  # the original, not the patch that saved it
 
     def _dispatch_target(self, inst: Instance) -> str:
         """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the

@@ -166,6 +166,14 @@ class Constructor(AttrSources, OtherChoices):
                 return Method(c, fn)
         return None
 
+    def own_method(self, cls: Definition, name: str) -> "Method | None":
+        """The method the class's MRO defines, whatever replaces it (the original a patch saved and calls)."""
+        for c in self.mro(cls):
+            fn = class_method(c, name)
+            if fn is not None:
+                return Method(c, fn)
+        return None
+
     def replaced(self, target: str) -> "Replaced | None":
         """The replacement of `target` (an absolute dotted name) on this backend and device: of the index's
         patches of it, the last one assigned whose `if` tests may hold; None when none applies. One the walk
