@@ -254,7 +254,9 @@ def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
     opens = [o for o in a.opportunities if o.status == "open" and not a.benefits[o.id].rejected]
     opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
     row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
-           "top_open": opens[0].id if opens else None}
+           "top_open": opens[0].id if opens else None,
+           # replacements on its walked path the walk could not resolve (the sweep's count, index.md)
+           "not_followed": [{k: r[k] for k in ("target", "file", "line", "reason")} for r in a.walk.not_followed]}
     if reports is not None:
         reports.store(arch, md, js, row)
     return row
@@ -396,6 +398,28 @@ def run_batch(job: BatchJob, architectures: list[str], workers: int = 2, timeout
     return out
 
 
+def not_followed(results: list[dict]) -> dict[tuple, dict]:
+    """The replacements on walked paths the walk could not resolve, over a sweep: (file, line, target) -> the
+    replacement with the architectures that met it."""
+    out: dict[tuple, dict] = {}
+    for r in results:
+        for nf in r.get("not_followed", ()) if r.get("ok") else ():
+            key = (nf["file"], nf["line"], nf["target"])
+            out.setdefault(key, {**nf, "architectures": []})["architectures"].append(r["architecture"])
+    return dict(sorted(out.items()))
+
+
+def not_followed_lines(results: list[dict], L: dict, lang: str) -> list[str]:
+    found = not_followed(results)
+    lines = ["", L["index_not_followed"].format(n=len(found))]
+    if found:
+        lines.append("")
+    for (file, line, target), nf in found.items():
+        archs = ", ".join(nf["architectures"][:6]) + (f" (+{len(nf['architectures']) - 6})" if len(nf["architectures"]) > 6 else "")
+        lines.append(f"- `{file}` L{line} `{target}`: {Texts(None, lang)(nf['reason'])} ({archs})")
+    return lines
+
+
 def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
     from ..analysis.pipeline import write_text
     from ..render.markdown import labels
@@ -416,5 +440,6 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
             cells = " | ".join("-" for _ in STATUS_COLUMNS)
             err = Texts(None, lang)(r["error"]).replace("|", "\\|")  # a sentence of ir/texts.py, in `lang`
             lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
+    lines += not_followed_lines(results, L, lang)
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
