@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import libcst as cst
 
 from ...catalog import catalog
-from ...locate.ascend import Replacements
+from ...locate.ascend import Patch, Replacements
 from ...index.modules import Definition, ModuleIndex
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
@@ -30,7 +31,10 @@ class Method(tuple):
     """(class, function) of a method lookup, as a pair; `.module` is where the function's code is (a patch's
     function is not in the class's module) and `.patch` the replacement that put it there (None: the class's own)."""
 
-    def __new__(cls, owner: Definition, fn: cst.FunctionDef, module=None, patch=None):
+    module: Any
+    patch: Any
+
+    def __new__(cls, owner: Definition, fn: Any, module=None, patch=None):
         self = super().__new__(cls, (owner, fn))
         self.module = module if module is not None else owner.module
         self.patch = patch
@@ -56,7 +60,7 @@ class Replaced:
     """A replacement chosen for a target: its patch, and what its value resolved to (`function`, with the class
     it is a method of as `owner`, or a class), else `reason`: why the walk cannot follow it."""
 
-    patch: object
+    patch: Patch
     function: "Definition | _MethodDef | None" = None
     owner: Definition | None = None
     cls: Definition | None = None
