@@ -419,6 +419,12 @@ def all_cmd(
     from .commands.batch import undecided_line, undecided_totals
 
     note("undecided tests of this release pair: " + undecided_line(undecided_totals(results)))
+    from .commands.batch import not_followed
+
+    unresolved = not_followed(results)
+    note(f"replacements not followed on walked paths: {len(unresolved)}")
+    for (file, line, target), nf in unresolved.items():
+        typer.echo(f"  {file}:{line}: {target} ({len(nf['architectures'])} architectures): {nf['reason']}", err=True)
     for r in failed:
         typer.echo(f"  {r['architecture']}{'' if r in counted else L['all_allowed_one']}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)

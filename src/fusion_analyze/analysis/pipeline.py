@@ -142,7 +142,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
         device = {**device, "scenarios": {k: {**v, "mode": "eager"} for k, v in device["scenarios"].items()}}
     env = _environment(session, device, facts, deployment)
     env = replace(env, transformers_backend=_transformers_backend(loc))
-    walker = Walker(session.index, session.resolver.patches, env)
+    walker = Walker(session.index, session.resolver.replacements, env)
     result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model

@@ -278,7 +278,9 @@ def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
     undecided = json.loads(js).get("undecided") or []
     row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
            "top_open": opens[0].id if opens else None, "undecided": waits_counts(undecided),
-           "undecided_given": [f"{e['waits_on']}: {e['test']}" for e in undecided if e["given"] is True]}
+           "undecided_given": [f"{e['waits_on']}: {e['test']}" for e in undecided if e["given"] is True],
+           # replacements on its walked path the walk could not resolve (the sweep's count, index.md)
+           "not_followed": [{k: r[k] for k in ("target", "file", "line", "reason")} for r in a.walk.not_followed]}
     if reports is not None:
         reports.store(arch, md, js, row)
     return row
@@ -442,6 +444,28 @@ def _run_batch(job: BatchJob, architectures: list[str], workers: int, timeout: f
     return out
 
 
+def not_followed(results: list[dict]) -> dict[tuple, dict]:
+    """The replacements on walked paths the walk could not resolve, over a sweep: (file, line, target) -> the
+    replacement with the architectures that met it."""
+    out: dict[tuple, dict] = {}
+    for r in results:
+        for nf in r.get("not_followed", ()) if r.get("ok") else ():
+            key = (nf["file"], nf["line"], nf["target"])
+            out.setdefault(key, {**nf, "architectures": []})["architectures"].append(r["architecture"])
+    return dict(sorted(out.items()))
+
+
+def not_followed_lines(results: list[dict], L: dict, lang: str) -> list[str]:
+    found = not_followed(results)
+    lines = ["", L["index_not_followed"].format(n=len(found))]
+    if found:
+        lines.append("")
+    for (file, line, target), nf in found.items():
+        archs = ", ".join(nf["architectures"][:6]) + (f" (+{len(nf['architectures']) - 6})" if len(nf["architectures"]) > 6 else "")
+        lines.append(f"- `{file}` L{line} `{target}`: {Texts(None, lang)(nf['reason'])} ({archs})")
+    return lines
+
+
 def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
     from ..analysis.pipeline import write_text
     from ..render.markdown import labels
@@ -465,6 +489,7 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
     total = undecided_totals(results)
     lines += ["", "Undecided tests (status/waits.py): " + undecided_line(total)]
     lines += [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
+    lines += not_followed_lines(results, L, lang)
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
 

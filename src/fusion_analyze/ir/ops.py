@@ -78,6 +78,9 @@ class OpAttrs(TypedDict, total=False):
     parts: list[str]  # the parts a backend's own layer class still runs through a runtime object
     other_branch: bool  # on the side of an undecided test (or another layer class) that is not steady
     reason: str  # an unknown op: why the walk could not follow the call
+    # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
+    # `target = value (file:line)` each
+    not_followed: list[str]
     # an arithmetic op's operands, as a graph pass's pattern compares them
     scalar: bool  # one side is not a tensor
     lhs: str  # the tensor value on the left (operand order of `a + b`)
@@ -156,3 +159,6 @@ class WalkResult:
     unknowns: list[dict]
     alternatives: list[dict]
     load_time: dict | None = None  # the Transformers backend's load-time rewrites the walk applied (hf_fusers.py)
+    # the replacements (vllm-ascend patches) met on the walked path whose value the walk cannot resolve, so the
+    # original ran in their place: {target, file, line, value, form, reason}
+    not_followed: list[dict] = field(default_factory=list)

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import libcst as cst
 
 from ..index.bindings import _absolute
-from ..index.chunks import ast_statements
 from ..index.modules import ImportBinding, ModuleIndex
 from ..index.nodes import find_all
 from ..ir.conditions import Condition, join
@@ -29,12 +28,41 @@ class Override:
 
 @dataclass(frozen=True)
 class Patch:
+    """One replacement a vllm-ascend patch module makes: `target = value`, in whatever form it is written
+    (`a.b = v`, `A.x, B.y = f, g`, `setattr(T, "m", v)`, `for m in (...): setattr(T, m, getattr(S, m))`, the
+    target spelled through a module-level alias `_T = Cls`). Read statically; the walk resolves `value`."""
+
     target: str  # absolute dotted name that is replaced: vllm.x.y.Class.forward
     file: str
     line: int
     value: str  # what is assigned, as Python (ast.unparse)
     module: str  # the patch module (to resolve `value` in)
-    value_name: str | None = None  # `value` when it is a dotted name (new_forward, mod.Class)
+    value_name: str | None = None  # `value` when it is a dotted name (new_forward, mod.Class, Other.method)
+    # the `if` tests it stands under, outermost first: (test as Python, True for its `else` side); the walk
+    # decides them in the patch module (`if get_current_hardware_profile().supports(...)`)
+    tests: tuple[tuple[str, bool], ...] = ()
+    form: str = "assign"  # assign | tuple | setattr | setattr loop
+
+
+class Replacements:
+    """The index of every replacement the patch modules of one tree make, by target: built once per session
+    (the resolver's `patches`), asked by the walk at every method and function it looks up."""
+
+    def __init__(self, patches: list[Patch]):
+        self.by_target: dict[str, list[Patch]] = {}
+        for p in patches:
+            self.by_target.setdefault(p.target, []).append(p)
+        # class qualname -> the modules of the patches of its methods
+        self.modules_of_class: dict[str, set[str]] = {}
+        for p in patches:
+            self.modules_of_class.setdefault(p.target.rpartition(".")[0], set()).add(p.module)
+
+    def get(self, target: str) -> list[Patch]:
+        """The patches of `target`, in file and line order (the last one assigned runs, where its tests hold)."""
+        return self.by_target.get(target, [])
+
+    def __bool__(self) -> bool:
+        return bool(self.by_target)
 
 
 def read_overrides(index: ModuleIndex) -> dict[str, Override]:
@@ -92,11 +120,13 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
             continue
         rel = tree.rel(path)
         imports = _imports(module_ast, module, path.name == "__init__.py")
-        for node, target_expr, value in _assignments(module_ast, b"setattr" in source):
-            target = _target_name(index, imports, target_expr)
+        aliases = _module_aliases(module_ast)
+        for node, target_expr, value, tests, form in _assignments(module_ast, b"setattr" in source):
+            target = _target_name(index, imports, aliases, target_expr)
             if target is None or not target.startswith("vllm."):
                 continue
-            patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, _dotted(value)))
+            patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, _value_name(value),
+                                 tests, form))
     return sorted(patches, key=lambda p: (p.target, p.file, p.line))
 
 
@@ -144,23 +174,65 @@ def _dotted(expr) -> str | None:
     return ".".join([expr.id] + parts[::-1])
 
 
-def _target_name(index: ModuleIndex, imports: dict, expr) -> str | None:
+def _value_name(value) -> str | None:
+    """The dotted name a replacement's value stands for: `f`, `mod.f`, `Other.method`, `getattr(Other, "m")`."""
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr"
+            and len(value.args) == 2 and isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, str)):
+        base = _dotted(value.args[0])
+        return f"{base}.{value.args[1].value}" if base else None
+    return _dotted(value)
+
+
+def _module_aliases(module_ast: ast.Module) -> dict[str, ast.expr]:
+    """Module-level `_T = Cls` / `_T = mod.Cls` bindings (a patch target spelled through an alias); a name bound
+    twice is no alias."""
+    out: dict[str, ast.expr] = {}
+    seen: set[str] = set()
+
+    def body(stmts):
+        for s in stmts:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                name = s.targets[0].id
+                if name in seen:
+                    out.pop(name, None)
+                    continue
+                seen.add(name)
+                if isinstance(s.value, (ast.Name, ast.Attribute)):
+                    out[name] = s.value
+            elif isinstance(s, ast.If):
+                body(s.body)
+                body(s.orelse)
+            elif isinstance(s, ast.Try):
+                body(s.body)
+                for h in s.handlers:
+                    body(h.body)
+
+    body(module_ast.body)
+    return out
+
+
+def _target_name(index: ModuleIndex, imports: dict, aliases: dict, expr) -> str | None:
     # Named through the patch file's own imports, without parsing the vLLM modules they name:
     # the patch files import half of vLLM, and only the spelled target matters here.
     if isinstance(expr, tuple):  # setattr(obj, "name", value)
         obj, attr = expr
-        base = _resolved(index, imports, obj)
+        base = _resolved(index, imports, aliases, obj)
         return f"{base}.{attr}" if base else None
     if isinstance(expr, ast.Attribute):
-        return _resolved(index, imports, expr)
+        return _resolved(index, imports, aliases, expr)
     return None
 
 
-def _resolved(index: ModuleIndex, imports: dict, expr) -> str | None:
+def _resolved(index: ModuleIndex, imports: dict, aliases: dict, expr, depth: int = 0) -> str | None:
     dotted = _dotted(expr)
     if dotted is None:
         return None
     head, _, rest = dotted.partition(".")
+    if head in aliases and head not in imports and depth < 4:  # _GDN_PATCH_TARGET = _GDNBaseCls
+        base = _resolved(index, imports, aliases, aliases[head], depth + 1)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
     if head in imports:
         binding = index.choose(imports[head])
         head = binding.module if binding.name is None else f"{binding.module}.{binding.name}"
@@ -168,20 +240,86 @@ def _resolved(index: ModuleIndex, imports: dict, expr) -> str | None:
 
 
 def _assignments(module_ast: ast.Module, setattr_calls: bool = True):
-    """(statement, target expr, value) for `a.b = v` anywhere and `setattr(a, "b", v)` calls; without
-    `setattr_calls` (the file never names setattr) only statements are visited."""
-    out = []
-    for node in ast.walk(module_ast) if setattr_calls else ast_statements(module_ast.body):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Attribute):
-                    out.append((node, t, node.value))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
-              and len(node.args) == 3 and not node.keywords):
-            attr = node.args[1]
+    """(statement, target expr, value, tests, form) for `a.b = v` (also in tuples: `a.x, b.y = f, g`) and
+    `setattr(a, "b", v)` calls, the latter also in a loop over constant names
+    (`for m in ("x", "y"): setattr(T, m, getattr(S, m))`); `tests` are the `if` tests each stands under.
+    Without `setattr_calls` (the file never names setattr) only assignment statements are read."""
+    out: list = []
+
+    def pairs(target, value):
+        if isinstance(target, ast.Attribute):
+            yield target, value, "assign"
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            if values is not None and len(values) == len(target.elts) and not any(
+                    isinstance(e, ast.Starred) for e in target.elts):
+                for t, v in zip(target.elts, values):
+                    if isinstance(t, ast.Attribute):
+                        yield t, v, "tuple"
+
+    def setattrs(node, loop: dict):
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            if not (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
+                    and not call.keywords):
+                continue
+            attr = call.args[1]
             if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                out.append((node, (node.args[0], attr.value), node.args[2]))
+                yield call, attr.value, call.args[2], "setattr"
+            elif isinstance(attr, ast.Name) and attr.id in loop:
+                for name in loop[attr.id]:  # the loop's names, the value's getattr(S, m) read with each
+                    value = call.args[2]
+                    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr"
+                            and len(value.args) == 2 and isinstance(value.args[1], ast.Name)
+                            and value.args[1].id == attr.id):
+                        value = ast.Call(value.func, [value.args[0], ast.Constant(name)], [])
+                    yield call, name, value, "setattr loop"
+
+    def body(stmts, tests, loop):
+        for s in stmts:
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    for target, value, form in pairs(t, s.value):
+                        out.append((s, target, value, tests, form))
+                if setattr_calls:
+                    for call, name, value, form in setattrs(s.value, loop):
+                        out.append((call, (call.args[0], name), value, tests, form))
+            elif isinstance(s, ast.If):
+                test = ast.unparse(s.test)
+                body(s.body, tests + ((test, False),), loop)
+                body(s.orelse, tests + ((test, True),), loop)
+            elif isinstance(s, (ast.For, ast.AsyncFor)):
+                names = _constant_names(s.iter)
+                inner = {**loop, s.target.id: names} if names and isinstance(s.target, ast.Name) else loop
+                body(s.body, tests, inner)
+                body(s.orelse, tests, loop)
+            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # a patch applied inside a function the module runs (or the platform calls); a class body's own
+                # attributes are no patch
+                if not isinstance(s, ast.ClassDef):
+                    body(s.body, tests, loop)
+            elif isinstance(s, (ast.With, ast.AsyncWith, ast.While)):
+                body(s.body, tests, loop)
+                body(getattr(s, "orelse", []), tests, loop)
+            elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+                body(s.body, tests, loop)
+                for h in s.handlers:
+                    body(h.body, tests, loop)
+                body(s.orelse, tests, loop)
+                body(s.finalbody, tests, loop)
+            elif setattr_calls and isinstance(s, ast.Expr):
+                for call, name, value, form in setattrs(s, loop):
+                    out.append((call, (call.args[0], name), value, tests, form))
+
+    body(module_ast.body, (), {})
     return out
+
+
+def _constant_names(expr) -> tuple[str, ...] | None:
+    """The strings of a literal tuple / list / set of string constants."""
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)) and expr.elts and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in expr.elts):
+        return tuple(e.value for e in expr.elts)  # type: ignore[union-attr]
+    return None
 
 
 def _calls(module: cst.Module) -> list[cst.Call]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..catalog.schema import Alias
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
-from .ascend import Override, Patch, placed, read_overrides, read_patches
+from .ascend import Override, Patch, Replacements, placed, read_overrides, read_patches
 from .registry import TEXT_TABLE, RegistryEntry, read_registry
 
 
@@ -146,6 +146,7 @@ class Resolver:
         self.by_arch = {e.architecture: e for e in self.entries}
         self._overrides: dict | None = None
         self._patches: list | None = None
+        self._replacements: Replacements | None = None
 
     @property
     def overrides(self) -> dict[str, Override]:
@@ -162,6 +163,13 @@ class Resolver:
         if self._patches is None:
             self._patches = read_patches(self.index)
         return self._patches
+
+    @property
+    def replacements(self) -> Replacements:
+        """The index of every replacement of the Ascend tree's patch modules, by target (read once)."""
+        if self._replacements is None:
+            self._replacements = Replacements(self.patches)
+        return self._replacements
 
     # -- query forms -------------------------------------------------------------------------
     def resolve(self, query: str) -> Location:

@@ -376,6 +376,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],
         sections=[(s, L["sections"].get(s, s)) for s, _ in SECTIONS], unknowns=data["unknown_callees"],
+        not_followed=data.get("not_followed", []),
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),
         load_time_fusers=data.get("load_time_fusers"), other_branch=other,
         T=T, cond=lambda text: code_span(condition_text(text, L)) if text else text, code=code_span,

@@ -554,16 +554,21 @@ class Evaluator:
         return Unknown("all / any of an unknown value") if unknown else Known(is_all)
 
     def _module_has(self, expr, key, scope) -> Value | None:
-        """`hasattr(self.<sub>, "name")` where the walk built `self.<sub>`: whether its class or its __init__
-        chain gives it that attribute (a method, a class attribute, `self.name = ...`); None when not such a
-        test or the module is not known."""
+        """`hasattr(self.<sub>, "name")` where the walk built `self.<sub>` (or `hasattr(self, "name")` on the
+        instance the walk is in: a replacement's method run on the class it patches): whether its class or its
+        __init__ chain gives it that attribute (a method, a class attribute, `self.name = ...`); None when not
+        such a test or the module is not known."""
         owner = getattr(scope, "owner", None)
-        if not (self.attrs is not None and owner is not None and key is not None and isinstance(key.value, str)
-                and type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self"):
+        if not (self.attrs is not None and owner is not None and key is not None and isinstance(key.value, str)):
+            return None
+        if type(expr) is cst.Name and expr.value == "self":
+            sub = owner
+        elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+            sub = self.attrs.attr(owner, expr.attr.value)
+        else:
             return None
         from .function_bodies import class_method, tables
 
-        sub = self.attrs.attr(owner, expr.attr.value)
         if sub is None or getattr(sub, "cls", None) is None:
             return None
         name = key.value

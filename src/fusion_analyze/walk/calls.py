@@ -93,7 +93,7 @@ class Calls(WalkerState):
         if method is not None:
             args, kwargs = self._site_args(s)
             owner, fn = method
-            return self._inline(frame, owner, fn, owner.module, args, kwargs, s.cond, s.steady)
+            return self._inline(frame, owner, fn, method.module, args, kwargs, s.cond, s.steady)
         sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
@@ -266,8 +266,10 @@ class Calls(WalkerState):
             out = self._op(frame, "kernel", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
             self.ops[-1].kernels = [Kernel(dotted, frame.module.rel, frame.module.line_of(s.call), None)]
             target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
-            if target is not None:
-                self.ops[-1].kernels += self.backends.kernels_of_function(target, Bindings())
+            if target is not None:  # one that runs a method of the calling layer reads it on the layer (patches too)
+                layer = frame.inst.cls if frame.inst is not None and self.backends.runs_layer(target) else None
+                impl = self.backends.implementation(layer) if layer is not None else None
+                self.ops[-1].kernels += self.backends.kernels_of_function(target, Bindings(), impl)
             return out
         kind = function_kind(dotted)
         if kind:
@@ -330,7 +332,7 @@ class Calls(WalkerState):
         cls = self.index.resolve_expr(target.module, target.node.value)
         if not (isinstance(cls, Definition) and cls.kind == "class"):
             return None
-        return self.ctor.method(cls, target.node.attr.value)
+        return self.ctor.own_method(cls, target.node.attr.value)  # the original, not the patch that saved it
 
     def _dispatch_target(self, inst: Instance) -> str:
         """`self._forward_method = self.forward_x` under platform ifs in __init__ (first branch the

@@ -174,7 +174,7 @@ class Layers(WalkerState):
         if got is None:
             return "attention"
         returns = [r.value for r in find_all(got[1], cst.Return) if r.value is not None]
-        said = " ".join(got[0].module.code(r) for r in returns)
+        said = " ".join(got.module.code(r) for r in returns)
         return next((k.kind for k in spec.state_kinds if re.search(k.match, said)), "ssm")
 
     def _collective_ops(self, frame, name, stmt, inputs, collectives, cond, steady, path) -> list[str]:
@@ -416,7 +416,7 @@ class Layers(WalkerState):
             if impl is not gate.cls:
                 attrs["ascend_class"], attrs["ascend_file"] = impl.name, impl.module.rel
             attrs.update(self._weight_dtype(impl, gate))
-            op = self._op_in_method(frame, "matmul", key, gate.cls.name, owner.module, fn, inputs, ["router_logits"],
+            op = self._op_in_method(frame, "matmul", key, gate.cls.name, found.module, fn, inputs, ["router_logits"],
                                     cond, steady, attrs, f"{path}.{key}")
             op.kernels = kernels
             at = next((k for k in kernels if k.condition is None), kernels[0] if kernels else None)

@@ -46,13 +46,13 @@ class NativeFallbacks(WalkerState):
         from ..semantics.function_bodies import imports_in
 
         owner, fn = got
-        local = imports_in(fn, owner.module)  # `from vllm import _custom_ops as ops` inside forward_cuda
+        local = imports_in(fn, got.module)  # `from vllm import _custom_ops as ops` inside forward_cuda
         names: list[str] = []
         for call in find_all(fn, cst.Call):
             if not isinstance(call.func, (cst.Name, cst.Attribute)):
                 continue
-            dotted = self.index.dotted(owner.module, call.func) or ""
-            head, _, rest = owner.module.code(call.func).strip().partition(".")
+            dotted = self.index.dotted(got.module, call.func) or ""
+            head, _, rest = got.module.code(call.func).strip().partition(".")
             if head in local:
                 dotted = ".".join(x for x in (*local[head], rest) if x)
             if dotted.startswith(("vllm._custom_ops.", "torch.ops._C", "vllm.vllm_flash_attn", "flashinfer.")) \

@@ -12,7 +12,7 @@ from ..catalog import catalog
 from ..index.nodes import find_all
 
 from ..index.modules import Definition, ModuleIndex
-from ..locate.ascend import Patch
+from ..locate.ascend import Patch, Replacements
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
@@ -26,23 +26,25 @@ from .layers import Layers
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
-from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, signature
+from ..semantics.function_bodies import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
 class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
-    def __init__(self, index: ModuleIndex, patches: list[Patch], env: Environment | None = None):
+    def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
         # walk, the device's SoC family and profile; without one, the backend's with nothing else known
         self.env = env if env is not None else Environment(index.backend, index)
         self.ctor = Constructor(index, self.env, load_time=LoadTime)
         self.backends = Backends(index, self.ctor, device=self.env.soc)
-        self.patches = {p.target: p for p in patches} if index.backend == "ascend" else {}
+        # the replacement index of the Ascend tree (locate/ascend.py), consulted at every method and function
+        # lookup through the constructor (Constructor.method / replaced)
+        self.patches = (patches if isinstance(patches, Replacements) else Replacements(list(patches))) \
+            if index.backend == "ascend" else Replacements([])
         self.ctor.patches = self.patches
-        self.patch_modules: dict[str, set] = {}  # class qualname -> the modules of the patches of its methods
-        for target, p in self.patches.items():
-            self.patch_modules.setdefault(target.rpartition(".")[0], set()).add(p.module)
+        self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
+        self._not_followed_seen = 0  # not-followed replacements already carried by an op
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
@@ -89,7 +91,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._mark_opaque()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
-        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time)
+        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
+                          not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])))
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -138,18 +141,10 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
             if found is not None:
                 fn, module = found
                 return self.ctor.method(cls, method)[0], fn, module, None
-        for c in self.ctor.mro(cls):
-            patch = self.patches.get(f"{c.qualname}.{method}")
-            if patch is not None:
-                pmod = self.index.get(patch.module)
-                value = cst.parse_expression(patch.value_name) if pmod and patch.value_name else None
-                target = self.index.resolve_expr(pmod, value) if value is not None else None
-                if isinstance(target, Definition) and target.kind == "function":
-                    return c, target.node, target.module, patch
-            fn = class_method(c, method)
-            if fn is not None:
-                return c, fn, c.module, None
-        return None
+        found = self.ctor.method(cls, method)
+        if found is None:
+            return None
+        return found[0], found[1], found.module, found.patch
 
     def _expand(self, inst: Instance, method: str, args: list, kwargs: dict, path: str, facts: Bindings,
                 cond=None) -> list[str]:
@@ -217,6 +212,10 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         )
         if self.section == "layer" and self.repeat:
             op.attrs["repeat"] = self.repeat
+        nf = self.ctor.not_followed
+        if len(nf) > self._not_followed_seen:  # a replacement met while this op was reached that is not followed
+            op.attrs["not_followed"] = [_not_followed_text(r) for r in list(nf.values())[self._not_followed_seen:]]
+            self._not_followed_seen = len(nf)
         if self._streams:
             op.attrs["stream"] = self._streams[-1]
         self.ops.append(op)
@@ -235,6 +234,10 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
 
     def _unknown(self, path, module, node, reason) -> None:
         self.unknowns.append({"file": module.rel, "line": module.line_of(node), "name": path or "", "reason": reason})
+
+
+def _not_followed_text(r: dict) -> str:
+    return f"{r['target']} = {r['value']} ({r['file']}:{r['line']})"
 
 
 def _dotted(node) -> str | None:

@@ -77,15 +77,15 @@ class AttrSources:
             if found is None or found[1].name.value == "__init__":
                 continue
             owner, helper = found
-            assigned = tables(helper, owner.module).self_assignments.get(name, ())
+            assigned = tables(helper, found.module).self_assignments.get(name, ())
             if not assigned:
                 continue
             self._fill_locals(fn, scope, c.module, before=pos)
-            hscope = Scope(module=owner.module, owner=inst)
+            hscope = Scope(module=found.module, owner=inst)
             bind_params(helper, call, scope, hscope, skip_self=True)
             options = []
             for expr, cond, hpos in assigned:
-                self._fill_locals(helper, hscope, owner.module, before=hpos)
+                self._fill_locals(helper, hscope, found.module, before=hpos)
                 for alt in self.evaluate(expr, hscope, depth + 1):
                     alt.condition = join(cond, alt.condition)
                     options.append(alt)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import libcst as cst
 
 from ...catalog import catalog
+from ...locate.ascend import Patch, Replacements
 from ...index.modules import Definition, ModuleIndex
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
@@ -20,8 +22,49 @@ from .alternatives import OtherChoice, OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, join
+from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
+
+
+class Method(tuple):
+    """(class, function) of a method lookup, as a pair; `.module` is where the function's code is (a patch's
+    function is not in the class's module) and `.patch` the replacement that put it there (None: the class's own)."""
+
+    module: Any
+    patch: Any
+
+    def __new__(cls, owner: Definition, fn: Any, module=None, patch=None):
+        self = super().__new__(cls, (owner, fn))
+        self.module = module if module is not None else owner.module
+        self.patch = patch
+        return self
+
+
+@dataclass(frozen=True)
+class _MethodDef:
+    """A method of a class standing in where a function Definition is expected (its `node` and `module`)."""
+
+    owner: Definition
+    node: cst.FunctionDef
+
+    @property
+    def module(self):
+        return self.owner.module
+
+    kind = "method"
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A replacement chosen for a target: its patch, and what its value resolved to (`function`, with the class
+    it is a method of as `owner`, or a class), else `reason`: why the walk cannot follow it."""
+
+    patch: Patch
+    function: "Definition | _MethodDef | None" = None
+    owner: Definition | None = None
+    cls: Definition | None = None
+    reason: str | None = None
 _NO_BINDINGS = Bindings()
 
 
@@ -71,7 +114,12 @@ class Constructor(AttrSources, OtherChoices):
         self._mros: dict[int, tuple[Definition, list[Definition]]] = {}
         self._c3: dict = {}  # qualname -> linearisation, shared by the MROs of one walk
         self._blind: Evaluator | None = None
-        self.patches: dict = {}  # target qualname -> Patch (Ascend): set by the Walker
+        # the Ascend replacement index (locate.ascend.Replacements) the Walker hands over: asked at every method
+        # and function lookup; empty on CUDA
+        self.patches = Replacements([])
+        self._replaced: dict = {}  # target -> (the patch chosen, what it resolves to) of this walk
+        # target -> what the walk met but could not follow (a replacement whose value it cannot resolve)
+        self.not_followed: dict[str, dict] = {}
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._hf = False
@@ -106,12 +154,106 @@ class Constructor(AttrSources, OtherChoices):
                 names.append(expr.value)
         return names
 
-    def method(self, cls: Definition, name: str) -> tuple[Definition, cst.FunctionDef] | None:
+    def method(self, cls: Definition, name: str) -> "Method | None":
+        """The method `cls.name` runs on this backend: a replacement of the name on a class of the MRO first
+        (a vllm-ascend patch: `Qwen3NextAttention.forward = AscendQwen3NextAttention.forward`), else the MRO's
+        own. A replacement the walk cannot resolve is recorded (`not_followed`) and the class's own method runs."""
+        patches = self.patches
+        for c in self.mro(cls):
+            if patches and c.qualname in patches.modules_of_class:
+                got = self.replaced(f"{c.qualname}.{name}")
+                if got is not None and got.function is not None:
+                    owner = got.owner if got.owner is not None else c
+                    return Method(owner, got.function.node, got.function.module, got.patch)
+            fn = class_method(c, name)
+            if fn is not None:
+                return Method(c, fn)
+        return None
+
+    def own_method(self, cls: Definition, name: str) -> "Method | None":
+        """The method the class's MRO defines, whatever replaces it (the original a patch saved and calls)."""
         for c in self.mro(cls):
             fn = class_method(c, name)
             if fn is not None:
-                return c, fn
+                return Method(c, fn)
         return None
+
+    def replaced(self, target: str) -> "Replaced | None":
+        """The replacement of `target` (an absolute dotted name) on this backend and device: of the index's
+        patches of it, the last one assigned whose `if` tests may hold; None when none applies. One the walk
+        cannot resolve is recorded in `not_followed` (the report's "not followed" lines)."""
+        if target in self._replaced:
+            got = self._replaced[target]
+        else:
+            got = self._replaced[target] = self._replacement(target)
+        if got is not None and got.reason is not None and target not in self.not_followed:
+            p = got.patch
+            self.not_followed[target] = {"target": target, "file": p.file, "line": p.line, "value": p.value,
+                                         "form": p.form, "reason": got.reason}
+        return got
+
+    def _replacement(self, target: str) -> "Replaced | None":
+        patches = self.patches.get(target)
+        for p in reversed(patches):
+            if self._patch_truth(p) is not Truth.FALSE:
+                return self._resolve_patch(p)
+        return None
+
+    def _patch_truth(self, p) -> Truth:
+        """Whether the `if` tests a patch stands under hold, decided in the patch module (the device's hardware
+        profile, the vLLM version, ...)."""
+        if not p.tests:
+            return Truth.TRUE
+        pmod = self.index.get(p.module)
+        out = Truth.TRUE
+        for text, negated in p.tests:
+            try:
+                t = self.evaluator.truth(cst.parse_expression(text), pmod) if pmod is not None else Truth.UNKNOWN
+            except Exception:  # a test the evaluator cannot read: it may hold
+                t = Truth.UNKNOWN
+            t = t.negate() if negated else t
+            if t is Truth.FALSE:
+                return Truth.FALSE
+            out = out.and_(t)
+        return out
+
+    def _resolve_patch(self, p) -> "Replaced":
+        """What a patch's value is: a function of the trees, a method of another class (`Other.forward`, also
+        through `getattr(Other, "m")` or a saved alias of one), or a class; else why it is not followed."""
+        pmod = self.index.get(p.module)
+        if pmod is None:
+            return Replaced(p, reason=say("replacement_unreadable", module=p.module))
+        if not p.value_name:
+            return Replaced(p, reason=say("replacement_not_a_name", value=p.value))
+        try:
+            expr = cst.parse_expression(p.value_name)
+        except Exception:
+            return Replaced(p, reason=say("replacement_not_a_name", value=p.value))
+        return self._resolve_value(p, pmod, expr, 0)
+
+    def _resolve_value(self, p, module, expr, depth: int) -> "Replaced":
+        target = self.index.resolve_expr(module, expr)
+        if isinstance(target, Definition):
+            if target.kind == "function":
+                return Replaced(p, function=target)
+            if target.kind == "class":
+                return Replaced(p, cls=target)
+            if target.kind == "assign" and depth < 4 and isinstance(target.node, (cst.Name, cst.Attribute)):
+                return self._resolve_value(p, target.module, target.node, depth + 1)  # _orig = Other.forward
+        if type(expr) is cst.Attribute:  # Other.method: a method of another class, found along its MRO
+            base = self.index.resolve_expr(module, expr.value)
+            if isinstance(base, Definition) and base.kind == "assign" and isinstance(base.node, (cst.Name, cst.Attribute)):
+                base = self.index.resolve_expr(base.module, base.node)
+            if isinstance(base, Definition) and base.kind == "class":
+                for c in self.mro(base):
+                    fn = class_method(c, expr.attr.value)
+                    if fn is not None:
+                        return Replaced(p, function=_MethodDef(c, fn), owner=c)
+                return Replaced(p, reason=say("replacement_no_method", value=p.value, cls=base.name,
+                                              method=expr.attr.value))
+        if isinstance(target, Definition):
+            return Replaced(p, reason=say("replacement_a_value", value=p.value))
+        return Replaced(p, reason=say("replacement_undefined", value=p.value))
 
     # -- __init__ chains -----------------------------------------------------------------------
     def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]:
@@ -455,12 +597,12 @@ class Constructor(AttrSources, OtherChoices):
         """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
         (`_fused_moe_layer.FusedMoEFactory = _ascend_FusedMoE`), except inside the patch's own module, whose
         call of the original is the original."""
-        patch = self.patches.get(fn.qualname)
-        if patch is None or scope.module.name == patch.module or not patch.value_name:
+        if not self.patches:
             return fn
-        pmod = self.index.get(patch.module)
-        target = self.index.resolve_expr(pmod, cst.parse_expression(patch.value_name)) if pmod is not None else None
-        return target if isinstance(target, Definition) and target.kind == "function" else fn
+        got = self.replaced(fn.qualname)
+        if got is None or scope.module.name == got.patch.module:
+            return fn
+        return got.function if isinstance(got.function, Definition) and got.function.kind == "function" else fn
 
     def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
                  skip_self: bool = False, item: int | None = None) -> list[Instance]:

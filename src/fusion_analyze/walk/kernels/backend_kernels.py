@@ -167,21 +167,31 @@ class Backends:
             found = self.ctor.method(impl, method)
             out: list[Kernel] = []
             if found is not None:
-                self._collect(impl, found[0].module, found[1], facts, out, 0, {})
+                self._collect(impl, found.module, found[1], facts, out, 0, {})
             return _dedupe(out)
         if key not in self._cache:
             found = self.ctor.method(impl, method)
             out: list[Kernel] = []
             if found is not None:
-                owner, fn = found
-                self._collect(impl, owner.module, fn, facts, out, 0, {})
+                self._collect(impl, found.module, found[1], facts, out, 0, {})
             self._cache[key] = _dedupe(out)
         return list(self._cache[key])
 
-    def kernels_of_function(self, fn_def: Definition, facts: Bindings) -> list[Kernel]:
+    def kernels_of_function(self, fn_def: Definition, facts: Bindings, impl: Definition | None = None) -> list[Kernel]:
+        """`impl`: the calling layer's implementation, for a custom op that runs a method of the layer that
+        called it (`runs_layer`)."""
         out: list[Kernel] = []
-        self._collect(None, fn_def.module, fn_def.node, facts, out, 0, {})
+        self._collect(impl, fn_def.module, fn_def.node, facts, out, 0, {})
         return _dedupe(out)
+
+    def runs_layer(self, fn_def: Definition) -> bool:
+        """A custom op's function that runs a method of the layer that called it: listed (walk.yaml
+        `runtime.layer_dispatch`), or one that takes the layer from the forward context
+        (`self = forward_context.no_compile_layers[layer_name]`, then `self._forward_core(...)`)."""
+        if fn_def.name in catalog().runtime.get("layer_dispatch", ()):
+            return True
+        return any(type(s.value) is cst.Attribute and s.value.attr.value == "no_compile_layers"
+                   for s in find_all(fn_def.node, cst.Subscript))
 
     def _collect(self, impl, module, fn: cst.FunctionDef, facts: Bindings, out: list, depth: int, seen: dict,
                  base: Condition | None = None) -> None:
@@ -294,8 +304,7 @@ class Backends:
         if target is not None:
             found = self.ctor.method(target, "forward")
             if found is not None:
-                owner, fn = found
-                self._collect(None, owner.module, fn, facts, out, depth + 1, seen, cond)
+                self._collect(None, found.module, found[1], facts, out, depth + 1, seen, cond)
             return
         dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
@@ -305,16 +314,16 @@ class Backends:
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
                 if target is not None:  # a layer_dispatch op runs the calling layer's own method
-                    back = impl if target.name in catalog().runtime.get("layer_dispatch", ()) else None
+                    back = impl if self.runs_layer(target) else None
                     self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)
             return
         # self.helper(...) inside the implementation
         if impl is not None and type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             found = self.ctor.method(impl, func.attr.value)
             if found is not None:
-                owner, fn = found
+                fn = found[1]
                 start = len(out)
-                self._collect(impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                self._collect(impl, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
                 self._native(impl, fn, module, call, cond, out, start)
             return
         # self.<submodule>.<method>(...): the MoE runner hands work to its router / experts / quant method
@@ -334,8 +343,8 @@ class Backends:
                     name = self.forward_name(sub_impl)
                 found = self.ctor.method(sub_impl, name)
                 if found is not None:
-                    owner, fn = found
-                    self._collect(sub_impl, owner.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                    fn = found[1]
+                    self._collect(sub_impl, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
         if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
@@ -346,8 +355,8 @@ class Backends:
                 cls = self.index.resolve_expr(maker.module, ret.annotation)
                 found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
                 if found is not None:
-                    owner_cls, fn = found
-                    self._collect(None, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                    fn = found[1]
+                    self._collect(None, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
@@ -358,7 +367,7 @@ class Backends:
                     if found is not None:
                         owner_cls, fn = found
                         start = len(out)
-                        self._collect(owner_cls, owner_cls.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                        self._collect(owner_cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
                         self._native(owner.value.definition, fn, module, call, cond, out, start)
                     return
         # f = dispatch(...); f(...): the function the dispatcher returns for these arguments

@@ -1,0 +1,178 @@
+"""Every replacement a vllm-ascend patch module makes, whatever its form, followed by the walk; one it cannot
+resolve is reported ("not followed"), never silent. The mini tree (a private copy) with patch files added, and
+Qwen3-Next on the 0.30 pair."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusion_analyze.analysis.pipeline import analyze
+
+from .conftest import validate_report
+
+# Qwen2 of the mini tree: its attention's forward replaced through an alias of the class with a method of another
+# class; its MLP's forward replaced by a value no name gives (the walk cannot follow it).
+PATCH = '''\
+import functools
+
+import torch
+from vllm.model_executor.models.qwen2 import Qwen2Attention, Qwen2MLP
+
+_ATTN_TARGET = Qwen2Attention
+
+
+class AscendQwen2Attention(Qwen2Attention):
+    def forward(self, positions, hidden_states):
+        qkv, _ = self.qkv_proj(hidden_states)
+        q, k, v = torch.ops.vllm.split_qkv_rmsnorm_rope(qkv, positions)
+        attn_output = self.attn(q, k, v)
+        output, _ = self.o_proj(attn_output)
+        return output
+
+
+def _make_forward():
+    def forward(self, x):
+        return x
+    return forward
+
+
+_ATTN_TARGET.forward = AscendQwen2Attention.forward
+Qwen2MLP.forward = functools.wraps(Qwen2MLP.forward)(_make_forward())
+'''
+
+# the other forms the index reads: a tuple of targets, setattr with a constant name, setattr in a loop over names,
+# and tests the patches stand under
+FORMS = '''\
+from vllm.model_executor.models.qwen2 import Qwen2Attention, Qwen2MLP, Qwen2Model
+
+
+class Other:
+    def forward(self, x):
+        return x
+
+    def helper(self):
+        return 1
+
+
+def new_forward(self, x):
+    return x
+
+
+Qwen2MLP.forward, Qwen2Model.extra = new_forward, Other.helper
+setattr(Qwen2Attention, "helper", Other.helper)
+for _name in ("alpha", "beta"):
+    setattr(Qwen2Model, _name, getattr(Other, _name))
+if SOMETHING:
+    Qwen2Attention.gamma = new_forward
+else:
+    Qwen2Attention.gamma = Other.forward
+'''
+
+
+def _with_patch(mini, name: str, source: str):
+    (mini / "vllm_ascend" / "patch" / "worker" / name).write_text(source, encoding="utf-8")
+    return mini
+
+
+def test_index_reads_every_form(mini):
+    from fusion_analyze.analysis.session import Session
+
+    _with_patch(mini, "patch_forms.py", FORMS)
+    session = Session.open(str(mini), str(mini), "ascend", cache=False)
+    got = {(p.target.rsplit(".", 2)[-2] + "." + p.target.rsplit(".", 1)[-1], p.value_name, p.form, p.tests)
+           for p in session.resolver.patches if p.file.endswith("patch_forms.py")}
+    assert got == {
+        ("Qwen2MLP.forward", "new_forward", "tuple", ()),
+        ("Qwen2Model.extra", "Other.helper", "tuple", ()),
+        ("Qwen2Attention.helper", "Other.helper", "setattr", ()),
+        ("Qwen2Model.alpha", "Other.alpha", "setattr loop", ()),
+        ("Qwen2Model.beta", "Other.beta", "setattr loop", ()),
+        ("Qwen2Attention.gamma", "new_forward", "assign", (("SOMETHING", False),)),
+        ("Qwen2Attention.gamma", "Other.forward", "assign", (("SOMETHING", True),)),
+    }
+    # the replacement index groups them by target, in line order
+    gamma = session.resolver.replacements.get("vllm.model_executor.models.qwen2.Qwen2Attention.gamma")
+    assert [p.value_name for p in gamma] == ["new_forward", "Other.forward"]
+
+
+@pytest.fixture
+def patched(mini):
+    return analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_qwen2.py", PATCH)), str(mini), "ascend",
+                   cache=False)
+
+
+def test_alias_target_and_method_of_another_class_are_walked(patched):
+    att = patched.walk.locations["attention"]
+    assert att.forward_file == "vllm_ascend/patch/worker/patch_qwen2.py" and att.forward_line == 10
+    assert att.patched_by == "vllm_ascend/patch/worker/patch_qwen2.py:24"
+    fused = [op for op in patched.walk.ops if op.name == "split_qkv_rmsnorm_rope" and op.section == "layer"]
+    assert fused and fused[0].file == "vllm_ascend/patch/worker/patch_qwen2.py" and fused[0].line == 12
+    # the original forward's split is not walked
+    assert not [op for op in patched.walk.ops if op.kind == "split" and op.file.endswith("qwen2.py")
+                and op.section == "layer"]
+
+
+def test_unresolvable_replacement_is_reported_not_silent(patched, tmp_path):
+    from fusion_analyze.render.markdown import render_markdown
+
+    nf = patched.walk.not_followed
+    assert [(r["target"], r["file"], r["line"]) for r in nf] == [
+        ("vllm.model_executor.models.qwen2.Qwen2MLP.forward", "vllm_ascend/patch/worker/patch_qwen2.py", 25)]
+    assert "not a name of the trees" in nf[0]["reason"]
+    # the op reached in its place carries it
+    carried = [op for op in patched.walk.ops if op.attrs.get("not_followed")]
+    assert carried and carried[0].attrs["not_followed"] == [
+        "vllm.model_executor.models.qwen2.Qwen2MLP.forward = functools.wraps(Qwen2MLP.forward)(_make_forward())"
+        " (vllm_ascend/patch/worker/patch_qwen2.py:25)"]
+    doc = json.loads(json.dumps(patched.report))
+    validate_report(doc)
+    assert [r["line"] for r in doc["not_followed"]] == [25]
+    md = render_markdown(patched, lang="en")
+    assert "Not followed:" in md
+    assert "`vllm_ascend/patch/worker/patch_qwen2.py` L25 `vllm.model_executor.models.qwen2.Qwen2MLP.forward = " in md
+
+
+def test_no_replacement_on_cuda(mini):
+    a = analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_qwen2.py", PATCH)), str(mini), "cuda", cache=False)
+    assert a.walk.not_followed == [] and a.walk.locations["attention"].patched_by is None
+
+
+# -- the 0.30 pair --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def qwen3_next(real_tree):
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    return analyze("Qwen3NextForCausalLM", str(vllm), str(ascend), None)
+
+
+def test_qwen3_next_linear_attention_runs_the_ascend_gdn(qwen3_next):
+    ops = qwen3_next.walk.ops
+    gdn = [op for op in ops if op.path.endswith("linear_attn") or ".linear_attn." in op.path]
+    assert gdn
+    # the patched forward (patch_qwen3_5.py: `_GDN_PATCH_TARGET.forward = AscendGatedDeltaNetAttention.forward`)
+    att = qwen3_next.walk.locations["attention"]
+    assert (att.forward_file, att.patched_by) == ("vllm_ascend/ops/gdn.py", "vllm_ascend/patch/worker/patch_qwen3_5.py:224")
+    inner = [op for op in gdn if op.kind != "linear_attention"]
+    assert inner and all(op.file.startswith("vllm_ascend/") or op.file == "vllm/model_executor/layers/linear.py"
+                         for op in inner), sorted({op.file for op in inner})
+    # nothing of vLLM's CUDA forward
+    assert not [op for op in ops if "forward_cuda" in op.scope or op.file.endswith("qwen_gdn_linear_attn.py")]
+    # the core custom op runs the layer's patched _forward_core (gdn.py), with its AscendC / Triton kernels
+    core = next(op for op in gdn if op.name == "qwen_gdn_attention_core")
+    names = {k.name for k in core.kernels}
+    assert "torch.ops._C_ascend.chunk_gated_delta_rule_fwd_h_vllm" in names
+    assert any(k.file == "vllm_ascend/ops/gdn.py" for k in core.kernels)
+    assert "triton:vllm_ascend.ops.triton.fla.fused_qkvzba_split_reshape.fused_qkvzba_split_reshape_cat_kernel" in {
+        k.name for op in gdn for k in op.kernels}
+
+
+def test_qwen3_next_full_attention_walks_the_patch_method(qwen3_next):
+    # `Qwen3NextAttention.forward = AscendQwen3NextAttention.forward`: a method of another class
+    full = [op for op in qwen3_next.walk.ops if ".self_attn" in op.path or op.path.endswith("self_attn")]
+    assert full and {op.file for op in full if op.kind in ("matmul", "attention", "kernel")} == {
+        "vllm_ascend/patch/worker/patch_qwen3_5.py"}
+    fused = [op for op in full if op.name == "triton_split_qkv_rmsnorm_mrope"]
+    assert fused and fused[0].line == 61
+    assert qwen3_next.walk.not_followed == []
