@@ -479,3 +479,81 @@ def for_deployment(index: ModuleIndex, deployment) -> CompilePath:
         table[key] = decide(index, enforce_eager=key[1], optimization_level=level, cudagraph_mode=graph,
                             additional_config=getattr(deployment, "additional_config", None))
     return table[key]
+
+
+# --- the release notes: why a pass left the tree ----------------------------------------------------------------
+
+# what a release-note line says happened to a fusion: it left for npugraph_ex, or it was removed
+_MOVED = ("npugraph_ex", "torchair")
+_REMOVED = ("removed", "remove ", "deprecat", "dropped")
+_FUSION_WORDS = ("fusion", "fuse", "fused")
+_MOVE_VERBS = ("move", "migrat", "integrat", "provid", "handled by", "now ")
+
+
+def release_notes(index: ModuleIndex) -> dict | None:
+    """The vllm-ascend tree's release notes (docs/source/user_guide/release_notes.md in the sdist), as the lines
+    that speak of a fusion and of npugraph_ex or a removal: {"file": rel path, "lines": [[line, text], ...]}. None where the
+    tree has no such file."""
+    tree = index.trees.get("vllm_ascend")
+    if tree is None:
+        return None
+    table = COMPILE_FACTS.of(index)
+    if "release_notes" in table:
+        return table["release_notes"]
+    found = None
+    for rel in ("docs/source/user_guide/release_notes.md", "docs/source/release_notes.md", "RELEASE_NOTES.md"):
+        path = tree.root / rel
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            lines = [[i, " ".join(t.split())] for i, t in enumerate(text.splitlines(), 1)
+                     if any(w in t.lower() for w in _FUSION_WORDS)
+                     and any(w in t.lower() for w in _MOVED + _REMOVED)]
+            found = {"file": rel, "lines": lines}
+            break
+    table["release_notes"] = found
+    return found
+
+
+def _words(text: str) -> str:
+    """Lower-case letters and digits only: `matmul all-reduce RMSNorm` -> matmulallreducermsnorm."""
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def _name_keys(name: str) -> list[str]:
+    """The ways a release note names a pass class: the class name less Pass / Fusion / Pattern
+    (MatmulAllReduceAddRMSNorm), and that less an `Add` a note leaves out (MatmulAllReduceRMSNorm)."""
+    import re
+
+    core = re.sub(r"(Fusion)?(Pass|Pattern)$", "", name)
+    keys = [_words(core)]
+    parts = re.findall(r"[A-Z]+(?=[A-Z][a-z]|$)|[A-Z][a-z0-9]*|[a-z0-9]+", core)
+    if "Add" in parts:  # "matmul all-reduce RMSNorm" for MatmulAllReduceAddRMSNorm: the residual add unsaid
+        keys.append(_words("".join(p for p in parts if p != "Add")))
+    return [k for k in keys if len(k) >= 8]
+
+
+def left_the_tree(name: str, old: dict | None, new: dict | None) -> dict:
+    """What the newer tree's release notes say of a pass that is no longer in it: the lines of `new` that
+    `old` does not have (the releases in between) and that name it. {"how": "moved_to_npugraph_ex" /
+    "removed" / "unknown", "file", "line", "text", "note"}."""
+    if not new:
+        return {"how": "unknown", "note": "the new tree has no release notes"}
+    before = {t for _, t in (old or {}).get("lines", [])}
+    keys = _name_keys(name)
+    hits = [(n, t) for n, t in new.get("lines", []) if t not in before and any(k in _words(t) for k in keys)]
+    for n, t in hits:
+        low = t.lower()
+        if (any(m in low for m in _MOVED) and any(v in low for v in _MOVE_VERBS)
+                and not any(r in low for r in _REMOVED)):
+            return {"how": "moved_to_npugraph_ex", "file": new["file"], "line": n, "text": t}
+    for n, t in hits:
+        if any(r in t.lower() for r in _REMOVED):
+            return {"how": "removed", "file": new["file"], "line": n, "text": t}
+    if hits:
+        n, t = hits[0]
+        return {"how": "unknown", "file": new["file"], "line": n, "text": t,
+                "note": "a release note names it, but says neither that it moved nor that it was removed"}
+    return {"how": "unknown", "note": f"no release note since the old tree names {name}"}
