@@ -198,7 +198,7 @@ def _passes_for(deployment, passes: list, path: tuple | None = None) -> list:
     given = _flags(deployment.additional_config) if deployment is not None else {}
     out = []
     for p in passes:
-        if p.name in skipped and not eager:
+        if p.name in skipped and not eager and compiled is not None:
             at = compiled.evidence[-1] if compiled.evidence else None
             p = replace(p, flag=p.flag or "compilation", default_file=None, default_line=None,
                         default=say("compiler_skips_pass", compiler=compiled.compiler, registry=compiled.registry,

@@ -83,6 +83,12 @@ def _text(info: ModuleInfo, node: cst.CSTNode) -> str:
     return " ".join(info.code(node).replace("\\\n", " ").split())
 
 
+def _body(cls) -> list:
+    """The statements of a class definition's body (empty for anything else)."""
+    node = getattr(cls, "node", None)
+    return list(node.body.body) if isinstance(node, cst.ClassDef) else []
+
+
 def _member(expr, enum: str) -> str | None:
     """`CUDAGraphMode.PIECEWISE` -> "PIECEWISE"."""
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == enum:
@@ -128,7 +134,7 @@ def _enum_parts(index: ModuleIndex) -> dict[str, tuple[str, ...]]:
         return {}
     plain: dict[str, object] = {}
     out: dict[str, tuple[str, ...]] = {}
-    for name, value, _ in _assigns(cls.node.body.body):
+    for name, value, _ in _assigns(_body(cls)):
         if isinstance(value, cst.Integer):
             plain[name] = int(value.value)
             out[name] = (name,)
@@ -146,7 +152,9 @@ def _mode_predicates(index: ModuleIndex) -> dict[str, tuple[str, str]]:
     info = index.get(VLLM_COMPILATION)
     cls = info.classes().get("CUDAGraphMode") if info is not None else None
     out: dict[str, tuple[str, str]] = {}
-    for fn in (cls.node.body.body if cls is not None else ()):
+    if info is None:
+        return out
+    for fn in _body(cls):
         if not isinstance(fn, cst.FunctionDef):
             continue
         ret = [r for r in find_all(fn, cst.Return) if r.value is not None]
@@ -283,7 +291,7 @@ def _compile_choice(index: ModuleIndex) -> tuple[str | None, str | None, Cite | 
     if info is None:
         return None, None, None
     for cls in info.classes().values():
-        for fn in cls.node.body.body:
+        for fn in _body(cls):
             if not (isinstance(fn, cst.FunctionDef) and fn.name.value == "compile"):
                 continue
             for node in find_all(fn, cst.If):
@@ -339,9 +347,10 @@ def registries(index: ModuleIndex, module: str) -> dict[str, Cite]:
     for binding in info.imports.values():
         b = index.choose(binding)
         mod = getattr(b, "module", None)
-        if mod and mod.startswith("vllm_ascend.compilation") and mod not in seen and index.get(mod) is not None:
+        other = index.get(mod) if mod and mod.startswith("vllm_ascend.compilation") and mod not in seen else None
+        if mod and other is not None:
             seen.add(mod)
-            todo.append(index.get(mod))
+            todo.append(other)
     for m in todo:
         for stmt in m.statements_with(b"register_replacement"):
             for call in find_all(stmt, cst.Call):
@@ -412,7 +421,9 @@ def decide(index: ModuleIndex, *, enforce_eager: bool = False, optimization_leve
         return CompilePath(None, None, None, mode, None, ev, note="vLLM's cudagraph_mode for this level is not read",
                            stated=tuple(stated))
     plat = index.get(ASCEND_PLATFORM)
-    rewrites, chain = _chains(plat) if plat is not None else ([], [])
+    if plat is None:
+        return CompilePath(None, None, graph, mode, None, ev, stated=tuple(stated), note="no vllm_ascend/platform.py")
+    rewrites, chain = _chains(plat)
     for node, to, text in rewrites:
         if _holds(node.test, graph, parts, preds) is True and to:
             ev.append(Cite(plat.rel, plat.line_of(node), f"{text}: cudagraph_mode = {to}"))
@@ -432,7 +443,8 @@ def decide(index: ModuleIndex, *, enforce_eager: bool = False, optimization_leve
         sets = {n: v for n, v, _ in _assigns(b.body)}
         if _member(sets.get("mode"), "CompilationMode") == "NONE" or graph == "NONE":
             mode = "NONE"
-        if OPTION in sets and isinstance(sets[OPTION], cst.Name) and sets[OPTION].value == "False":
+        value = sets.get(OPTION)
+        if isinstance(value, cst.Name) and value.value == "False":
             npugraph_ex = False
         break
     if mode == "NONE":
