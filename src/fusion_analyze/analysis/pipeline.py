@@ -35,6 +35,7 @@ class Analysis:
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
     deployment: object = None  # ir.deployment.Deployment: what the report answers for
     mc2_capacity: int | None = None  # the MC2 token capacity the deployment gives (semantics/environment.py)
+    compile_path: dict | None = None  # which compiler runs the graph (passes/compile_path.py), for the report
 
 
 @dataclass
@@ -146,7 +147,8 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     result = walker.walk_model(_walked_class(session, loc))
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
-    ascend = _passes_for(deployment, ascend)
+    path = _compile_path(session, deployment, ascend)
+    ascend = _passes_for(deployment, ascend, path)
     from ..passes.cuda_passes import inductor_default
 
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
@@ -156,7 +158,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     benefits = {o.id: estimate(o, models, shapes, device, par, deployment.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, deployment.tp,
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
-                 mc2_capacity=env.mc2_capacity)
+                 mc2_capacity=env.mc2_capacity, compile_path=path[1] if path else None)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
     a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment)
@@ -164,18 +166,48 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     return a
 
 
-def _passes_for(deployment, passes: list) -> list:
-    """The graph passes as the deployment runs them: none with --enforce-eager (vLLM compiles nothing, so no
-    pass runs: vllm_ascend/platform.py turns compilation off), and each flag the user's --additional-config
-    sets (`{"ascend_compilation_config": {"fuse_norm_quant": false}}`) at the user's value."""
+def _compile_path(session: Session, deployment, passes: list) -> tuple | None:
+    """(the CompilePath, its report section) on the Ascend backend: the compiler that runs the graph for this
+    deployment, where each pass registers its patterns, and the tree's release-note lines on fusions."""
+    if session.backend != "ascend" or "vllm_ascend" not in session.index.trees:
+        return None
+    from ..passes.compile_path import for_deployment, registries, release_notes
+
+    path = for_deployment(session.index, deployment)
+    regs = {p.name: {k: c.to_json() for k, c in sorted(registries(session.index, _module_of(p.file)).items())}
+            for p in passes}
+    return path, {**path.to_json(), "registrations": regs, "release_notes": release_notes(session.index)}
+
+
+def _module_of(rel: str) -> str:
+    return rel[:-3].replace("/", ".") if rel.endswith(".py") else rel.replace("/", ".")
+
+
+def _passes_for(deployment, passes: list, path: tuple | None = None) -> list:
+    """The graph passes as the deployment runs them: none where nothing is compiled (--enforce-eager, -O0:
+    vllm_ascend/platform.py turns compilation off), none whose patterns are not registered with the compiler
+    that runs (passes/compile_path.py), and each flag the user's --additional-config sets
+    (`{"ascend_compilation_config": {"fuse_norm_quant": false}}`) at the user's value."""
     from dataclasses import replace
 
-    if deployment is None or (not deployment.enforce_eager and not deployment.additional_config):
+    from ..passes.compile_path import EAGER
+
+    compiled = path[0] if path else None
+    eager = bool(deployment is not None and deployment.enforce_eager) or (compiled is not None and compiled.compiler == EAGER)
+    registered = path[1]["registrations"] if path else {}
+    skipped = {p.name for p in passes if compiled is not None and compiled.registry and registered.get(p.name)
+               and compiled.registry not in registered[p.name]}
+    if not eager and not skipped and (deployment is None or not deployment.additional_config):
         return passes
-    given = _flags(deployment.additional_config)
+    given = _flags(deployment.additional_config) if deployment is not None else {}
     out = []
     for p in passes:
-        if deployment.enforce_eager:
+        if p.name in skipped and not eager and compiled is not None:
+            at = compiled.evidence[-1] if compiled.evidence else None
+            p = replace(p, flag=p.flag or "compilation", default_file=None, default_line=None,
+                        default=say("compiler_skips_pass", compiler=compiled.compiler, registry=compiled.registry,
+                                    where=f"{at.file}:{at.line}" if at else "?"))
+        elif eager:
             p = replace(p, flag=p.flag or "compilation", default=say("eager_no_passes"), default_file=None,
                         default_line=None)
         elif p.flag and p.flag in given:

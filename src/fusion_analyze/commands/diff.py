@@ -69,7 +69,13 @@ class ModelDiff:
 
     @property
     def regressions(self) -> list:
-        return [c for c in self.status_changed if c["old"] in FUSED and c["new"] == "open"]
+        return [c for c in self.status_changed if c["old"] in FUSED and c["new"] == "open" and not _moved(c)]
+
+    @property
+    def moved_out(self) -> list:
+        """Fused → open because the pass that fused it left the tree for npugraph_ex (a release note says so):
+        fused by npugraph_ex, outside the trees; not a regression."""
+        return [c for c in self.status_changed if c["old"] in FUSED and c["new"] == "open" and _moved(c)]
 
     @property
     def new_fusions(self) -> list:
@@ -77,7 +83,7 @@ class ModelDiff:
 
     @property
     def other_changes(self) -> list:
-        return [c for c in self.status_changed if not (c["old"] in FUSED and c["new"] == "open")
+        return [c for c in self.status_changed if not (c["old"] in FUSED and c["new"] == "open" and not _moved(c))
                 and not (c["old"] == "open" and c["new"] in FUSED)]
 
     def changed(self) -> bool:
@@ -90,7 +96,11 @@ class ModelDiff:
                         "line_moves": self.line_moves},
                 "opportunities": {"added": self.opps_added, "removed": self.opps_removed,
                                   "status_changed": self.status_changed, "fuser_changed": self.fuser_changed},
-                "regressions": self.regressions, "new_fusions": self.new_fusions}
+                "regressions": self.regressions, "new_fusions": self.new_fusions, "moved_out": self.moved_out}
+
+
+def _moved(c: dict) -> bool:
+    return (c.get("left_tree") or {}).get("how") == "moved_to_npugraph_ex"
 
 
 class Diffs(list):
@@ -100,7 +110,8 @@ class Diffs(list):
 
     def __init__(self, items=(), names: dict | None = None, sources: dict | None = None):
         super().__init__(items)
-        self.names = names  # {"old": {"pass": set, "kernel": set, "class": set}, "new": {...}}
+        self.names = names  # {"old": {"pass": set, "kernel": set, "class": set, "release_notes"}, "new": {...}}
+        self.left: dict = {}  # gone pass -> what the new tree's release notes say of it
         self.sources = sources or {}  # {"old": {"vllm": {"version": ...}, ...}, "new": {...}}
 
 
@@ -221,8 +232,10 @@ def _pair_forms(d: ModelDiff, o_opp: dict, n_opp: dict) -> None:
 
 def _names(docs) -> dict[str, set]:
     """The passes, kernels and layer classes one side's reports show (for "is it still there")."""
-    out: dict[str, set] = {"pass": set(), "kernel": set(), "class": set()}
+    out: dict = {"pass": set(), "kernel": set(), "class": set()}
+    notes = None
     for doc in docs:
+        notes = notes or (doc.get("compile") or {}).get("release_notes")
         passes = doc.get("passes") or {}
         for p in (passes.get("ascend") or []) + (passes.get("cuda") or []):
             out["pass"].add(p.get("name"))
@@ -237,6 +250,7 @@ def _names(docs) -> dict[str, set]:
                 out["class" if kind == "class" else "kernel" if kind in ("kernel", "patch") else "pass"].add(subject)
     for names in out.values():
         names.discard(None)
+    out["release_notes"] = notes
     return out
 
 
@@ -249,8 +263,31 @@ def diff_paths(old: str, new: str, different_models: bool = False) -> Diffs:
         if not different_models:
             raise UserError(f"{old} is a report of {ka}, {new} of {kb}: diff compares one model across trees or "
                             f"deployments; pass --different-models to compare two models anyway")
-        return Diffs([diff_model(f"{ka} → {kb}", va, vb)], names, sources)
-    return Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names, sources)
+        return _left_tree(Diffs([diff_model(f"{ka} → {kb}", va, vb)], names, sources))
+    return _left_tree(Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names, sources))
+
+
+def _left_tree(diffs: Diffs) -> Diffs:
+    """Each fused → open change whose graph pass the new side no longer has, with what the new tree's release
+    notes say of it since the old tree's (passes/compile_path.py left_the_tree): moved to npugraph_ex (then
+    not a regression), removed, or unknown."""
+    from ..passes.compile_path import left_the_tree
+
+    names = diffs.names or {}
+    said: dict[str, dict] = {}
+    for d in diffs:
+        for c in d.status_changed:
+            if not (c["old"] in FUSED and c["new"] == "open"):
+                continue
+            kind, subject = cause_of(c["old"], c.get("old_fuser"))
+            if kind != "pass" or subject in names.get("new", {}).get("pass", ()):
+                continue
+            if subject not in said:
+                said[subject] = left_the_tree(subject, names.get("old", {}).get("release_notes"),
+                                              names.get("new", {}).get("release_notes"))
+            c["left_tree"] = said[subject]
+    diffs.left = said
+    return diffs
 
 
 def exit_code(diffs: list[ModelDiff], fail_on: str) -> int:
@@ -289,18 +326,31 @@ def cause_of(status: str, fuser: dict | None) -> tuple[str, str]:
     return "layer", what
 
 
-def _presence(kind: str, subject: str, names: dict | None, regression: bool) -> str | None:
-    """Whether the other side still has (a regression) or already had (a new fusion) what fuses."""
+def _presence(kind: str, subject: str, names: dict | None, regression: bool, left: dict | None = None) -> str | None:
+    """Whether the other side still has (a regression) or already had (a new fusion) what fuses; for a pass
+    the new tree no longer has, what its release notes say (`left`: removed, or not said: unknown)."""
     if names is None or kind in ("layer", "unknown"):
         return None
     side = names["new" if regression else "old"]
     there = subject in side["kernel" if kind == "patch" else kind]
     if kind == "pass":
+        if regression and not there and left:
+            return _left_said(left)
         return ("still in the new tree" if there else "gone: the new tree has no such pass") if regression else \
             ("in the old tree already" if there else "new: the old tree had no such pass")
     if regression:
         return "still used by other models of the new side" if there else "gone: no model of the new side uses it"
     return "used by other models of the old side already" if there else "new: no model of the old side used it"
+
+
+def _left_said(left: dict) -> str:
+    at = f"{left['file']}:{left['line']}" if left.get("line") else None
+    text = _cut(left.get("text") or "", 140)
+    if left["how"] == "moved_to_npugraph_ex":
+        return f"fused by npugraph_ex (outside the trees; release note {at}: {text})"
+    if left["how"] == "removed":
+        return f"removed by the release: the new tree has no such pass (release note {at}: {text})"
+    return f"gone: the new tree has no such pass; why is unknown ({left.get('note') or 'no release note says'})"
 
 
 def group_causes(diffs: list[ModelDiff], regression: bool = True) -> list[dict]:
@@ -315,7 +365,7 @@ def group_causes(diffs: list[ModelDiff], regression: bool = True) -> list[dict]:
             cause = causes.setdefault((kind, subject), {
                 "kind": kind, "subject": subject, "status": Counter(), "evidence": {}, "other_side": Counter(),
                 "scenarios": Counter(), "models": [], "opportunities": [],
-                "presence": _presence(kind, subject, names, regression)})
+                "presence": _presence(kind, subject, names, regression, getattr(diffs, "left", {}).get(subject))})
             cause["status"][status] += 1
             if fuser is not None:
                 cause["evidence"].setdefault((fuser["file"], _norm(fuser["what"])), fuser)
@@ -396,7 +446,12 @@ def _other_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
     rows: dict[str, list] = {}
     for d in diffs:
         for c in d.other_changes:
-            rows.setdefault(f"{c['old']} → {c['new']}", []).append(d.architecture)
+            change = f"{c['old']} → {c['new']}"
+            if _moved(c):  # the pass left for npugraph_ex: said as such, never open
+                left = c["left_tree"]
+                change = (f"{c['old']} → fused by npugraph_ex (outside the trees; release note "
+                          f"{left['file']}:{left['line']})")
+            rows.setdefault(change, []).append(d.architecture)
     fusers: dict[tuple, list] = {}
     for d in diffs:
         for c in d.fuser_changed:
@@ -446,11 +501,13 @@ def _model_md(d: ModelDiff, numbers: dict, cap: int) -> str:
     lines = [f"<details><summary><b>{d.architecture}</b>: {_model_summary(d)}</summary>", ""]
     for c in d.status_changed:
         regression, fusion = c["old"] in FUSED and c["new"] == "open", c["old"] == "open" and c["new"] in FUSED
+        regression = regression and not _moved(c)
         mark = "⚠ " if regression else "✅ " if fusion else ""
         was = f" (was `{c['was']}`)" if c.get("was") else ""
         cause = numbers.get((d.architecture, c["id"]))
         because = f" (cause {cause})" if cause else ""
-        lines.append(f"- {mark}`{c['id']}`{was}: {c['old']} → {c['new']}{because}")
+        new = "fused by npugraph_ex (outside the trees; release note)" if _moved(c) else c["new"]
+        lines.append(f"- {mark}`{c['id']}`{was}: {c['old']} → {new}{because}")
     for c in d.fuser_changed:
         o, n = c["old_fuser"], c["new_fuser"]
         lines.append(f"- `{c['id']}` ({c['status']}): was `{o['file']}`: {_cut(o['what'], 100)}; "

@@ -520,28 +520,51 @@ def _config_flag(leaf) -> str | None:
 
 
 def _field_default(index: ModuleIndex, info, flag: str) -> tuple | None:
-    """(node, default expr) of the first `flag: T = default` or `.get("flag", default)` in the module; only
-    statements whose text names the flag can hold it."""
+    """(node, default expr) of the flag's declared default in the module: a `flag: T = default` field or an
+    `__init__(..., flag: T = default)` parameter of a config class; else the first `.get("flag", default)`.
+    The declaration wins over a `.get` elsewhere: vllm-ascend 0.23 syncs every field of
+    AscendCompilationConfig into additional_config (platform.py), so a later
+    `additional_config[...].get("fuse_allreduce_rms", True)` reads the field's False, not its own True.
+    Only statements whose text names the flag can hold it."""
     key = (info.name, flag)
     if key in FIELD_DEFAULTS.of(index):
         return FIELD_DEFAULTS.of(index)[key]
-    found = None
+    declared, got = None, None
     for stmt in info.statements_with(flag.encode()):
-        for n in find_all(stmt, (cst.AnnAssign, cst.Call)):
+        for n in find_all(stmt, (cst.AnnAssign, cst.FunctionDef, cst.Call)):
             if isinstance(n, cst.AnnAssign):
                 t = n.target
                 name = t.value if isinstance(t, cst.Name) else (t.attr.value if isinstance(t, cst.Attribute) else None)
                 if name == flag and n.value is not None:
-                    found = (n, n.value)
-            elif (isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
+                    declared = (n, n.value)
+            elif isinstance(n, cst.FunctionDef):
+                declared = _param_default(n, flag)
+            elif (got is None and isinstance(n.func, cst.Attribute) and n.func.attr.value == "get" and len(n.args) >= 2
                     and isinstance(n.args[0].value, cst.SimpleString) and n.args[0].value.evaluated_value == flag):
-                found = (n, n.args[1].value)
-            if found:
+                got = (n, n.args[1].value)
+            if declared:
                 break
-        if found:
+        if declared:
             break
+    found = declared or got
     FIELD_DEFAULTS.of(index)[key] = found
     return found
+
+
+def _param_default(fn: cst.FunctionDef, flag: str) -> tuple | None:
+    """(node, expr) of `def __init__(self, ..., flag: T = default)`: the default, or what the function stores
+    as `self.flag` when that is not the parameter itself (0.13's `self.fuse_qknorm_rope = HAS_TRITON or
+    fuse_qknorm_rope`: the expression, which a literal reading does not decide)."""
+    params = list(fn.params.params) + list(fn.params.kwonly_params)
+    param = next((q for q in params if q.name.value == flag and q.default is not None), None)
+    if param is None:
+        return None
+    for a in find_all(fn, cst.Assign):
+        t = a.targets[0].target
+        if (isinstance(t, cst.Attribute) and t.attr.value == flag and isinstance(t.value, cst.Name)
+                and t.value.value == "self"):
+            return (param, param.default) if isinstance(a.value, cst.Name) and a.value.value == flag else (a, a.value)
+    return param, param.default
 
 
 def _default_of(index: ModuleIndex, modules: list[str], flag: str) -> tuple[str, str, int] | None:

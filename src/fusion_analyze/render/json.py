@@ -24,6 +24,7 @@ def to_json(a) -> dict:
         "estimate": _estimate_inputs(a),
         "configuration": a.configuration.to_json() if a.configuration is not None else None,
         "passes": {k: [p.to_json() for p in v] for k, v in sorted(a.passes.items())},
+        "compile": getattr(a, "compile_path", None),
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "not_followed": list(a.walk.not_followed),
