@@ -59,6 +59,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._cuda_backends: Backends | None = None
         self._streams: list[str] = []  # the device-stream scopes the statement walk is in (statements.py)
         self.quant = None  # semantics.quantization.Quantization of a quantised deployment
+        self.layer_kind: int | None = None  # while one of several kinds of decoder layer is walked: its number
+        self.layer_kinds: list[dict] = []  # those kinds: their layers, count and what sets each apart
 
     @property
     def cuda_backends(self) -> Backends:
@@ -89,7 +91,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._mark_opaque()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
-        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time)
+        return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
+                          layer_kinds=self.layer_kinds)
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -217,6 +220,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         )
         if self.section == "layer" and self.repeat:
             op.attrs["repeat"] = self.repeat
+        if self.section == "layer" and self.layer_kind is not None:
+            op.attrs["layer_kind"] = self.layer_kind
         if self._streams:
             op.attrs["stream"] = self._streams[-1]
         self.ops.append(op)
