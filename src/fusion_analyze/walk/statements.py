@@ -229,7 +229,7 @@ class Statements(WalkerState):
         give the layer count or the list is not built per index (then one layer is walked, its per-layer
         choices listed as alternatives)."""
         n, build = layer_list.count, layer_list.per_layer
-        if not n or build is None or not callable(build):
+        if not n or build is None:
             return None
         groups: dict[tuple, dict] = {}
         for i in range(n):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import libcst as cst
 
@@ -46,7 +47,7 @@ class Instance:
     skip_parts: tuple[str, ...] = ()  # composite parts its builder takes out (walk/hf/fusers.py)
     # for a layer list: i -> the element built for layer i (the layer list's factory with the index bound: its
     # `prefix` "model.layers.i" or the comprehension's index i), or None where the list is not built per index
-    per_layer: object = None
+    per_layer: Callable[[int], Instance | None] | None = None
     count: int | None = None  # a layer list's length where the configuration gives it
     init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
     value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
