@@ -145,7 +145,8 @@ def test_readable_choices_blocks_and_alternatives(session, hf):
 
     d = analyze_in(session, "DeepSeek-V3", Options(hf_root=hf))
     text = render_data(d.report, lang="en")
-    seq = text.split("Decoder layer (×", 1)[1].split("```", 2)[1]  # the layer's sequence block
+    # the MoE layers' sequence block (layers 3-60: the first three are dense, a kind of their own)
+    seq = text.split("Decoder layer, kind 2: layers 3–60", 1)[1].split("```", 2)[1]
     assert sum(1 for t in seq.splitlines() if t.startswith("moe ")) == 1  # one MoE block on the walked path
     assert any(not o["on_path"] and o["steady"] and o["kind"] == "moe" for o in d.report["ops"])
     headers = [t for t in seq.splitlines() if t.startswith("# if ")]

@@ -153,7 +153,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
 
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
     par = Parallel(deployment.tp_size, deployment.ep)
-    models = step_models(result.ops, shapes, device, par)
+    models = step_models(result.ops, shapes, device, par, [kd["count"] for kd in result.layer_kinds])
     apply_fused(models, opps)
     benefits = {o.id: estimate(o, models, shapes, device, par, deployment.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, deployment.tp,

@@ -181,6 +181,7 @@ class Runtime:
     """walk.yaml `runtime`: what vLLM's runtime hands code."""
 
     layers_of: tuple[str, ...] = ()
+    layer_index: tuple[str, ...] = ()  # functions that read a layer's index from its dotted module name
     hardware_profile: tuple[str, ...] = ()
     device_type: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, str] = field(default_factory=dict)

@@ -85,11 +85,13 @@ def parallel_style(op) -> str | None:
     return None
 
 
-def step_models(ops, shapes: Shapes, device: dict, par: Parallel) -> dict[str, StepModel]:
-    """One cost model per scenario (prefill, decode) of the walked ops; empty without dimensions."""
+def step_models(ops, shapes: Shapes, device: dict, par: Parallel, kind_counts: list[int] | None = None) -> dict[str, StepModel]:
+    """One cost model per scenario (prefill, decode) of the walked ops; empty without dimensions. `kind_counts`:
+    the layer count of each kind of decoder layer (WalkResult.layer_kinds), where there are several."""
     if shapes.symbolic:
         return {}
-    return {name: StepModel(ops, shapes.dims, shapes.dtype_bytes, device, name, dict(scen), par, parallel_style)
+    return {name: StepModel(ops, shapes.dims, shapes.dtype_bytes, device, name, dict(scen), par, parallel_style,
+                            kind_counts)
             for name, scen in sorted(device["scenarios"].items())}
 
 
@@ -99,7 +101,7 @@ def apply_fused(models: dict[str, StepModel], opps) -> None:
     fused = [o for o in opps if o.status == "fused_by_ascend_graph_pass"]
     for model in models.values():
         used: set[str] = set()
-        per_layer = once = 0.0
+        per_layer = once = in_layers = 0.0
         for o in sorted(fused, key=lambda o: (-max(len(m.op_list) for m in o.matches), o.id)):
             for m in o.matches:
                 ids = {x.id for x in m.op_list}
@@ -111,11 +113,16 @@ def apply_fused(models: dict[str, StepModel], opps) -> None:
                 used |= ids
                 if all(x.section == "layer" for x in m.op_list):
                     per_layer += r.us
+                    n = model.step.layers_of(m.op_list) if model.step.kind_counts else model.step.num_layers
+                    in_layers += r.us * n
+                    kinds = {x.attrs.get("layer_kind") for x in m.op_list} - {None}
+                    for k in kinds if model.step.kind_counts else ():
+                        model.step.kind_us[k] -= r.us
                 else:
                     once += r.us
         step = model.step
-        step.fused_us = per_layer * step.num_layers + once
-        step.layer_us -= per_layer
+        step.fused_us = in_layers + once
+        step.layer_us -= in_layers / step.num_layers if step.kind_counts else per_layer
         step.total_us -= step.fused_us
 
 
@@ -187,6 +194,12 @@ def _saving(opp, model: StepModel) -> dict | None:
     n = step.moe_layers if moe else step.num_layers
     per_layer = sum(s.us for s in layer)
     total = per_layer * n + sum(s.us for s in once)
+    if step.kind_counts:  # each match pays in the layers of its own kind
+        in_layers = sum(f[0].us * step.layers_of(_ops_of(opp, f[1])) for f in taken if f[4])
+        kinds = {k for f in taken if f[4] for o in _ops_of(opp, f[1]) for k in [o.attrs.get("layer_kind")] if k is not None}
+        n = sum(step.kind_counts[k] for k in kinds) or step.num_layers
+        per_layer = in_layers / n if n else 0.0
+        total = in_layers + sum(s.us for s in once)
     share = total / step.total_us if step.total_us else 0.0
     return {
         "num_tokens": int(model.n), "mode": model.mode,
@@ -212,3 +225,11 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+def _ops_of(opp, ids: frozenset) -> list:
+    """The ops of the opportunity's match whose op ids are `ids`."""
+    for m in opp.matches:
+        if frozenset(o.id for o in m.op_list) == ids:
+            return m.op_list
+    return []

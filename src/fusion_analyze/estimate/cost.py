@@ -85,11 +85,28 @@ class Step:
     num_layers: int = 1
     fused_us: float = 0.0  # what the backend's graph passes already save of the walked ops (estimate.benefit)
     moe_layers: int = 1  # the layers that run the walked MoE ops (num_layers less the first dense ones)
+    # where the decoder layers are of several kinds (WalkResult.layer_kinds): each kind's layer count and the
+    # time of one of its layers; the step sums kind × count
+    kind_counts: list[int] = field(default_factory=list)
+    kind_us: list[float] = field(default_factory=list)
+
+    def layers_of(self, ops) -> int:
+        """How many layers run these (layer-section) ops: their kind's count where the layers are of several
+        kinds, else the MoE layers for a MoE op, else every layer."""
+        kinds = {o.attrs.get("layer_kind") for o in ops} - {None}
+        if self.kind_counts and kinds:
+            return sum(self.kind_counts[k] for k in kinds if k < len(self.kind_counts))
+        if self.kind_counts:
+            return self.num_layers
+        return self.moe_layers if any(is_moe_op(o) for o in ops) else self.num_layers
 
     def to_json(self, device: dict | None = None) -> dict:
         d: dict = {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
                    "num_layers": self.num_layers, "moe_layers": self.moe_layers, "not_costed": len(self.unknown),
                    "fused_by_passes_us": round(self.fused_us, 1)}
+        if self.kind_counts:
+            d["layer_kinds"] = [{"kind": k, "count": n, "layer_us": round(us, 2)}
+                                for k, (n, us) in enumerate(zip(self.kind_counts, self.kind_us))]
         if device is not None:  # each op the step adds, with what its time is made of; those not costed, with why
             d["ops"] = {i: {"bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm),
                             "launches": c.launches, "time_us": round(c.time_us(device, self.mode), 3)}
@@ -102,7 +119,7 @@ class StepModel:
     """Costs of every op of one walk, for one scenario and one parallel layout."""
 
     def __init__(self, ops: list[Op], dims: dict, dtype_bytes: int, device: dict, scenario: str, scen: dict,
-                 par: Parallel, parallel_style):
+                 par: Parallel, parallel_style, kind_counts: list[int] | None = None):
         # a part the runtime runs on other paths only (the MoE comm class picked by token count) is not this step's
         ops = [o for o in ops if scenario in (o.attrs.get("runs_on") or (scenario,))]
         self.ops, self.d, self.b, self.device = ops, dims, dtype_bytes, device
@@ -118,6 +135,9 @@ class StepModel:
         self._comm_impl: str | None = None  # the class of the MoE experts part last walked (its communication)
         self._shared = any(o.attrs.get("role") == "shared_expert" and counted(o) for o in ops)
         self.step = Step(scenario, self.mode, num_layers=int(dims.get("num_layers") or 1))
+        if kind_counts and len(kind_counts) > 1:
+            self.step.kind_counts = list(kind_counts)
+            self.step.num_layers = sum(kind_counts)
         self._run()
 
     # -- dimensions -------------------------------------------------------------------------------------------
@@ -183,6 +203,22 @@ class StepModel:
             per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.mode)
         self.step.layer_us = per["layer"]
         layers = self.step.num_layers
+        if self.step.kind_counts:  # each kind of layer its own time, times its count
+            kinds = [0.0] * len(self.step.kind_counts)
+            for op in self.ops:
+                if op.section != "layer" or op.id not in self.step.counted or not self.step.costs[op.id].known:
+                    continue
+                us = self.step.costs[op.id].time_us(self.device, self.mode)
+                k = op.attrs.get("layer_kind")
+                for j in range(len(kinds)) if k is None or k >= len(kinds) else (k,):
+                    kinds[j] += us
+            self.step.kind_us = kinds
+            in_layers = sum(n * us for n, us in zip(self.step.kind_counts, kinds))
+            self.step.layer_us = in_layers / layers
+            self.step.moe_layers = sum(n for k, n in enumerate(self.step.kind_counts) if any(
+                is_moe_op(o) and o.attrs.get("layer_kind") == k and o.id in self.step.counted for o in self.ops))
+            self.step.total_us = per["prologue"] + in_layers + per["epilogue"]
+            return
         # a MoE model whose first `first_k_dense_replace` layers run a dense MLP (DeepSeek, GLM-4.x): the walked
         # layer is the MoE one; the dense layers run the MLP in place of its MoE ops
         k = int(self._dim("first_k_dense_replace") or 0)

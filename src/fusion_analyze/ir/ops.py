@@ -68,6 +68,7 @@ class OpAttrs(TypedDict, total=False):
     all_reduce: str  # when a row-parallel layer whose code is not in the trees reduces (`when tp_size > 1`)
     # where it sits
     repeat: str  # the decoder layer's repeat count, as the code writes it (ops of the layer section)
+    layer_kind: int  # the kind of decoder layer it runs in (WalkResult.layer_kinds), where the layers differ
     role: Literal["router", "collective", "shared_expert"]  # a MoE router GEMM, a linear's collective, a shared expert
     inside: str  # the class of the MoE / composite layer (or part) it runs inside; a collective's: its linear's name
     part: str  # a composite layer's part (composites.yaml: router, experts, join, ...)
@@ -162,3 +163,7 @@ class WalkResult:
     # the replacements (vllm-ascend patches) met on the walked path whose value the walk cannot resolve, so the
     # original ran in their place: {target, file, line, value, form, reason}
     not_followed: list[dict] = field(default_factory=list)
+    # the kinds of decoder layer where the layers' index decides their construction (a configuration given):
+    # [{layers: [i, ...], count, of: the layer count, differs: {self.<name>: what it is in this kind}}]; the ops
+    # of kind k carry attrs.layer_kind = k; empty where the layers are all of one kind
+    layer_kinds: list[dict] = field(default_factory=list)

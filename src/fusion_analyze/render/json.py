@@ -17,6 +17,8 @@ def to_json(a) -> dict:
         "model": a.location.to_json(),
         "locations": {k: v.to_json() for k, v in sorted(a.walk.locations.items())},
         "repeat": a.walk.repeat,
+        "layer_kinds": [{"kind": k, "layers": list(kd["layers"]), "ranges": layer_ranges(kd["layers"]), "count": kd["count"],
+                         "of": kd["of"], "differs": dict(kd["differs"])} for k, kd in enumerate(a.walk.layer_kinds)],
         "ops": [op.to_json() for op in a.walk.ops],
         "alternatives": _alternatives(a.walk.alternatives),
         "opportunities": [_opportunity(a, o) for o in a.opportunities],
@@ -81,4 +83,15 @@ def _alternatives(items: list[dict]) -> list[dict]:
         if alt["path"] not in seen:
             seen.add(alt["path"])
             out.append({**alt, "others": [list(o) for o in alt["others"]]})
+    return out
+
+
+def layer_ranges(layers: list[int]) -> list[list[int]]:
+    """[0, 1, 2, 4] -> [[0, 2], [4, 4]]: consecutive layers as first-last ranges."""
+    out: list[list[int]] = []
+    for i in layers:
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
     return out

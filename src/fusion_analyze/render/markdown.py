@@ -338,6 +338,15 @@ def _render(tmpl, data: dict, lang: str) -> str:
             ops.append(op)
         elif op["attrs"].get("other_branch") or op["steady"]:  # the other side of a test: an alternative
             other.append(op)
+    kinds = []
+    if len(data.get("layer_kinds") or []) > 1:  # each kind of decoder layer its own sequence
+        for kd in data["layer_kinds"]:
+            rows = [op for op in ops if op["section"] == "layer" and op["attrs"].get("layer_kind") == kd["kind"]]
+            said = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in kd["ranges"][:6]) + (", …" if len(kd["ranges"]) > 6 else "")
+            differs = ", ".join(f"`{k}`: `{v}`" for k, v in kd["differs"].items())
+            kinds.append({"title": L["layer_kind"].format(k=kd["kind"] + 1, ranges=said, count=kd["count"], of=kd["of"])
+                          + (f" — {differs}" if differs else ""), "rows": _blocks(rows, L)})
+        ops = [op for op in ops if op["section"] != "layer"]
     ops, other = _blocks(ops, L), _blocks(other, L)
     # open rows that pay first, by the share of a step they save; then the rest by state (a conditional row
     # after the decided ones of its state)
@@ -357,6 +366,9 @@ def _render(tmpl, data: dict, lang: str) -> str:
                "where": f"`{o['file']}` L{o['line']}", "kernel": o["interface"]["name"]}
         if o["cuda_only"]:
             row["state"] = f"**{row['state']}** {L['cuda_only']}"
+        kinds_of = o.get("layer_kinds") or []
+        if kinds_of and len(kinds_of) < len(data.get("layer_kinds") or []):  # not in every kind of layer
+            row["state"] += " — " + L["holds_in_kinds"].format(kinds=", ".join(str(k + 1) for k in kinds_of))
         table.append(row)
         if is_open:
             files = [{"file": e["file"], "line": e["line"], "what": T(e["what"])} for e in o["evidence"]]
@@ -374,7 +386,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
         deployment_text=_deployment_text(data.get("deployment"), L),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
-        repeat=data["repeat"], ops=ops, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],
+        repeat=data["repeat"], ops=ops, kinds=kinds, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],
         sections=[(s, L["sections"].get(s, s)) for s, _ in SECTIONS], unknowns=data["unknown_callees"],
         not_followed=data.get("not_followed", []),
         errors=data["errors"], configuration=data.get("configuration"), alternatives=data.get("alternatives", []),

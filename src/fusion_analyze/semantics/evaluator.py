@@ -423,6 +423,10 @@ class Evaluator:
                     else Unknown(f"whether config has {name}")))
         if type(func) is cst.Name and func.value in self.calls:
             return self.calls[func.value](call, scope)
+        if type(func) is cst.Name and func.value in _layer_index_functions() and args:
+            name = self.infer(args[0], scope, depth)  # extract_layer_index("model.layers.3"): its one integer
+            ints = [int(p) for p in name.value.split(".") if p.isdigit()] if isinstance(name, Known) and isinstance(name.value, str) else []
+            return Known(ints[0]) if len(ints) == 1 else Unknown("the layer index of an unknown module name")
         if type(func) is cst.Attribute and _dotted_text(func) in ("os.getenv", "os.environ.get") and args:
             # the default environment: every variable unset
             return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
@@ -455,6 +459,10 @@ class Evaluator:
                     return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
             if isinstance(base, Known) and isinstance(base.value, str) and name in ("lower", "upper", "strip") and not args:
                 return Known(getattr(base.value, name)())
+            if isinstance(base, Known) and isinstance(base.value, str) and name == "split" and len(call.args) <= 1:
+                sep = self.infer(call.args[0].value, scope, depth) if call.args else Known(None)
+                if isinstance(sep, Known) and (sep.value is None or isinstance(sep.value, str)) and sep.value != "":
+                    return Known(tuple(base.value.split(sep.value)))  # `prefix.split(sep=".")`
             if isinstance(base, Known) and isinstance(base.value, str) and name in ("startswith", "endswith") and len(args) == 1:
                 arg = self.infer(args[0], scope, depth)
                 if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
@@ -715,3 +723,11 @@ def binding_decider(index, backend: str):
     """What the binder (index.ModuleIndex.choose) asks of an import binding's condition: the backend's evaluator
     that knows the vLLM version (vllm-ascend imports one class per version) and no configuration."""
     return Evaluator(Environment.for_binder(backend, index)).condition_truth
+
+
+@lru_cache(maxsize=1)
+def _layer_index_functions() -> frozenset[str]:
+    """Functions that read a layer's index from its module name (walk.yaml `runtime.layer_index`)."""
+    from ..catalog import catalog
+
+    return frozenset(catalog().typed.walk.runtime.layer_index)

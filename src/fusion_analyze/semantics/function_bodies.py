@@ -105,7 +105,9 @@ class FunctionTables:
                 inner = tables(stmt, self.module)
                 rets = inner.returns
                 if rets and type(rets[0][0]) is cst.Call:
-                    out.append(LocalAssignment(stmt.name.value, cst.Lambda(params=cst.Parameters(), body=rets[0][0]), cond, pos))
+                    # its parameters' names kept (the layer index a layer list binds: `prefix`)
+                    params = cst.Parameters(params=[cst.Param(cst.Name(p.name.value)) for p in stmt.params.params])
+                    out.append(LocalAssignment(stmt.name.value, cst.Lambda(params=params, body=rets[0][0]), cond, pos))
                 nested += [LocalAssignment(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
                 continue
             if type(stmt) is cst.SimpleStatementLine:

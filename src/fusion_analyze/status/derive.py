@@ -42,6 +42,7 @@ class Opportunity:
     when: list[str] = field(default_factory=list)  # undecided tests the row's ops run under (each match's)
     state_if: list[str] = field(default_factory=list)  # undecided tests its state rests on
     on_ascend: bool = True  # the walk is Ascend's (an Ascend tree, the Ascend backend): its statuses speak of Ascend
+    layer_kinds: list[int] = field(default_factory=list)  # the kinds of decoder layer its matches hold in (if several)
 
     @property
     def conditional(self) -> bool:
@@ -66,6 +67,8 @@ class Opportunity:
             d["note"] = self.note
         if self.conditional:
             d["conditional"] = {"when": list(self.when), "state_if": list(self.state_if)}
+        if self.layer_kinds:
+            d["layer_kinds"] = list(self.layer_kinds)
         return d
 
 
@@ -761,7 +764,9 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
         out.append(Opportunity(oid, pid, pat.category, status, conds, items[0][5],
                                evidence, op_ids, first.file, first.line, scope, pat,
                                [it[0] for it in items], joined(list(dict.fromkeys(it[3] for it in items if it[3])), " | ") or None,
-                               when, state_if, on_ascend=backend == "ascend"))
+                               when, state_if, on_ascend=backend == "ascend",
+                               layer_kinds=sorted({o.attrs["layer_kind"] for it in items for o in it[0].op_list
+                                                   if "layer_kind" in o.attrs})))
     return out
 
 

@@ -297,6 +297,8 @@ class Composites(WalkerState):
                     kernels=taken, attrs=attrs)
             if "repeat" in part.attrs:
                 op.attrs["repeat"] = part.attrs["repeat"]
+            if "layer_kind" in part.attrs:
+                op.attrs["layer_kind"] = part.attrs["layer_kind"]
             if "runs_on" in part.attrs:  # a comm class the runtime picks on some paths: its steps too
                 op.attrs["runs_on"] = list(part.attrs["runs_on"])
             op.branches = list(part.branches)

@@ -164,6 +164,8 @@ class WalkerState:
         ops: list[Op]
         _streams: list[str]
         _stack: list[str]
+        layer_kind: int | None
+        layer_kinds: list[dict]
 
         def _value(self, name: str) -> str: ...
 

@@ -190,12 +190,63 @@ class Statements(WalkerState):
             for name in _assigned_names(stmt.body):
                 if frame.facts.none.get(name):
                     frame.facts.none[name] = False
-            self._layer_role(element, f"{frame.path}.layers" if frame.path else "layers")
-            with self._layer_section(layer_list.repeat):
-                self._block(frame, body, cond, steady)
+            kinds = self._layer_kinds(layer_list)
+            self._layer_role(kinds[0]["element"] if kinds else element, f"{frame.path}.layers" if frame.path else "layers")
+            if not kinds:
+                with self._layer_section(layer_list.repeat):
+                    self._block(frame, body, cond, steady)
+                return
+            # each kind of layer walked once, with its own element (its index bound), from the values the loop
+            # starts with; ops of several kinds say which kind they are in (`attrs.layer_kind`)
+            start = ({k: list(v) for k, v in frame.env.items()}, dict(frame.facts.none), dict(frame.loop_vars))
+            ends = []
+            for k, kind in enumerate(kinds):
+                frame.env, frame.facts.none, frame.loop_vars = ({a: list(b) for a, b in start[0].items()},
+                                                                 dict(start[1]), dict(start[2]))
+                var = loop_var if loop_var is not None else names[-1].value if names and type(names[-1]) is cst.Name else None
+                if var is not None:
+                    frame.loop_vars[var] = kind["element"]
+                self.layer_kind = k if len(kinds) > 1 else None
+                try:
+                    with self._layer_section(layer_list.repeat):
+                        self._block(frame, body, cond, steady)
+                finally:
+                    self.layer_kind = None
+                ends.append((frame.env, frame.facts.none, frame.loop_vars))
+            if len(kinds) > 1:  # after the loop: what the last layer's kind left
+                last = max(range(len(kinds)), key=lambda k: kinds[k]["layers"][-1])
+                frame.env, frame.facts.none, frame.loop_vars = ends[last]
+                self.layer_kinds = [{"layers": kd["layers"], "count": len(kd["layers"]), "of": layer_list.count,
+                                     "differs": kd["differs"]} for kd in kinds]
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
+
+    def _layer_kinds(self, layer_list: Instance) -> list[dict] | None:
+        """The decoder layers grouped by what their construction decides with each one's index bound (the
+        tests on the layer index: `layer_idx >= config.first_k_dense_replace`, `config.layer_types[i]`, ...):
+        [{element, layers, differs}] in the order of their first layer; None where the configuration does not
+        give the layer count or the list is not built per index (then one layer is walked, its per-layer
+        choices listed as alternatives)."""
+        n, build = layer_list.count, layer_list.per_layer
+        if not n or build is None:
+            return None
+        groups: dict[tuple, dict] = {}
+        for i in range(n):
+            element = build(i)
+            if element is None or element.cls is None:
+                return None
+            sig = (element.cls.qualname, self.ctor.kind_signature(element))
+            groups.setdefault(sig, {"element": element, "layers": [], "sig": sig})["layers"].append(i)
+        kinds = list(groups.values())
+        for kd in kinds:  # what sets the kind apart: the entries whose outcome differs between kinds
+            entries = dict((name, (truths, shown)) for name, truths, shown in kd["sig"][1])
+            others = [dict((name, (t, sh)) for name, t, sh in o["sig"][1]) for o in kinds if o is not kd]
+            kd["differs"] = {name: shown if shown is not None else "-" for name, (truths, shown) in entries.items()
+                             if any(o.get(name) != (truths, shown) for o in others)}
+            if any(o["sig"][0] != kd["sig"][0] for o in kinds):
+                kd["differs"] = {"class": kd["element"].cls.name, **kd["differs"]}
+        return kinds
 
     @contextmanager
     def _layer_section(self, repeat: str | None):

@@ -61,6 +61,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._cuda_backends: Backends | None = None
         self._streams: list[str] = []  # the device-stream scopes the statement walk is in (statements.py)
         self.quant = None  # semantics.quantization.Quantization of a quantised deployment
+        self.layer_kind: int | None = None  # while one of several kinds of decoder layer is walked: its number
+        self.layer_kinds: list[dict] = []  # those kinds: their layers, count and what sets each apart
 
     @property
     def cuda_backends(self) -> Backends:
@@ -92,7 +94,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
-                          not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])))
+                          not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
+                          layer_kinds=self.layer_kinds)
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -216,6 +219,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         if len(nf) > self._not_followed_seen:  # a replacement met while this op was reached that is not followed
             op.attrs["not_followed"] = [_not_followed_text(r) for r in list(nf.values())[self._not_followed_seen:]]
             self._not_followed_seen = len(nf)
+        if self.section == "layer" and self.layer_kind is not None:
+            op.attrs["layer_kind"] = self.layer_kind
         if self._streams:
             op.attrs["stream"] = self._streams[-1]
         self.ops.append(op)

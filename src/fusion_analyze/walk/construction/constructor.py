@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 
@@ -87,6 +87,10 @@ class Instance:
     outside: dict[str, str] = field(default_factory=dict)  # self.<name> -> the class outside the trees that builds it
     why: dict[str, str] = field(default_factory=dict)  # self.<name> -> why no class is known to build it
     skip_parts: tuple[str, ...] = ()  # composite parts its builder takes out (walk/hf/fusers.py)
+    # for a layer list: i -> the element built for layer i (the layer list's factory with the index bound: its
+    # `prefix` "model.layers.i" or the comprehension's index i), or None where the list is not built per index
+    per_layer: Callable[[int], Instance | None] | None = None
+    count: int | None = None  # a layer list's length where the configuration gives it
     init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
     value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
 
@@ -546,13 +550,26 @@ class Constructor(AttrSources, OtherChoices):
             first = call.args[0].value if call.args else None
             repeat = scope.module.code(first).strip() if first is not None and first is not lam and not type(first) is cst.Name or (type(first) is cst.Name and first.value not in scope.locals) else None
             chosen = pick(elems)  # a per-layer class choice: the default, the others listed as alternatives
-            return [_layer_list(chosen, repeat)] if chosen is not None else []
+            if chosen is None:
+                return []
+            names = [p.name.value for p in lam.params.params]
+            per_layer = _per_layer(self, lam.body, scope, names[0], "prefix", depth) if len(names) == 1 else None
+            lst = _layer_list(chosen, repeat, per_layer)
+            lst.count = self._count(first if first is not lam else None, scope)
+            return [lst]
         if fname == "ModuleList" and call.args:
             arg = call.args[0].value
             if isinstance(arg, (cst.ListComp, cst.GeneratorExp)):  # [Layer(...) for ...] or a generator
                 elems = self.evaluate(arg.elt, scope, depth + 1)
                 repeat = _range_arg(arg.for_in, scope.module)
-                return [_layer_list(e, repeat) for e in elems[:1]] if elems else []
+                target = arg.for_in.target
+                per_layer = (_per_layer(self, arg.elt, scope, target.value, "index", depth)
+                             if type(target) is cst.Name and repeat is not None and arg.for_in.inner_for_in is None else None)
+                out = [_layer_list(e, repeat, per_layer) for e in elems[:1]]
+                for lst in out:
+                    it = arg.for_in.iter
+                    lst.count = self._count(it.args[-1].value if type(it) is cst.Call and len(it.args) == 1 else None, scope)
+                return out
             if type(arg) is cst.Name and scope.fills.get(arg.value):  # a local list filled by .append(M(...))
                 elems = []
                 for value, cond in scope.fills[arg.value]:
@@ -592,6 +609,40 @@ class Constructor(AttrSources, OtherChoices):
         if dotted and self._outside and dotted.split(".")[0] not in self.index.trees:
             self._outside[-1].append(dotted)  # `lambda: nn.ReLU()` of a registry: a class outside the trees
         return []
+
+    def _count(self, expr, scope: Scope) -> int | None:
+        """A layer list's length (`config.num_hidden_layers`) where the configuration gives it."""
+        if expr is None:
+            return None
+        value = self.evaluator.infer(expr, scope)
+        known = getattr(value, "value", None) if type(value).__name__ == "Known" else None
+        return known if type(known) is int and known > 0 else None
+
+    def kind_signature(self, inst: Instance) -> tuple:
+        """What one decoder layer's construction decides, for grouping layers into kinds: per `self.<name>` its
+        __init__ chain assigns, whether each assignment runs (its test decided with the layer's index bound),
+        and the class built there, or the value where it is a flag or a name (`layer_type`), not a number."""
+        from ...semantics.values import Known
+
+        out = []
+        for c, fn, scope in self.init_scopes(inst):
+            for name, found in tables(fn, c.module).self_assignments.items():
+                truths = []
+                for _expr, cond, pos in found:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
+                    truths.append(decided.name if isinstance(decided, Truth) else "UNKNOWN")
+                if all(t == "FALSE" for t in truths):
+                    out.append((name, tuple(truths), None))
+                    continue
+                built = self.attr(inst, name)
+                shown = built.cls.name if built is not None and built.cls is not None else None
+                if shown is None:
+                    value = self.self_value(inst, name, self.evaluator)
+                    if isinstance(value, Known) and (value.value is None or type(value.value) in (bool, str)):
+                        shown = repr(value.value)
+                out.append((name, tuple(truths), shown))
+        return tuple(out)
 
     def _patched(self, fn: Definition, scope: Scope) -> Definition:
         """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
@@ -696,8 +747,25 @@ def _integer_item(expr: cst.Subscript) -> int | None:
     return None
 
 
-def _layer_list(element: Instance, repeat: str | None) -> Instance:
-    return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat)
+def _layer_list(element: Instance, repeat: str | None, per_layer=None) -> Instance:
+    return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat, per_layer=per_layer)
+
+
+def _per_layer(ctor: "Constructor", body: cst.BaseExpression, scope: Scope, name: str, how: str, depth: int):
+    """i -> the layer list's element built with the layer index bound: the factory's parameter `name` is the
+    prefix vLLM's `make_layers` hands it (`f"{prefix}.{idx}"`: "model.layers.i"), or a comprehension's index is
+    i; the element's own __init__ then reads its index from it (`extract_layer_index(prefix)`)."""
+    built: dict[int, Instance | None] = {}
+
+    def element(i: int) -> Instance | None:
+        if i not in built:
+            value = cst.SimpleString(f'"model.layers.{i}"') if how == "prefix" else cst.Integer(str(i))
+            inner = replace(scope, params={**scope.params, name: (value, Scope(module=scope.module))},
+                            locals=dict(scope.locals), values=dict(scope.values), version=scope.version + 1)
+            inner.locals.pop(name, None)
+            built[i] = pick(ctor.evaluate(body, inner, depth + 1))
+        return built[i]
+    return element
 
 
 def _range_arg(for_in, module) -> str | None:

@@ -1,0 +1,99 @@
+"""Layer kinds from the configuration (issue 45, item 2), on the 0.30 pair: with a configuration, the tests on
+the layer index are decided for every layer, the layers grouped into kinds by their outcome, each kind walked
+once and counted; the cost model sums the kinds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusion_analyze.analysis.pipeline import Options, analyze_in
+from fusion_analyze.render.markdown import render_markdown
+
+from .conftest import validate_report
+
+
+@pytest.fixture(scope="module")
+def dsv3(session):
+    return analyze_in(session, "deepseek-v3", Options(config="DeepSeek-V3"))
+
+
+@pytest.fixture(scope="module")
+def qwen3_next(session, tmp_path_factory):
+    """A Qwen3-Next config.json as the checkpoint's: 48 layers, a full-attention layer every fourth."""
+    layer_types = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(48)]
+    cfg = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 48,
+           "full_attention_interval": 4, "layer_types": layer_types, "hidden_size": 2048,
+           "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120,
+           "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts": 512,
+           "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
+    path = tmp_path_factory.mktemp("qwen3next") / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return analyze_in(session, "Qwen3NextForCausalLM", Options(config=str(path)))
+
+
+def test_deepseek_v3_dense_and_moe_layers(dsv3):
+    kinds = dsv3.report["layer_kinds"]
+    assert [(k["ranges"], k["count"], k["of"]) for k in kinds] == [([[0, 2]], 3, 61), ([[3, 60]], 58, 61)]
+    assert kinds[0]["differs"]["mlp"] == "DeepseekV2MLP" and kinds[1]["differs"]["mlp"] == "DeepseekV2MoE"
+    ops = dsv3.report["ops"]
+    # each kind walked once: the MoE ops in the MoE kind only, both kinds run the MLA attention
+    moe_kinds = {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"}
+    assert moe_kinds == {1}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {0, 1}
+    assert all("layer_kind" in o["attrs"] for o in ops if o["section"] == "layer")
+    # rows say which kinds they hold in
+    rows = {o["id"]: o for o in dsv3.report["opportunities"]}
+    assert rows["router_experts@DeepseekV2MoE.forward"]["layer_kinds"] == [1]
+    assert rows["add_rmsnorm@DeepseekV2DecoderLayer.forward"]["layer_kinds"] == [0, 1]
+    validate_report(dsv3.report)
+
+
+def test_deepseek_v3_step_sums_the_kinds(dsv3):
+    for name, model in dsv3.steps.items():
+        step = model.step
+        assert step.kind_counts == [3, 58] and step.num_layers == 61 and step.moe_layers == 58
+        once = sum(step.costs[o.id].time_us(model.device, model.mode) for o in model.ops
+                   if o.section != "layer" and o.id in step.counted and step.costs[o.id].known)
+        per_kind = [0.0, 0.0]
+        for o in model.ops:
+            if o.section == "layer" and o.id in step.counted and step.costs[o.id].known:
+                per_kind[o.attrs["layer_kind"]] += step.costs[o.id].time_us(model.device, model.mode)
+        assert step.kind_us == pytest.approx(per_kind)
+        assert per_kind[1] > per_kind[0] > 0, name  # a MoE layer costs more than a dense one
+        assert step.total_us == pytest.approx(once + 3 * per_kind[0] + 58 * per_kind[1] - step.fused_us)
+        j = dsv3.report["estimate"]["steps"][name]
+        assert [k["count"] for k in j["layer_kinds"]] == [3, 58]
+
+
+def test_deepseek_v3_markdown_states_both_kinds(dsv3):
+    md = render_markdown(dsv3, lang="en")
+    assert "Decoder layer, kind 1: layers 0–2 (3 of 61)" in md
+    assert "Decoder layer, kind 2: layers 3–60 (58 of 61)" in md
+    assert "in kind 2 layers only" in md
+
+
+def test_qwen3_next_linear_and_full_attention_layers(qwen3_next):
+    kinds = qwen3_next.report["layer_kinds"]
+    assert [(k["count"], k["of"]) for k in kinds] == [(36, 48), (12, 48)]
+    assert kinds[0]["layers"] == [i for i in range(48) if (i + 1) % 4]
+    assert kinds[1]["layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
+    assert kinds[0]["differs"]["layer_type"] == "'linear_attention'"
+    assert kinds[1]["differs"]["layer_type"] == "'full_attention'"
+    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "-"
+    # the full-attention kind runs an attention op, the linear-attention kind none
+    attention = {o["attrs"].get("layer_kind") for o in qwen3_next.report["ops"] if o["kind"] == "attention"}
+    assert attention == {1}
+    md = render_markdown(qwen3_next, lang="en")
+    assert "kind 1: layers 0–2, 4–6" in md and "(36 of 48)" in md and "(12 of 48)" in md
+    validate_report(qwen3_next.report)
+
+
+def test_without_configuration_one_layer_is_walked(session):
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options())
+    assert a.configuration is None or not a.report["estimate"]["steps"]
+    assert a.report["layer_kinds"] == []
+    assert not any("layer_kind" in o["attrs"] for o in a.report["ops"])
