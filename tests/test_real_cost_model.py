@@ -80,17 +80,18 @@ def test_tp_and_ep_cost_one_rank(session, hf, dsv3):
 
 
 def test_branches_that_cannot_both_run_are_counted_once(session, hf, dsv3):
-    """DeepSeek-V3's MoE block is walked on both sides of `if self.use_sequence_parallel_moe` (the walk cannot
-    decide it without a deployment): its fusions match twice, and count once."""
+    """DeepSeek-V3's MoE block sits under `if self.use_sequence_parallel_moe`, which the deployment decides (false
+    at vLLM's defaults: it needs expert parallelism): one side is walked, and its fusions count once. Where a
+    test stays open, both sides' matches count once too."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf, config=dsv3))
     (row,) = [o for o in a.opportunities if o.id == "router_experts@DeepseekV2MoE.forward"]
-    sides = {tuple(sorted(o.branches)) for m in row.matches for o in m.op_list}
-    assert len(row.matches) >= 2 and len(sides) >= 2
     for n in a.benefits[row.id].numbers.values():
         assert n["instances"] == 1
     # the step adds the ops of one side only
     moe = [o for o in a.walk.ops if o.kind == "moe" and o.section == "layer"]
-    assert len(moe) == 2 and sum(1 for o in moe if counted(o)) == 1
+    assert moe and sum(1 for o in moe if counted(o)) == 1
+    sides = {tuple(sorted(o.branches)) for m in row.matches for o in m.op_list}
+    assert len(row.matches) == len(sides)  # one match per side that can run
 
 
 @pytest.mark.parametrize("model, config", [
@@ -148,7 +149,8 @@ def test_readable_choices_blocks_and_alternatives(session, hf):
     # the MoE layers' sequence block (layers 3-60: the first three are dense, a kind of their own)
     seq = text.split("Decoder layer, kind 2: layers 3–60", 1)[1].split("```", 2)[1]
     assert sum(1 for t in seq.splitlines() if t.startswith("moe ")) == 1  # one MoE block on the walked path
-    assert any(not o["on_path"] and o["steady"] and o["kind"] == "moe" for o in d.report["ops"])
+    # `use_sequence_parallel_moe` is decided (false at TP 1): no other side of the MoE block is listed
+    assert not any(not o["on_path"] and o["kind"] == "moe" for o in d.report["ops"])
     headers = [t for t in seq.splitlines() if t.startswith("# if ")]
     assert headers  # a shared condition said once
     after = seq.split(headers[0], 1)[1].splitlines()[1]
