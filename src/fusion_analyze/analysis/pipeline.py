@@ -34,6 +34,7 @@ class Analysis:
     report: dict = field(default_factory=dict)  # the JSON report, built once (render/json.py)
     deployment: object = None  # ir.deployment.Deployment: what the report answers for
     mc2_capacity: int | None = None  # the MC2 token capacity the deployment gives (semantics/environment.py)
+    memory: dict | None = None  # whether the weights fit one card (estimate/memory.py)
 
 
 @dataclass
@@ -159,6 +160,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     facts = _facts(session, loc, options, spec, read)
     _served_by_transformers(session, loc, facts)
     deployment = _deployment(options, loc, read, engine)
+    memory = _memory_fit(shapes, read, deployment, device)
     if not deployment.graph_mode:  # --enforce-eager, -O0: no graph capture, every path runs eager
         device = {**device, "scenarios": {k: {**v, "mode": "eager"} for k, v in device["scenarios"].items()}}
     env = _environment(session, device, facts, deployment)
@@ -176,10 +178,23 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     benefits = {o.id: estimate(o, models, shapes, device, par, deployment.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, deployment.tp,
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
-                 mc2_capacity=env.mc2_capacity)
+                 mc2_capacity=env.mc2_capacity, memory=memory)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     session.index.save_lines()
     return a
+
+
+def _memory_fit(shapes, read, deployment, device: dict) -> dict | None:
+    """Whether the weights one rank keeps fit the device's memory (estimate/memory.py); a warning on stderr where
+    they do not, with the smallest TP / EP that holds them."""
+    from ..errors import warn
+    from ..estimate.memory import advice, fit
+
+    got = fit(shapes.dims, read.values if read is not None else None, deployment, device, shapes.dtype_bytes)
+    if got is not None and not got["fits"]:
+        warn(say("memory_no_fit", weights=got["weights_gib"], memory=got["memory_gib"], device=got["device"],
+                 tp=deployment.tp_size, ep=deployment.ep, fits=advice(got)))
+    return got
 
 
 def _passes_for(deployment, passes: list) -> list:
