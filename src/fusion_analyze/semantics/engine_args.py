@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ..errors import UserError
+from ..index.facts import FactTable
 from .values import literal
 
 # where vLLM declares its engine arguments and quantization methods (module, name)
@@ -55,7 +56,7 @@ class Schema:
         return f"{self.cls.module.rel}:{self.cls.line}"
 
 
-_SCHEMAS: dict = {}
+SCHEMAS = FactTable("config_schema", "a configuration class node -> its Schema (None: no typed fields)")
 
 
 def _dotted(expr) -> str:
@@ -104,9 +105,10 @@ def _calls(node):
 def schema(index, cls) -> Schema | None:
     """The fields, the unknown-key rule and the `after` validators of a pydantic (data)class of the trees; None
     for a class that declares no typed fields (an older configuration class reading a dict in __init__)."""
-    key = id(cls.node)
-    if key in _SCHEMAS:
-        return _SCHEMAS[key]
+    key = cls.node
+    table = SCHEMAS.of(cls.module)
+    if key in table:
+        return table[key]
     module = cls.module
     out = Schema(cls)
     body = cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []
@@ -135,7 +137,7 @@ def schema(index, cls) -> Schema | None:
         elif type(stmt) is cst.FunctionDef and any(_is_after(d.decorator) for d in stmt.decorators):
             out.validators.append(stmt)
     if not out.fields:
-        _SCHEMAS[key] = None
+        table[key] = None
         return None
     if out.forbid is None:
         for dec in cls.node.decorators:
@@ -146,7 +148,7 @@ def schema(index, cls) -> Schema | None:
                     out.forbid = _forbid_in(index, target.module, target.node)
             if out.forbid is not None:
                 break
-    _SCHEMAS[key] = out
+    table[key] = out
     return out
 
 
@@ -419,10 +421,6 @@ def _run_validator(module, func, values: dict) -> tuple[str, int] | None:
 
 def _forget(node, values: dict) -> None:
     class V(cst.CSTVisitor):
-        def visit_Attribute(self, n):
-            if type(n.value) is cst.Name and n.value.value == "self":
-                pass
-
         def visit_Assign(self, n):
             for t in n.targets:
                 t = t.target
