@@ -279,7 +279,8 @@ def _memory_text(d: dict | None, L: dict) -> str:
     """The header's line where the weights one rank keeps do not fit the device's memory."""
     from ..estimate.memory import advice
 
-    m = (d or {}).get("memory")
+    d = d or {}
+    m = d.get("memory")
     if not m or m.get("fits"):
         return ""
     return L["memory_no_fit_line"].format(weights=m["weights_gib"], memory=m["memory_gib"], device=m["device"],

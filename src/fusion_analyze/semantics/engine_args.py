@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -46,7 +47,7 @@ class Field:
 
 @dataclass
 class Schema:
-    cls: object  # index Definition
+    cls: Any  # index Definition
     fields: dict = field(default_factory=dict)  # name -> Field
     forbid: tuple | None = None  # (file, line) where unknown keys are forbidden, None: allowed
     validators: list = field(default_factory=list)  # FunctionDef nodes of `after` validators
@@ -82,7 +83,7 @@ def _forbids(call) -> bool:
     return got is not None and got.value == "forbid"
 
 
-def _forbid_in(index, module, node) -> tuple | None:
+def _forbid_in(index: Any, module, node) -> tuple | None:
     """Where `node` (a class body statement or a decorator) forbids unknown keys: its own
     `ConfigDict(extra="forbid")`, or the decorator function's (`@config` of config_utils merges one in)."""
     for call in _calls(node):
@@ -102,7 +103,7 @@ def _calls(node):
     return out
 
 
-def schema(index, cls) -> Schema | None:
+def schema(index: Any, cls: Any) -> Schema | None:
     """The fields, the unknown-key rule and the `after` validators of a pydantic (data)class of the trees; None
     for a class that declares no typed fields (an older configuration class reading a dict in __init__)."""
     key = cls.node
@@ -161,7 +162,7 @@ def _is_after(dec) -> bool:
     return got is not None and got.value == "after"
 
 
-def _factory_strips(index, cls) -> tuple[set, tuple | None]:
+def _factory_strips(index: Any, cls: Any) -> tuple[set, tuple | None]:
     """The keys the configuration's factory takes out of the user's dict before the class sees them
     (`kwargs = {k: v for k, v in additional_config.items() if k not in _NON_USER_INPUT_KEYS}` in the function
     that calls `AscendConfig(..., **kwargs)`), with where that set is."""
@@ -175,8 +176,8 @@ def _factory_strips(index, cls) -> tuple[set, tuple | None]:
                 for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
                     if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
                         if type(small.value) is cst.Set:
-                            keys = {literal(e.value).value for e in small.value.elements
-                                    if literal(e.value) is not None}
+                            keys = {got.value for e in small.value.elements
+                                    if (got := literal(e.value)) is not None}
                             sets[small.targets[0].target.value] = (keys, module.line_of(small.value))
                         elif type(small.value) is cst.DictComp and small.value.for_in.ifs:
                             test = small.value.for_in.ifs[0].test
@@ -204,7 +205,7 @@ def _statements(node):
 _BOOL_STRINGS = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
 
 
-def _type_ok(index, module, ann, value) -> tuple[bool, object]:
+def _type_ok(index: Any, module, ann, value) -> tuple[bool, object]:
     """(whether pydantic's lax mode takes `value` for the annotation, the nested schema a dict is checked
     against, or None); an annotation not understood here takes anything."""
     kind = type(ann)
@@ -220,7 +221,7 @@ def _type_ok(index, module, ann, value) -> tuple[bool, object]:
             tries = [_type_ok(index, module, a, value) for a in args]
             return next((t for t in tries if t[0]), (False, None))
         if head == "Literal":
-            allowed = [literal(a).value for a in args if literal(a) is not None]
+            allowed = [got.value for a in args if (got := literal(a)) is not None]
             if len(allowed) < len(args):
                 return True, None
             return (value in allowed and not (isinstance(value, bool) and True not in allowed and False not in allowed)
@@ -279,6 +280,8 @@ def _coerce(ann, value):
             return _coerce(ann.left if _dotted(ann.left) != "None" else ann.right, value)
         return value
     name = _dotted(ann)
+    if value is None:
+        return value
     try:
         if name == "int" and not isinstance(value, bool):
             return int(value.strip()) if isinstance(value, str) else int(value)
@@ -351,9 +354,9 @@ def _message(module, node, values: dict) -> str:
     if type(node) is cst.FormattedString:
         parts = []
         for p in node.parts:
-            if type(p) is cst.FormattedStringText:
+            if isinstance(p, cst.FormattedStringText):
                 parts.append(p.value)
-            else:
+            elif isinstance(p, cst.FormattedStringExpression):
                 try:
                     got = _eval(p.expression, values)
                     parts.append(repr(got) if p.conversion == "r" else str(got))
@@ -445,7 +448,7 @@ def _declared_values(sch: Schema) -> dict:
 
 # ----- --additional-config ------------------------------------------------------------------------------------
 
-def ascend_config_class(index):
+def ascend_config_class(index: Any):
     from ..catalog import catalog
 
     qualname = (catalog().typed.walk.runtime.defaults or {}).get("get_ascend_config")
@@ -456,7 +459,7 @@ def ascend_config_class(index):
     return target if getattr(target, "kind", None) == "class" else None
 
 
-def check_additional_config(index, given: dict) -> None:
+def check_additional_config(index: Any, given: dict) -> None:
     """Refuse (UserError) what vllm-ascend's configuration class refuses; nothing where the tree has no such
     class or the class declares no typed fields."""
     if not given:
@@ -469,7 +472,7 @@ def check_additional_config(index, given: dict) -> None:
     _check(index, sch, given, "", stripped)
 
 
-def _check(index, sch: Schema, given: dict, path: str, stripped: set = frozenset()) -> None:
+def _check(index: Any, sch: Any, given: dict, path: str, stripped: set | frozenset = frozenset()) -> None:
     module = sch.cls.module
     values = _declared_values(sch)
     for key, value in given.items():
@@ -506,7 +509,7 @@ def _json(value) -> str:
 
 # ----- --quantization -----------------------------------------------------------------------------------------
 
-def quantization_methods(index, backend: str | None) -> tuple[list, list, tuple | None]:
+def quantization_methods(index: Any, backend: str | None) -> tuple[list, list, tuple | None]:
     """(vLLM's methods with where each list is said, the Ascend registrations, the platform's supported list with
     where): (([method], file:line) pairs...)."""
     out: list = []
@@ -523,7 +526,7 @@ def quantization_methods(index, backend: str | None) -> tuple[list, list, tuple 
     return out, registered, supported
 
 
-def _strings_of(index, info, node) -> list | None:
+def _strings_of(index: Any, info, node) -> list | None:
     """The strings of a list / tuple / `Literal[...]` literal, through `list(get_args(Name))` and names."""
     kind = type(node)
     if kind in (cst.List, cst.Tuple, cst.Set):
@@ -537,8 +540,8 @@ def _strings_of(index, info, node) -> list | None:
                     names.append(lit.value)
         return names
     if kind is cst.Subscript and _dotted(node.value).rpartition(".")[2] == "Literal":
-        return [literal(s.slice.value).value for s in node.slice
-                if type(s.slice) is cst.Index and literal(s.slice.value) is not None]
+        return [got.value for s in node.slice
+                if isinstance(s.slice, cst.Index) and (got := literal(s.slice.value)) is not None]
     if kind is cst.Call and node.args:
         return _strings_of(index, info, node.args[0].value)
     if kind in (cst.Name, cst.Attribute):
@@ -548,7 +551,7 @@ def _strings_of(index, info, node) -> list | None:
     return None
 
 
-def _line_of_literal(index, info, node) -> int:
+def _line_of_literal(index: Any, info, node) -> int:
     """The line of the list itself (through `list(get_args(QuantizationMethods))` to the Literal)."""
     if type(node) is cst.Call and node.args:
         return _line_of_literal(index, info, node.args[0].value)
@@ -559,10 +562,12 @@ def _line_of_literal(index, info, node) -> int:
     return info.line_of(node)
 
 
-def _registered(index) -> list:
+def _registered(index: Any) -> list:
     """(method, file:line) of each `@register_quantization_config(...)` under vllm_ascend.quantization."""
-    found = index.module_path(QUANT_PACKAGE) if index is not None else None
     out: list = []
+    if index is None:
+        return out
+    found = index.module_path(QUANT_PACKAGE)
     if found is None:
         return out
     root, is_pkg = found
@@ -589,7 +594,7 @@ def _registered(index) -> list:
     return out
 
 
-def _platform_supported(index) -> tuple | None:
+def _platform_supported(index: Any) -> tuple | None:
     from ..catalog import catalog
 
     qualname = (catalog().typed.walk.runtime.platform or {}).get("ascend")
@@ -600,17 +605,21 @@ def _platform_supported(index) -> tuple | None:
     if getattr(cls, "kind", None) != "class":
         return None
     for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
-        for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
-            target = small.target if type(small) is cst.AnnAssign else (
-                small.targets[0].target if type(small) is cst.Assign and len(small.targets) == 1 else None)
-            if type(target) is cst.Name and target.value == "supported_quantization" and small.value is not None:
-                names = _strings_of(index, cls.module, small.value)
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
+            if isinstance(small, cst.AnnAssign):
+                target, value = small.target, small.value
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+            else:
+                continue
+            if isinstance(target, cst.Name) and target.value == "supported_quantization" and value is not None:
+                names = _strings_of(index, cls.module, value)
                 if names is not None:
                     return names, f"{cls.module.rel}:{cls.module.line_of(stmt)}"
     return None
 
 
-def check_quantization(index, method: str | None, backend: str | None) -> None:
+def check_quantization(index: Any, method: str | None, backend: str | None) -> None:
     """Refuse a method the trees do not know (vLLM's `Unknown quantization method`), or, on Ascend, one the
     platform does not support (`Platform.verify_quantization`)."""
     if not method:
@@ -635,12 +644,12 @@ def check_quantization(index, method: str | None, backend: str | None) -> None:
 
 # ----- vllm serve's options --------------------------------------------------------------------------------------
 
-def serve_options(index) -> tuple[dict, set, str | None] | None:
+def serve_options(index: Any) -> tuple[dict, set, str | None] | None:
     """(option spelling -> its long name, the long names that are flags, where they are declared) from
     `EngineArgs.add_cli_args`; None without the tree."""
     mod, cls_name, method = ENGINE_ARGS
     cls = index.lookup(mod, cls_name) if index is not None else None
-    if getattr(cls, "kind", None) != "class":
+    if cls is None or getattr(cls, "kind", None) != "class":
         return None
     func = next((s for s in cls.node.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
     if func is None:
@@ -651,9 +660,11 @@ def serve_options(index) -> tuple[dict, set, str | None] | None:
     for call in _calls(func):
         if type(call.func) is not cst.Attribute or call.func.attr.value != "add_argument":
             continue
-        names = [literal(a.value).value for a in call.args if a.keyword is None and a.star == ""
-                 and literal(a.value) is not None and isinstance(literal(a.value).value, str)]
-        names = [n for n in names if n.startswith("-")]
+        names: list[str] = []
+        for a in call.args:
+            got = literal(a.value) if a.keyword is None and a.star == "" else None
+            if got is not None and isinstance(got.value, str) and got.value.startswith("-"):
+                names.append(got.value)
         if not names:
             continue
         long = next((n for n in names if n.startswith("--")), names[0])
@@ -679,7 +690,7 @@ def _kwargs_key(call) -> str | None:
     return None
 
 
-def _fields(cls) -> dict:
+def _fields(cls: Any) -> dict:
     out = {}
     for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
         for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
