@@ -276,7 +276,7 @@ def test_serve_args_and_bad_engine_arguments(run):
                                     "--max-num-seqs 64 --gpu-memory-utilization 0.9 --additional-config "
                                     "'{\"enable_fused_mc2\": 1}'")
     assert got == {"model": "/m", "tp": 2, "dp": 4, "enable_expert_parallel": True, "max_num_seqs": 64,
-                   "additional_config": '{"enable_fused_mc2": 1}'}
+                   "additional_config": {"enable_fused_mc2": 1}}
     assert ignored == ["--gpu-memory-utilization"]
     d = build(**{k: v for k, v in got.items() if k != "model"})
     assert (d.tp_size, d.dp, d.ep, d.num_seqs) == (2, 4, 8, 64)
@@ -284,3 +284,161 @@ def test_serve_args_and_bad_engine_arguments(run):
         build(additional_config="{not json")
     r = run("qwen3", "--vllm-root", "/nonexistent", "--additional-config", "[1]")
     assert r.exit_code == 2 and "--additional-config" in r.output and "Traceback" not in r.output
+
+
+# -- issue 47: engine arguments checked as the trees check them ------------------------------------------------------
+def _tree_line(root, rel: str, needle: str) -> int:
+    """The line of `needle` in a file of a tree (what the refusal must name, read here independently)."""
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    return next(i for i, t in enumerate(lines, 1) if needle in t)
+
+
+def _pair(real_tree) -> list[str]:
+    return ["--vllm-root", str(real_tree("vllm==0.30.0")), "--ascend-root", str(real_tree("vllm-ascend==0.30.0rc2"))]
+
+
+def test_additional_config_typo_is_refused_with_the_trees_line(run, real_tree):
+    """AscendConfig forbids unknown keys (`model_config = ConfigDict(extra="forbid")`, vllm_ascend/ascend_config.py):
+    `enable_fused_mc22` (a typo) is one line and exit 2, naming that file:line, before any model is walked."""
+    r = run("Qwen3-8B", *_pair(real_tree), "--additional-config", '{"enable_fused_mc22": true}')
+    assert r.exit_code == 2
+    forbid = _tree_line(real_tree("vllm-ascend==0.30.0rc2"), "vllm_ascend/ascend_config.py",
+                        'model_config = ConfigDict(extra="forbid")')
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1, r.output
+    assert f"vllm_ascend/ascend_config.py:{forbid}" in lines[0]
+    assert "enable_fused_mc22" in lines[0] and "did you mean enable_fused_mc2?" in lines[0]
+
+
+def test_additional_config_values_are_validated_as_the_class_does(run, real_tree):
+    """The class's after-validator (`if self.weight_nz_mode not in (0, 1, 2): raise ValueError(...)`), its field
+    types (pydantic's lax rules: "2" is an int, "false" a bool), nested classes field by field."""
+    root = real_tree("vllm-ascend==0.30.0rc2")
+    r = run("Qwen3-8B", *_pair(real_tree), "--additional-config", '{"weight_nz_mode": 7}')
+    assert r.exit_code == 2
+    raise_line = _tree_line(root, "vllm_ascend/ascend_config.py", 'raise ValueError(f"weight_nz_mode must be one of')
+    assert r.output.strip() == (f"error: --additional-config: weight_nz_mode must be one of 0, 1, or 2; got 7 "
+                                f"(AscendConfig._validate_user_input_ranges, vllm_ascend/ascend_config.py:{raise_line})")
+    from fusion_analyze.analysis.session import Session
+    from fusion_analyze.semantics.engine_args import check_additional_config
+
+    s = Session.open(str(real_tree("vllm==0.30.0")), str(root))
+    for ok in ({"weight_nz_mode": "2"}, {"enable_fused_mc2": True}, {"refresh": True},
+               {"ascend_compilation_config": {"fuse_norm_quant": "false"}}):
+        check_additional_config(s.index, ok)  # what pydantic takes (refresh: stripped by init_ascend_config)
+    for bad, said in (({"combine_quant_mode": 1}, "Literal[0, 2, 3, 4]"),
+                      ({"ascend_fusion_config": {"fusion_ops_gmmswigluquant": 2}}, "`bool`"),
+                      ({"ascend_compilation_config": {"fuse_norm_qant": False}}, "vllm_ascend/config_utils.py:"),
+                      ({"eplb_config": {"eplb_policy_type": 9}}, "EplbConfig")):
+        with pytest.raises(UserError) as e:
+            check_additional_config(s.index, bad)
+        assert said in e.value.message
+
+
+def test_unknown_quantization_is_refused_with_the_trees_line(run, real_tree):
+    """vLLM's QUANTIZATION_METHODS (the Literal QuantizationMethods) plus vllm-ascend's
+    @register_quantization_config; on Ascend, NPUPlatform.supported_quantization."""
+    r = run("Qwen3-8B", *_pair(real_tree), "--quantization", "bogus")
+    assert r.exit_code == 2
+    line = _tree_line(real_tree("vllm==0.30.0"), "vllm/model_executor/layers/quantization/__init__.py",
+                      "QuantizationMethods = Literal[")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1, r.output
+    assert f"vllm/model_executor/layers/quantization/__init__.py:{line}" in lines[0] and "bogus" in lines[0]
+    r = run("Qwen3-8B", *_pair(real_tree), "--quantization", "awq")  # vLLM's, not the Ascend platform's
+    assert r.exit_code == 2
+    assert "vllm_ascend/platform.py:" in r.output and "supported_quantization" in r.output
+
+
+def test_serve_args_short_forms_from_the_tree(session, hf, qwen3_ckpt):
+    """`-q` and `-tp` are vLLM's own short forms (EngineArgs.add_cli_args); the ascend quantisation at TP 2."""
+    from fusion_analyze.semantics.engine_args import serve_options
+
+    spellings, flags, where = serve_options(session.index)
+    assert spellings["-q"] == "--quantization" and spellings["-tp"] == "--tensor-parallel-size"
+    assert spellings["-cc"] == "--compilation-config" and "--enforce-eager" in flags and where.startswith(
+        "vllm/engine/arg_utils.py:")
+    a = analyze_in(session, qwen3_ckpt, Options(hf_root=hf, serve_args=f"vllm serve {qwen3_ckpt} -q ascend -tp 2"))
+    d = a.report["deployment"]
+    assert (d["quantization"], d["tensor_parallel_size"]) == ("ascend", 2)
+    assert d["stated"][:2] == ["--tensor-parallel-size 2", "--quantization ascend"]
+    st = {o.id: o.status for o in a.opportunities}
+    assert st["norm_quant@Qwen3DecoderLayer.forward"] == "fused_by_ascend_graph_pass"  # the W8A8 linears' quant
+
+
+def test_serve_args_cli_analyses_ascend_at_tp2(run, real_tree, tmp_path):
+    out = tmp_path / "r.json"
+    r = run("Qwen/Qwen3-8B", *_pair(real_tree), "--serve-args", "vllm serve Qwen/Qwen3-8B -q ascend -tp 2",
+            "--format", "json", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text(encoding="utf-8"))["deployment"]
+    assert (d["quantization"], d["tensor_parallel_size"]) == ("ascend", 2)
+
+
+def test_O0_and_compilation_mode_none_run_no_graph_pass(session, hf, qwen3_ckpt):
+    """-O0 (OptimizationLevel.O0: no compilation, no graphs) and `--compilation-config '{"mode": 0}'`
+    (CompilationMode.NONE) run no graph pass, as --enforce-eager; the note does not advise a flag."""
+    for args, why in (("-tp 2 -O0", "-O0"), ("-tp 2 -cc '{\"mode\": 0}'", "--compilation-config mode 0")):
+        a = analyze_in(session, qwen3_ckpt, Options(hf_root=hf, serve_args=args))
+        o = next(o for o in a.opportunities if o.id == "norm_quant@Qwen3DecoderLayer.forward")
+        assert o.status == "open"
+        assert why in (o.note or "") and "enable it" not in (o.note or "")
+        assert a.report["deployment"]["graph_passes"] is False
+    d = analyze_in(session, qwen3_ckpt, Options(hf_root=hf, serve_args="-tp 2 -O0")).report["deployment"]
+    assert d["mode"] == {"decode": "eager", "prefill": "eager"} and d["optimization_level"] == "0"
+
+
+def test_enforce_eager_advises_no_graph_pass(session, hf):
+    a = analyze_in(session, "Qwen3-8B", Options(hf_root=hf, enforce_eager=True))
+    notes = [o.note or "" for o in a.opportunities]
+    assert any("--enforce-eager" in n for n in notes)
+    assert not any("enable it to fuse" in n for n in notes)
+
+
+def test_compare_tp1_tp4_lists_the_all_reduce_fusions(run, real_tree, tmp_path):
+    """At TP 1 the all-reduce rows are ruled out (no all-reduce); at TP 4 they are the top rows: a change."""
+    out = tmp_path / "cmp.json"
+    r = run("compare", "Qwen3-8B", *_pair(real_tree), "--base-args", "-tp 1", "--head-args", "-tp 4",
+            "--format", "json", "--fail-on", "none", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["summary"]["changed"] == 1
+    dep = doc["models"][0]["deployment"]
+    only_new = {c["id"] for c in dep["applies_changed"] if c["applies_in"] == "new"}
+    assert {"matmul_allreduce@Qwen2MLP.forward", "matmul_allreduce@Qwen3Attention.forward",
+            "allreduce_norm@Qwen3DecoderLayer.forward"} <= only_new
+    assert any("torch.ops.vllm.all_reduce" in c["added"] for c in dep["kernels_changed"])
+    assert dep["steps"]["decode"]["new_step_us"] < dep["steps"]["decode"]["old_step_us"]
+    md = tmp_path / "cmp.md"
+    r = run("compare", "Qwen3-8B", *_pair(real_tree), "--base-args", "-tp 1", "--head-args", "-tp 4",
+            "--fail-on", "none", "-o", str(md))
+    assert r.exit_code == 0, r.output
+    text = md.read_text(encoding="utf-8")
+    assert "1 changed" in text and "matmul_allreduce@Qwen2MLP.forward" in text and "torch.ops.vllm.all_reduce" in text
+
+
+def test_deepseek_v3_with_no_flags_does_not_fit(run, real_tree, tmp_path):
+    """671 B weights at 2 bytes on one 64 GiB A2 card: a warning, and the smallest TP / EP that holds them."""
+    out = tmp_path / "ds.md"
+    r = run("DeepSeek-V3", *_pair(real_tree), "--lang", "en", "-o", str(out))
+    assert r.exit_code == 0
+    assert "warning: the deployment cannot run" in r.output
+    assert "--tensor-parallel-size 32" in r.output and "--enable-expert-parallel" in r.output
+    header = out.read_text(encoding="utf-8").split("### ", 1)[0]
+    assert "this deployment cannot run" in header and "64.0 GiB" in header
+
+
+def test_memory_fit_arithmetic():
+    from fusion_analyze.estimate.memory import fit, weight_parts
+    from fusion_analyze.estimate.shapes import _from_config
+
+    dims = _from_config(DEEPSEEK_V3, "test").dims
+    parts = weight_parts(dims, DEEPSEEK_V3)
+    total = parts["embed"] + parts["dense"] + parts["experts"]
+    assert 660e9 < total < 680e9  # DeepSeek-V3's 671 B parameters (without the MTP layer)
+    device = {"memory_gib": 64, "name": "A2"}
+    f = fit(dims, DEEPSEEK_V3, build(), device, 2)
+    assert not f["fits"] and f["smallest_tp"] == 32  # 1250 GiB / 16 = 78 > 64; / 32 = 39
+    assert fit(dims, DEEPSEEK_V3, build(tp=32), device, 2)["fits"]
+    q = _from_config(QWEN3_8B, "test").dims
+    assert fit(q, QWEN3_8B, build(), device, 2)["fits"]

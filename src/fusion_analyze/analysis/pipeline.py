@@ -36,6 +36,7 @@ class Analysis:
     deployment: object = None  # ir.deployment.Deployment: what the report answers for
     mc2_capacity: int | None = None  # the MC2 token capacity the deployment gives (semantics/environment.py)
     compile_path: dict | None = None  # which compiler runs the graph (passes/compile_path.py), for the report
+    memory: dict | None = None  # whether the weights fit one card (estimate/memory.py)
 
 
 @dataclass
@@ -55,18 +56,25 @@ class Options:
     additional_config: str | None = None
     enforce_eager: bool = False
     max_num_seqs: int | None = None
+    optimization_level: str | None = None
+    compilation_config: str | None = None
+    speculative_config: str | None = None
+    kv_cache_dtype: str | None = None
     serve_args: str | None = None  # a `vllm serve ...` command line: its engine arguments, under the options above
 
-    def engine_args(self) -> dict:
-        """The deployment's engine arguments: `serve_args` first, the options given one by one over it."""
+    def engine_args(self, index=None) -> dict:
+        """The deployment's engine arguments: `serve_args` first (read with the option names and short forms the
+        vLLM tree of `index` declares), the options given one by one over it."""
         from ..ir.deployment import parse_serve_args
+        from ..semantics.engine_args import serve_options
 
         out: dict = {}
         if self.serve_args:
-            out, ignored = parse_serve_args(self.serve_args)
+            out, ignored = parse_serve_args(self.serve_args, serve_options(index) if index is not None else None)
             if ignored:
                 print(say("serve_args_ignored", options=", ".join(ignored)), file=sys.stderr)
-        for key in ("tp", "dp", "quantization", "additional_config", "max_num_seqs"):
+        for key in ("tp", "dp", "quantization", "additional_config", "max_num_seqs", "optimization_level",
+                    "compilation_config", "speculative_config", "kv_cache_dtype"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         for key in ("enable_expert_parallel", "enforce_eager"):
@@ -96,6 +104,7 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
         raise UserError(f"--ep {options.ep}: the expert-parallel size is a positive integer")
     device = device_profile(options.device, options.device_profile)
     index = session.index
+    engine = _checked_engine_args(session, options)  # against the trees, before any model is walked
     # what every model reads (registry, Ascend overrides and patches, graph passes) is read once per session;
     # its unreadable files belong to every report, the rest only to the model that asked for them
     session.start_passes()  # in a child, while this process reads the rest and walks the model
@@ -108,12 +117,26 @@ def analyze_in(session: Session, model: str, options: Options | None = None) -> 
             session.shared_errors = set(index.touched)
         index.touched = set(session.shared_errors)
         loc = session.resolver.resolve(model)
-        return _analyze_located(session, model, options, loc, device)
+        return _analyze_located(session, model, options, loc, device, engine)
     finally:
         session.stop_passes()
 
 
-def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict) -> Analysis:
+def _checked_engine_args(session: Session, options: Options) -> dict:
+    """The engine arguments, checked as the trees check them (semantics/engine_args.py): `--additional-config`
+    against vllm-ascend's configuration classes, `--quantization` against the methods the trees register."""
+    from ..ir.deployment import parse_additional_config
+    from ..semantics.engine_args import check_additional_config, check_quantization
+
+    engine = options.engine_args(session.index)
+    if session.backend == "ascend" and session.ascend is not None:
+        check_additional_config(session.index, parse_additional_config(engine.get("additional_config")))
+    check_quantization(session.index, engine.get("quantization"), session.backend if session.ascend else None)
+    return engine
+
+
+def _analyze_located(session: Session, model: str, options: Options, loc: Location, device: dict,
+                     engine: dict | None = None) -> Analysis:
     from ..estimate.benefit import apply_fused, estimate, step_models
     from ..estimate.cost import Parallel
     from ..config.reader import preset_for, read_config
@@ -138,8 +161,9 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
             pass
     facts = _facts(session, loc, options, spec, read)
     _served_by_transformers(session, loc, facts)
-    deployment = _deployment(options, loc, read)
-    if deployment.enforce_eager:  # --enforce-eager: no graph capture, every path runs eager
+    deployment = _deployment(options, loc, read, engine)
+    memory = _memory_fit(shapes, read, deployment, device)
+    if not deployment.graph_mode:  # --enforce-eager, -O0: no graph capture, every path runs eager
         device = {**device, "scenarios": {k: {**v, "mode": "eager"} for k, v in device["scenarios"].items()}}
     env = _environment(session, device, facts, deployment)
     env = replace(env, transformers_backend=_transformers_backend(loc))
@@ -158,7 +182,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     benefits = {o.id: estimate(o, models, shapes, device, par, deployment.tp is not None) for o in opps}
     a = Analysis(session, loc, result, opps, {"ascend": ascend, "cuda": cuda}, benefits, shapes, device, deployment.tp,
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
-                 mc2_capacity=env.mc2_capacity, compile_path=path[1] if path else None)
+                 mc2_capacity=env.mc2_capacity, compile_path=path[1] if path else None, memory=memory)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
     a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment)
@@ -183,33 +207,48 @@ def _module_of(rel: str) -> str:
     return rel[:-3].replace("/", ".") if rel.endswith(".py") else rel.replace("/", ".")
 
 
+def _memory_fit(shapes, read, deployment, device: dict) -> dict | None:
+    """Whether the weights one rank keeps fit the device's memory (estimate/memory.py); a warning on stderr where
+    they do not, with the smallest TP / EP that holds them."""
+    from ..errors import warn
+    from ..estimate.memory import advice, fit
+
+    got = fit(shapes.dims, read.values if read is not None else None, deployment, device, shapes.dtype_bytes)
+    if got is not None and not got["fits"]:
+        warn(say("memory_no_fit", weights=got["weights_gib"], memory=got["memory_gib"], device=got["device"],
+                 tp=deployment.tp_size, ep=deployment.ep, fits=advice(got)))
+    return got
+
+
 def _passes_for(deployment, passes: list, path: tuple | None = None) -> list:
-    """The graph passes as the deployment runs them: none where nothing is compiled (--enforce-eager, -O0:
-    vllm_ascend/platform.py turns compilation off), none whose patterns are not registered with the compiler
-    that runs (passes/compile_path.py), and each flag the user's --additional-config sets
-    (`{"ascend_compilation_config": {"fuse_norm_quant": false}}`) at the user's value."""
+    """The graph passes as the deployment runs them: none where nothing is compiled (--enforce-eager, -O0, a
+    compilation mode other than VLLM_COMPILE: vllm_ascend/platform.py turns compilation off), none whose patterns
+    are not registered with the compiler that runs (passes/compile_path.py), and each flag the user's
+    --additional-config sets (`{"ascend_compilation_config": {"fuse_norm_quant": false}}`) at the user's value."""
     from dataclasses import replace
 
     from ..passes.compile_path import EAGER
 
     compiled = path[0] if path else None
-    eager = bool(deployment is not None and deployment.enforce_eager) or (compiled is not None and compiled.compiler == EAGER)
+    off = deployment.no_compile if deployment is not None else None
+    if off is None and compiled is not None and compiled.compiler == EAGER:
+        off = "compilation mode NONE"
     registered = path[1]["registrations"] if path else {}
     skipped = {p.name for p in passes if compiled is not None and compiled.registry and registered.get(p.name)
                and compiled.registry not in registered[p.name]}
-    if not eager and not skipped and (deployment is None or not deployment.additional_config):
+    if off is None and not skipped and (deployment is None or not deployment.additional_config):
         return passes
     given = _flags(deployment.additional_config) if deployment is not None else {}
     out = []
     for p in passes:
-        if p.name in skipped and not eager and compiled is not None:
+        if off is not None:
+            p = replace(p, flag=p.flag or "compilation", default=say("no_compile_no_passes", why=off),
+                        default_file=None, default_line=None, not_compiled=off)
+        elif p.name in skipped and compiled is not None:
             at = compiled.evidence[-1] if compiled.evidence else None
             p = replace(p, flag=p.flag or "compilation", default_file=None, default_line=None,
                         default=say("compiler_skips_pass", compiler=compiled.compiler, registry=compiled.registry,
                                     where=f"{at.file}:{at.line}" if at else "?"))
-        elif eager:
-            p = replace(p, flag=p.flag or "compilation", default=say("eager_no_passes"), default_file=None,
-                        default_line=None)
         elif p.flag and p.flag in given:
             p = replace(p, default=say("flag_given", value=given[p.flag]), default_file=None, default_line=None)
         out.append(p)
@@ -251,12 +290,12 @@ def _walked_class(session: Session, loc: Location):
     return loc.definition
 
 
-def _deployment(options: Options, loc: Location, read):
+def _deployment(options: Options, loc: Location, read, engine: dict | None = None):
     """The deployment the report answers for: the engine arguments given, the checkpoint folder's
     quantisation description (the model query's folder, or --config's), vLLM's defaults for the rest."""
     from ..ir.deployment import build
 
-    engine = options.engine_args()
+    engine = dict(engine if engine is not None else options.engine_args())
     engine.pop("model", None)
     folder = None
     for path in (options.config, loc.config_path):

@@ -547,6 +547,7 @@ class Device:
     launch_us: Launch
     link_gb_s: float | None = None  # the bus bandwidth of an all-reduce among the devices of one node; None: unknown
     soc: str | None = None
+    memory_gib: float | None = None  # device memory of one device (one rank); None: unknown (nothing is said of fit)
     sources: Mapping[str, str] = field(default_factory=dict)  # field -> where its number comes from
     measured: tuple[Measured, ...] = ()
 

@@ -66,6 +66,11 @@ class ModelDiff:
     fuser_changed: list = field(default_factory=list)  # fused on both sides, by something else
     line_moves: int = 0  # ops at another line of the same file: counted, never a change
     only_in: str | None = None  # "old" / "new" when the model is on one side only
+    # two deployments (compare --base-args / --head-args), or two trees: what the deployment decides
+    applies_changed: list = field(default_factory=list)  # a row that applies on one side only (a test decided)
+    kernels_changed: list = field(default_factory=list)  # an op whose kernels differ: what replaces what
+    moe_comm: dict | None = None  # {"old": {path: class}, "new": {...}} where the comm class of a path differs
+    steps: dict = field(default_factory=dict)  # scenario -> step time and open savings on each side (deployments)
 
     @property
     def regressions(self) -> list:
@@ -88,7 +93,8 @@ class ModelDiff:
 
     def changed(self) -> bool:
         return bool(self.ops_added or self.ops_removed or self.ops_moved or self.opps_added or self.opps_removed
-                    or self.status_changed or self.fuser_changed or self.only_in)
+                    or self.status_changed or self.fuser_changed or self.only_in or self.applies_changed
+                    or self.kernels_changed or self.moe_comm or self.steps)
 
     def to_json(self) -> dict:
         return {"architecture": self.architecture, "only_in": self.only_in,
@@ -96,7 +102,9 @@ class ModelDiff:
                         "line_moves": self.line_moves},
                 "opportunities": {"added": self.opps_added, "removed": self.opps_removed,
                                   "status_changed": self.status_changed, "fuser_changed": self.fuser_changed},
-                "regressions": self.regressions, "new_fusions": self.new_fusions, "moved_out": self.moved_out}
+                "regressions": self.regressions, "new_fusions": self.new_fusions, "moved_out": self.moved_out,
+                "deployment": {"applies_changed": self.applies_changed, "kernels_changed": self.kernels_changed,
+                               "moe_comm": self.moe_comm, "steps": self.steps}}
 
 
 def _moved(c: dict) -> bool:
@@ -209,7 +217,73 @@ def diff_model(arch: str, old: dict | None, new: dict | None) -> ModelDiff:
         elif not _same(_fuser(a), _fuser(b)):
             d.fuser_changed.append({"id": oid, "status": b["status"], "old_fuser": _fuser(a), "new_fuser": _fuser(b)})
     _pair_forms(d, o_opp, n_opp)
+    _deployment_changes(d, old, new, o_opp, n_opp, o_ops, n_ops)
     return d
+
+
+def _rejected(opp: dict) -> str | None:
+    """Why the deployment rules a row out (`tp_size = 1: there is no all-reduce to fuse`), None where it applies."""
+    return (opp.get("benefit") or {}).get("rejected")
+
+
+def _comm(doc: dict) -> dict:
+    return {p: c["class"] for c in ((doc.get("deployment") or {}).get("moe_comm") or []) for p in c.get("paths") or []}
+
+
+def _deployed(doc: dict) -> tuple:
+    d = doc.get("deployment") or {}
+    return tuple(d.get("stated") or ()), d.get("device")
+
+
+def _open_savings(doc: dict, scenario: str) -> float:
+    """The step time the open rows that apply would save on one scenario (the report's estimate)."""
+    total = 0.0
+    for o in doc.get("opportunities", []):
+        if o.get("status") != "open" or _rejected(o):
+            continue
+        model = (((o.get("benefit") or {}).get("numbers") or {}).get(scenario) or {}).get("model") or {}
+        total += float(model.get("time_us") or 0)
+    return round(total, 1)
+
+
+def _deployment_changes(d: ModelDiff, old: dict, new: dict, o_opp: dict, n_opp: dict, o_ops: dict, n_ops: dict) -> None:
+    """What the deployment decides: rows that apply on one side only (a test on the deployment, such as TP 1's
+    "no all-reduce to fuse"), ops whose kernels differ (the kernels that replace the removed ones: the MoE comm
+    class, a quantised GEMM, an all-reduce), the MoE comm class per path, and, where the deployments differ,
+    the step time and the open rows' savings per scenario."""
+    for oid in sorted(o_opp.keys() & n_opp.keys()):
+        a, b = _rejected(o_opp[oid]), _rejected(n_opp[oid])
+        if (a is None) != (b is None):
+            d.applies_changed.append({"id": oid, "status": n_opp[oid]["status"], "applies_in": "new" if a else "old",
+                                      "reason": a or b})
+    for oid in sorted(o_ops.keys() & n_ops.keys()):
+        ka = {k.get("name") for k in o_ops[oid].get("kernels") or []}
+        kb = {k.get("name") for k in n_ops[oid].get("kernels") or []}
+        if ka != kb:
+            d.kernels_changed.append({"id": oid, "kind": n_ops[oid].get("kind"), "added": sorted(kb - ka),
+                                      "removed": sorted(ka - kb), "class": n_ops[oid].get("layer_class")})
+    for oid in sorted(n_ops.keys() - o_ops.keys()):  # an op of another class (the comm class) brings its kernels
+        ks = sorted({k.get("name") for k in n_ops[oid].get("kernels") or []})
+        if ks:
+            d.kernels_changed.append({"id": oid, "kind": n_ops[oid].get("kind"), "added": ks, "removed": [],
+                                      "class": n_ops[oid].get("layer_class")})
+    for oid in sorted(o_ops.keys() - n_ops.keys()):
+        ks = sorted({k.get("name") for k in o_ops[oid].get("kernels") or []})
+        if ks:
+            d.kernels_changed.append({"id": oid, "kind": o_ops[oid].get("kind"), "added": [], "removed": ks,
+                                      "class": o_ops[oid].get("layer_class")})
+    ca, cb = _comm(old), _comm(new)
+    if ca != cb:
+        d.moe_comm = {"old": ca, "new": cb}
+    if _deployed(old) != _deployed(new):
+        sa, sb = (old.get("estimate") or {}).get("steps") or {}, (new.get("estimate") or {}).get("steps") or {}
+        for scen in sorted(sa.keys() & sb.keys()):
+            row = {"old_step_us": sa[scen].get("step_us"), "new_step_us": sb[scen].get("step_us"),
+                   "old_mode": sa[scen].get("mode"), "new_mode": sb[scen].get("mode"),
+                   "old_savings_us": _open_savings(old, scen), "new_savings_us": _open_savings(new, scen)}
+            if (row["old_step_us"], row["old_savings_us"], row["old_mode"]) != \
+                    (row["new_step_us"], row["new_savings_us"], row["new_mode"]):
+                d.steps[scen] = row
 
 
 def _fused_side(status: str) -> bool | None:
@@ -300,7 +374,8 @@ def exit_code(diffs: list[ModelDiff], fail_on: str) -> int:
         "any": lambda d: d.changed(),
         "regression": lambda d: bool(d.regressions),
         "status": lambda d: bool(d.status_changed),
-        "opportunities": lambda d: bool(d.status_changed or d.fuser_changed or d.opps_added or d.opps_removed),
+        "opportunities": lambda d: bool(d.status_changed or d.fuser_changed or d.opps_added or d.opps_removed
+                                        or d.applies_changed),
         "ops": lambda d: bool(d.ops_added or d.ops_removed or d.ops_moved),
     }[fail_on]
     return 1 if any(test(d) for d in diffs) else 0
@@ -475,6 +550,65 @@ def _other_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
     return lines
 
 
+def _deployment_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
+    """What the deployment (or the tree) decides, grouped by cause: the test that rules rows in or out, the MoE
+    comm class per path, each kernel that comes or goes with the ops that run it, the step time and savings."""
+    lines: list[str] = []
+    reasons: dict[tuple, list] = {}
+    for d in diffs:
+        for c in d.applies_changed:
+            reasons.setdefault((c["applies_in"], c["reason"]), []).append((d.architecture, c))
+    if reasons:
+        lines += ["### Rows that apply on one side only, by the test that decides them", ""]
+        for n, ((side, reason), items) in enumerate(sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])), 1):
+            other = "old" if side == "new" else "new"
+            models = sorted({a for a, _ in items})
+            lines.append(f"**D{n}. only in `{side}`**: ruled out in `{other}` because {_cut(reason, 200)} · "
+                         f"{_plural(len(items), 'scenario')} in {_plural(len(models), 'model')}")
+            ids = [f"`{c['id']}` ({c['status']})" for _, c in items]
+            lines += [f"- {_names_list(ids, cap)}", f"- models: {_names_list(models, cap)}", ""]
+    comm = [(d.architecture, d.moe_comm) for d in diffs if d.moe_comm]
+    if comm:
+        lines += ["### MoE communication per path", ""]
+        for arch, c in comm:
+            paths = sorted(c["old"].keys() | c["new"].keys())
+            said = "; ".join(f"{p}: `{c['old'].get(p, '-')}` → `{c['new'].get(p, '-')}`" for p in paths
+                             if c["old"].get(p) != c["new"].get(p))
+            lines.append(f"- {arch}: {said}")
+        lines.append("")
+    kernels: dict[tuple, list] = {}
+    for d in diffs:
+        for c in d.kernels_changed:
+            for k in c["added"]:
+                kernels.setdefault(("added", k), []).append((d.architecture, c["id"]))
+            for k in c["removed"]:
+                kernels.setdefault(("removed", k), []).append((d.architecture, c["id"]))
+    if kernels:
+        lines += ["### Kernels that come and go", "", "| kernel | change | ops | models |", "|---|---|---|---|"]
+        for (change, k), items in sorted(kernels.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
+            ops = [f"`{i}`" for _, i in items]
+            lines.append(f"| `{k}` | {change} | {_names_list(ops, cap if cap is not None else 6)} | "
+                         f"{_names_list(sorted({a for a, _ in items}), cap)} |".replace("\n", " "))
+        lines.append("")
+    steps = [(d.architecture, d.steps) for d in diffs if d.steps]
+    if steps:
+        lines += ["### Step time and open savings per scenario", "",
+                  "| model | scenario | step old → new | open rows save, old → new |", "|---|---|---|---|"]
+        for arch, rows in steps:
+            for scen, r in rows.items():
+                mode = f" ({r['old_mode']} → {r['new_mode']})" if r["old_mode"] != r["new_mode"] else ""
+                lines.append(f"| {arch} | {scen}{mode} | {_ms(r['old_step_us'])} → {_ms(r['new_step_us'])} | "
+                             f"{_ms(r['old_savings_us'])} → {_ms(r['new_savings_us'])} |")
+        lines.append("")
+    return lines
+
+
+def _ms(us) -> str:
+    if not isinstance(us, (int, float)):
+        return "-"
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
 def _model_summary(d: ModelDiff) -> str:
     parts = [(len(d.regressions), "regression", "regressions"), (len(d.new_fusions), "new fusion", "new fusions"),
              (len(d.other_changes), "other status change", "other status changes"),
@@ -482,7 +616,10 @@ def _model_summary(d: ModelDiff) -> str:
              (len(d.opps_added), "opportunity added", "opportunities added"),
              (len(d.opps_removed), "opportunity removed", "opportunities removed"),
              (len(d.ops_added), "op added", "ops added"), (len(d.ops_removed), "op removed", "ops removed"),
-             (len(d.ops_moved), "op moved to another file", "ops moved to another file")]
+             (len(d.ops_moved), "op moved to another file", "ops moved to another file"),
+             (len(d.applies_changed), "row applying on one side only", "rows applying on one side only"),
+             (len(d.kernels_changed), "op with other kernels", "ops with other kernels"),
+             (len(d.steps), "scenario with another step time", "scenarios with another step time")]
     return " · ".join(f"{n} {one if n == 1 else many}" for n, one, many in parts if n)
 
 
@@ -559,6 +696,9 @@ def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD)
             said.append(f"{_plural(refused, 'scenario')} fused by something else")
         if only["old"] or only["new"]:
             said.append(f"{len(only['old'])} only in old, {len(only['new'])} only in new")
+        applies = sum(len(d.applies_changed) for d in diffs)
+        if applies:
+            said.append(f"{_plural(applies, 'row')} applying on one side only")
         lines = ["## fusion-analyze diff", "", "; ".join(said) + ". Lines that only moved are not changes.", ""]
         if regress:
             lines += ["### ⚠ Regressions by cause", ""]
@@ -569,6 +709,7 @@ def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD)
             for c in fusions:
                 lines += _cause_md(c, False, cap)
         lines += _other_md(diffs, cap)
+        lines += _deployment_md(diffs, cap)
         if only["old"] or only["new"]:
             lines += ["### Architectures on one side only", ""]
             lines += [f"- only in `{side}` ({len(archs)}): {_names_list(archs, cap)}"
@@ -623,6 +764,7 @@ def to_json(diffs: list[ModelDiff], old: str, new: str) -> str:
     summary = {"models": len(diffs), "changed": sum(1 for d in diffs if d.changed() and not d.only_in),
                "regressions": sum(len(d.regressions) for d in diffs),
                "new_fusions": sum(len(d.new_fusions) for d in diffs),
+               "applies_changed": sum(len(d.applies_changed) for d in diffs),
                "regression_causes": len(regress), "fusion_causes": len(fusions),
                "only_in_old": [d.architecture for d in diffs if d.only_in == "old"],
                "only_in_new": [d.architecture for d in diffs if d.only_in == "new"]}

@@ -38,6 +38,10 @@ class Deployment:
     additional_config: dict = field(default_factory=dict, compare=False)  # --additional-config JSON
     enforce_eager: bool = False  # --enforce-eager
     max_num_seqs: int | None = None  # --max-num-seqs; None: vLLM's default
+    optimization_level: str | None = None  # -O / --optimization-level (vllm/config/vllm.py OptimizationLevel)
+    compilation_config: dict = field(default_factory=dict, compare=False)  # -cc / --compilation-config JSON
+    speculative_config: dict | None = field(default=None, compare=False)  # -sc / --speculative-config JSON
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype; None: vLLM's "auto"
     stated: tuple = ()  # the engine arguments the user gave, in vLLM's spelling (the report lists them)
 
     # ----- what the runtime derives from them
@@ -65,8 +69,26 @@ class Deployment:
         return self.max_num_seqs or DEFAULT_MAX_NUM_SEQS
 
     @property
+    def no_compile(self) -> str | None:
+        """Why vLLM compiles nothing, so that no graph pass runs (None: it compiles): --enforce-eager (vllm-ascend
+        sets the compilation mode NONE, vllm_ascend/platform.py), -O0 (vLLM's OptimizationLevel.O0: no
+        compilation, no graphs), or a compilation mode other than VLLM_COMPILE (3): NONE runs the model as it is,
+        and vllm-ascend sets the others to NONE (platform.py `mode not in [NONE, VLLM_COMPILE]`)."""
+        if self.enforce_eager:
+            return "--enforce-eager"
+        if self.optimization_level == "0":
+            return "-O0"
+        mode = self.compilation_config.get("mode", self.compilation_config.get("level"))
+        if mode is not None and str(mode).upper() not in ("3", "VLLM_COMPILE"):
+            return f"--compilation-config mode {mode}"
+        return None
+
+    @property
     def graph_mode(self) -> bool:
-        return not self.enforce_eager
+        """Whether decode is captured in graphs: not with --enforce-eager, -O0 (no graphs) or cudagraph_mode NONE."""
+        if self.enforce_eager or self.optimization_level == "0":
+            return False
+        return str(self.compilation_config.get("cudagraph_mode", "")).upper() != "NONE"
 
     @property
     def is_default(self) -> bool:
@@ -85,6 +107,9 @@ class Deployment:
             "additional_config": self.additional_config,
             "enforce_eager": self.enforce_eager, "max_num_seqs": self.num_seqs,
             "max_num_seqs_stated": self.max_num_seqs is not None, "stated": list(self.stated),
+            "optimization_level": self.optimization_level, "compilation_config": self.compilation_config,
+            "speculative_config": self.speculative_config, "kv_cache_dtype": self.kv_cache_dtype or "auto",
+            "graph_passes": self.no_compile is None, "graph_capture": self.graph_mode,
         }
 
     def quant_types(self) -> dict:
@@ -113,18 +138,29 @@ def _positive(flag: str, value: int | None) -> None:
         raise UserError(f"{flag} {value}: give a positive integer")
 
 
-def parse_additional_config(text: str | None) -> dict:
-    """`--additional-config '{"enable_fused_mc2": true}'`: a JSON object (vllm-ascend's additional_config)."""
+def parse_additional_config(text: str | dict | None, flag: str = "--additional-config",
+                            example: str = '{"enable_fused_mc2": true}') -> dict:
+    """`--additional-config '{"enable_fused_mc2": true}'`: a JSON object (vllm-ascend's additional_config); the
+    same for --compilation-config and --speculative-config (`flag`)."""
+    if isinstance(text, dict):
+        return text
     if not text:
         return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"--additional-config: not JSON ({exc.msg} at column {exc.colno}); give a JSON object "
-                        "such as '{\"enable_fused_mc2\": true}'") from None
+        raise UserError(f"{flag}: not JSON ({exc.msg} at column {exc.colno}); give a JSON object "
+                        f"such as '{example}'") from None
     if not isinstance(value, dict):
-        raise UserError("--additional-config: give a JSON object such as '{\"enable_fused_mc2\": true}'")
+        raise UserError(f"{flag}: give a JSON object such as '{example}'")
     return value
+
+
+def parse_compilation_config(text: str | dict | None) -> dict:
+    """-cc / --compilation-config: a JSON object, or vLLM's short form, the mode alone (`-cc 0`)."""
+    if isinstance(text, str) and text.strip().isdigit():
+        return {"mode": int(text)}
+    return parse_additional_config(text, "--compilation-config", '{"mode": 0}')
 
 
 def read_quant_description(folder: str | Path) -> tuple[dict | None, str | None]:
@@ -150,7 +186,9 @@ def config_quant_method(config: dict | None) -> str | None:
 def build(tp: int | None = None, dp: int | None = None, enable_expert_parallel: bool = False, ep: int | None = None,
           quantization: str | None = None, additional_config: str | dict | None = None,
           enforce_eager: bool = False, max_num_seqs: int | None = None, checkpoint: str | None = None,
-          config_values: dict | None = None) -> Deployment:
+          config_values: dict | None = None, optimization_level: str | int | None = None,
+          compilation_config: str | dict | None = None, speculative_config: str | dict | None = None,
+          kv_cache_dtype: str | None = None) -> Deployment:
     """The deployment of the engine arguments given (None / False: not given). `checkpoint`: the model's
     folder, where vllm-ascend finds msmodelslim's description; `config_values`: its config.json."""
     for flag, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp), ("--ep", ep),
@@ -183,24 +221,47 @@ def build(tp: int | None = None, dp: int | None = None, enable_expert_parallel: 
         stated.append("--enforce-eager")
     if max_num_seqs is not None:
         stated.append(f"--max-num-seqs {max_num_seqs}")
+    level = None if optimization_level is None else str(optimization_level)
+    if level is not None:
+        stated.append(f"-O{level}")
+    compilation = parse_compilation_config(compilation_config)
+    if compilation:
+        stated.append("--compilation-config " + json.dumps(compilation, sort_keys=True, separators=(",", ":")))
+    speculative = parse_additional_config(speculative_config, "--speculative-config",
+                                          '{"method": "mtp", "num_speculative_tokens": 1}') or None
+    if speculative:
+        stated.append("--speculative-config " + json.dumps(speculative, sort_keys=True, separators=(",", ":")))
+    if kv_cache_dtype is not None:
+        stated.append(f"--kv-cache-dtype {kv_cache_dtype}")
     return Deployment(tp=tp, dp=dp or 1, enable_expert_parallel=enable_expert_parallel or (ep or 1) > 1,
                       ep_size=ep, quantization=method, quant_description=description, quant_source=source,
                       additional_config=extra, enforce_eager=enforce_eager, max_num_seqs=max_num_seqs,
-                      stated=tuple(stated))
+                      optimization_level=level, compilation_config=compilation, speculative_config=speculative,
+                      kv_cache_dtype=kv_cache_dtype, stated=tuple(stated))
 
 
-# the `vllm serve` arguments read from a command line (value-taking ones, then flags); vLLM's spelling
-_VALUE_ARGS = {"--tensor-parallel-size": "tp", "-tp": "tp", "--data-parallel-size": "dp", "-dp": "dp",
-               "--quantization": "quantization", "--additional-config": "additional_config",
-               "--max-num-seqs": "max_num_seqs", "--model": "model"}
-_FLAG_ARGS = {"--enable-expert-parallel": "enable_expert_parallel", "-ep": "enable_expert_parallel",
-              "--enforce-eager": "enforce_eager"}
+# The `vllm serve` options the deployment reads, by vLLM's long name -> the field of `build`; their short forms
+# and which options are flags come from the vLLM tree (semantics/engine_args.py serve_options: EngineArgs.add_cli_args).
+READ = {"--tensor-parallel-size": "tp", "--data-parallel-size": "dp", "--enable-expert-parallel": "enable_expert_parallel",
+        "--quantization": "quantization", "--additional-config": "additional_config",
+        "--enforce-eager": "enforce_eager", "--max-num-seqs": "max_num_seqs",
+        "--optimization-level": "optimization_level", "--compilation-config": "compilation_config",
+        "--speculative-config": "speculative_config", "--kv-cache-dtype": "kv_cache_dtype", "--model": "model"}
 _INTS = {"tp", "dp", "max_num_seqs"}
+_JSON = {"additional_config", "compilation_config", "speculative_config"}
+# before a tree is read (the command's first check): the spellings vLLM 0.30 declares for what READ reads
+_FALLBACK = ({**{k: k for k in READ}, "-tp": "--tensor-parallel-size", "-dp": "--data-parallel-size",
+              "-q": "--quantization", "-ep": "--enable-expert-parallel", "-cc": "--compilation-config",
+              "-sc": "--speculative-config"}, {"--enable-expert-parallel", "--enforce-eager"})
 
 
-def parse_serve_args(text: str) -> tuple[dict, list[str]]:
+def parse_serve_args(text: str, options: tuple | None = None) -> tuple[dict, list[str]]:
     """The engine arguments of a `vllm serve MODEL ...` command line (or just its options): {field: value} for
-    `build`, and the options it does not read (said once on stderr by the caller)."""
+    `build`, and the options it does not read (said once on stderr by the caller). `options`: (spelling -> long
+    name, the long names that are flags) as the vLLM tree declares them; -O3 / -O 3 / -O=3 are
+    --optimization-level 3 and `--x.y v` sets key y of the JSON option x, as vLLM's FlexibleArgumentParser
+    reads them (vllm/utils/argparse_utils.py)."""
+    spellings, flags = (options or _FALLBACK)[:2]
     try:
         tokens = shlex.split(text)
     except ValueError as exc:
@@ -212,29 +273,59 @@ def parse_serve_args(text: str) -> tuple[dict, list[str]]:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
+        if tok.startswith("-O") and not tok.startswith("--") and tok != "-O":  # -O0, -O=0
+            tok = "--optimization-level=" + (tok[3:] if tok[2:3] == "=" else tok[2:])
+        elif tok == "-O" and i + 1 < len(tokens) and tokens[i + 1] in {"0", "1", "2", "3"}:
+            tok = "--optimization-level"
         name, eq, inline = tok.partition("=")
-        if name in _VALUE_ARGS:
+        name, dot, key = name.partition(".") if name.startswith("-") else (name, "", "")
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        long = spellings.get(name)
+        if not tok.startswith("-"):
+            if "model" not in out:
+                out["model"] = tok
+            i += 1
+            continue
+        negated = long is not None and name.startswith("--no-") and long != name
+        takes_value = long is not None and long not in flags
+        if long is None:  # not an engine argument of the tree (a frontend option, a typo): its value, if any, skipped
+            ignored.append(name)
+            if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+                i += 1
+            i += 1
+            continue
+        value: object = not negated
+        if takes_value:
             if eq:
                 value = inline
             elif i + 1 < len(tokens):
                 value, i = tokens[i + 1], i + 1
             else:
                 raise UserError(f"--serve-args: {name} needs a value")
-            key = _VALUE_ARGS[name]
-            if key == "additional_config":
-                parse_additional_config(value)  # a bad one is said now, before any tree is read
-            if key in _INTS:
+        field_name = READ.get(long)
+        if field_name is None:
+            ignored.append(long)
+            i += 1
+            continue
+        if field_name in _JSON:
+            if dot:  # --compilation-config.mode 0
+                got = out.get(field_name) or {}
                 try:
-                    value = int(value)
-                except ValueError:
-                    raise UserError(f"--serve-args: {name} {value}: give an integer") from None
-            out[key] = value
-        elif name in _FLAG_ARGS:
-            out[_FLAG_ARGS[name]] = True
-        elif not tok.startswith("-") and "model" not in out and not ignored:
-            out["model"] = tok
-        elif tok.startswith("-"):
-            ignored.append(name)
+                    parsed = json.loads(str(value))
+                except json.JSONDecodeError:
+                    parsed = value
+                value = {**got, key: parsed}
+            elif field_name == "compilation_config":
+                value = parse_compilation_config(str(value))  # a bad one is said now, before any tree is read
+            else:
+                value = parse_additional_config(str(value), long)
+        if field_name in _INTS:
+            try:
+                value = int(str(value))
+            except ValueError:
+                raise UserError(f"--serve-args: {name} {value}: give an integer") from None
+        out[field_name] = value
         i += 1
     return out, ignored
 

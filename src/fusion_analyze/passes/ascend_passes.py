@@ -75,6 +75,7 @@ class GraphPass:
     default_file: str | None = None
     default_line: int | None = None
     guards: list[str] = field(default_factory=list)
+    not_compiled: str | None = None  # why the deployment compiles nothing (--enforce-eager, -O0): no pass runs
 
     def fitting(self, covers: tuple[str, ...], optional: tuple[str, ...]) -> list[PassPattern]:
         return [p for p in self.patterns if fuses(p.prims, covers, optional)]

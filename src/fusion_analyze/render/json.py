@@ -74,6 +74,7 @@ def _deployment(a) -> dict | None:
                 comm.append(item)
     out["moe_comm"] = comm
     out["mc2_capacity"] = getattr(a, "mc2_capacity", None) if comm else None
+    out["memory"] = getattr(a, "memory", None)
     return out
 
 

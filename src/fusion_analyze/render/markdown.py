@@ -275,6 +275,19 @@ def _deployment_text(d: dict | None, L: dict) -> str:
     return " · ".join(parts)
 
 
+def _memory_text(d: dict | None, L: dict) -> str:
+    """The header's line where the weights one rank keeps do not fit the device's memory."""
+    from ..estimate.memory import advice
+
+    d = d or {}
+    m = d.get("memory")
+    if not m or m.get("fits"):
+        return ""
+    return L["memory_no_fit_line"].format(weights=m["weights_gib"], memory=m["memory_gib"], device=m["device"],
+                                          tp=d["tensor_parallel_size"], ep=d["expert_parallel_size"], fits=advice(m),
+                                          how=m["bytes_per_weight"])
+
+
 def _top(rows: list[dict], limit: int = 5) -> list[dict]:
     """The open rows that pay, largest saving first (the report's first section)."""
     ranked = [r for r in rows if saving_share(r) > 0]
@@ -383,7 +396,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
     top = [{**r, "when": _when(r, L)} for r in _top(table)]
     return tmpl.render(
         L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),
-        deployment_text=_deployment_text(data.get("deployment"), L),
+        deployment_text=_deployment_text(data.get("deployment"), L), memory_text=_memory_text(data.get("deployment"), L),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, kinds=kinds, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],

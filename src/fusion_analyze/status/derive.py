@@ -483,8 +483,9 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             if misfit:  # the pass is registered for this graph, but Inductor's matcher will not replace the match
                 note = say("pass_matcher_misfit", name=p.name, why=misfit)
                 return Status.OPEN, conds + p.conditions(), [p.evidence(pat)] + sites, note, []
-            if p.default_on() is False:
-                note = say("pass_off", name=p.name, flag=p.flag, default=p.default)
+            if p.default_on() is False:  # under a deployment that compiles nothing, no flag would turn it on
+                note = (say("pass_not_compiled", name=p.name, why=p.not_compiled) if p.not_compiled else
+                        say("pass_off", name=p.name, flag=p.flag, default=p.default))
                 return Status.OPEN, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, note, []
             ifs = [u for u in undecided if not u.startswith("as part of ")]
             return Status.FUSED_BY_ASCEND_GRAPH_PASS, conds + p.conditions() + undecided, [p.evidence(pat)] + sites, None, ifs
