@@ -15,6 +15,7 @@ and the choice says so.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -320,8 +321,8 @@ class Chosen:
     """What an attention layer runs: the backend selected and its implementation; `others`: the (backend,
     implementation) pairs the selector may return instead where its tests are not decided."""
 
-    backend: object  # index.Definition
-    impl: object | None  # index.Definition of get_impl_cls(); None where it names no class of the trees
+    backend: Any  # index.Definition
+    impl: Any  # index.Definition of get_impl_cls(); None where it names no class of the trees
     choice: BackendChoice
     others: tuple = ()
     impl_why: str = ""  # the tests of get_impl_cls() not decided, where it may name another class
@@ -341,8 +342,8 @@ class Chosen:
         else:
             why = say("attention_not_decided", fn=fn, why=c.why or "-",
                       classes=", ".join(b.name for b, _i in ((self.backend, self.impl), *self.others)))
-        out = {"backend": self.backend.qualname, "impl": impl, "impl_file": getattr(self.impl, "module", None)
-               and self.impl.module.rel, "selector": c.selector, "decided": c.decided, "why": why}
+        out = {"backend": self.backend.qualname, "impl": impl, "impl_file": self.impl.module.rel if self.impl is not None
+               else None, "selector": c.selector, "decided": c.decided, "why": why}
         if self.others:
             out["alternatives"] = [{"backend": b.qualname, "impl": i.name if i is not None else None}
                                    for b, i in self.others]

@@ -398,7 +398,7 @@ class Evaluator:
         module = getattr(scope, "module", None)
         index = getattr(module, "_index", None)
         cls = index.resolve_expr(module, expr.func) if index is not None else None
-        if getattr(cls, "kind", None) != "class" or not any(
+        if cls is None or cls.kind != "class" or not any(
                 "dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
             return None
         for arg in expr.args:

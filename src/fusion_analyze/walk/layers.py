@@ -477,7 +477,7 @@ class Layers(WalkerState):
         if kind == "mla_attention":
             comp = catalog().typed.composites.of(kind, self.index.backend)
             holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
-        if holder is None:
+        if holder is None or holder.cls is None:
             return None
         memo = self.__dict__.setdefault("_attention_chosen", {})
         key = (id(holder.call), id(holder.scope), holder.cls.qualname)
