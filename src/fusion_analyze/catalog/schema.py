@@ -173,7 +173,11 @@ class AttentionBackends:
 
     calls: tuple[str, ...] = ()
     mla_layers: tuple[str, ...] = ()
-    classes: Mapping[str, Mapping[str, str]] = keys_of(BACKENDS)  # backend -> attention / mla -> class
+    classes: Mapping[str, Mapping[str, str]] = keys_of(BACKENDS)  # fallback: backend -> attention / mla -> class
+    selector: str | None = None  # the platform class's method that returns the backend (runtime.platform)
+    attr: str | None = None  # the attribute an attention layer holds the selected backend in
+    config: str | None = None  # the class get_attn_backend builds the selector's configuration with
+    vllm_config: Mapping[str, str] = field(default_factory=dict)  # vllm_config attribute -> its class's defaults
 
 
 @dataclass(frozen=True)

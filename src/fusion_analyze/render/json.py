@@ -73,6 +73,16 @@ def _deployment(a) -> dict | None:
             if item not in comm:
                 comm.append(item)
     out["moe_comm"] = comm
+    attention = []  # the attention backend each attention layer runs, as the platform's selector picks it
+    for op in a.walk.ops:
+        chosen = op.attrs.get("attention_backend")
+        if chosen and op.kind in ("attention", "mla_attention"):
+            item = {"backend": chosen.get("backend"), "impl": chosen.get("impl"), "selector": chosen.get("selector"),
+                    "decided": bool(chosen.get("decided")), "why": str(chosen.get("why") or ""),
+                    "alternatives": chosen.get("alternatives") or []}
+            if item not in attention:
+                attention.append(item)
+    out["attention"] = attention
     out["mc2_capacity"] = getattr(a, "mc2_capacity", None) if comm else None
     out["memory"] = getattr(a, "memory", None)
     return out

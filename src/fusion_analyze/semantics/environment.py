@@ -286,22 +286,28 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
 
 
 def _attention_backend_calls(index, backend: str | None) -> dict:
-    """`get_attn_backend(...)` (walk.yaml runtime.attention_backend): the backend class the selector returns on
-    `backend` for the layer being built (its MLA class where the layer is one of `mla_layers`), as a class the
-    code reads attributes of; nothing where the table names no class of the trees."""
+    """`get_attn_backend(...)` (walk.yaml runtime.attention_backend): the backend class the platform's selector
+    returns for the layer being built, run from the trees with the call's arguments (attention_choice.py); where
+    the platform has no selector the tool runs, the table's class on `backend` (its MLA class where the layer is
+    one of `mla_layers`), the choice saying it is the table's. The value is a class the code reads attributes of
+    (`attention_choice.Selected`, carrying how it was chosen)."""
     from ..catalog import catalog
-    from .values import ClassRef, Known, Unknown
+    from .attention_choice import BackendChoice, Selected, select_backend
+    from ..ir.texts import say
+    from .values import Known, Unknown
 
     spec = catalog().typed.walk.runtime.attention_backend
     if spec is None or index is None:
         return {}
     mla_layers, calls = set(spec.mla_layers), spec.calls
     table = spec.classes.get(backend or "") or {}
-    if not table:
-        return {}
     found: dict = {}  # kind -> the class, looked up when a layer first asks (its module is read then)
 
-    def selected(_call, scope):
+    def selected(call, scope, evaluator=None):
+        choice = select_backend(evaluator.env, evaluator, call, scope, spec) if evaluator is not None else None
+        if choice is not None and choice.classes:
+            return choice.value()
+        why = choice.why if choice is not None else say("attention_no_selector", platform=backend or "?")
         owner = getattr(scope, "owner", None)
         cls = getattr(owner, "cls", None)
         names = {cls.name, *_base_names(cls)} if cls is not None else set()  # the layer's class, its bases
@@ -311,9 +317,12 @@ def _attention_backend_calls(index, backend: str | None) -> dict:
             target = index.lookup(mod, name)
             found[kind] = target if getattr(target, "kind", None) == "class" else None
         target = found.get(kind)
-        return Known(ClassRef(target)) if target is not None else Unknown(f"no {kind} backend class for {backend}")
+        if target is None:
+            return Unknown(f"no {kind} backend class for {backend}")
+        return Known(Selected(target, BackendChoice((target,), None, {}, why)))
 
-    return {name: selected for name in calls}
+    selected.with_evaluator = True  # type: ignore[attr-defined]
+    return {name: selected for name in calls} if table or spec.selector else {}
 
 
 def _base_names(cls) -> list[str]:

@@ -221,7 +221,15 @@ class Evaluator:
                 return self.infer(expr.orelse, scope, step)
             return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
         if kind is cst.Tuple or kind is cst.List:
-            items = [self.infer(e.value, scope, step) for e in expr.elements]
+            items = []
+            for e in expr.elements:
+                got = self.infer(e.value, scope, step)
+                if type(e) is cst.StarredElement:  # `(*key, flag)`: the known sequence's items, spread
+                    if not (isinstance(got, Known) and isinstance(got.value, (tuple, list))):
+                        return Unknown("a starred item that is not a known sequence")
+                    items += [Known(v) for v in got.value]
+                else:
+                    items.append(got)
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
         if kind is cst.Dict and all(type(e) is cst.DictElement for e in expr.elements):
@@ -367,7 +375,40 @@ class Evaluator:
                 return found
         if isinstance(base, Known) and isinstance(base.value, ClassRef):  # a class the code holds as a value
             return self._class_attribute(base.value.definition, attr, depth)
+        if isinstance(base, NotNone):  # `mla_modules.is_sparse`: a field of the dataclass the code built
+            got = self._dataclass_field(expr.value, attr, scope, depth)
+            if got is not None:
+                return got
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _dataclass_field(self, expr, attr: str, scope, depth: int) -> Value | None:
+        """`x.<attr>` where `x` is bound (a parameter, a local assigned once) to a call of a @dataclass of the
+        trees that passes `attr=` by keyword: that argument, read where it was written; else None."""
+        for _ in range(_MAX_INFER):
+            if type(expr) is not cst.Name or scope is None:
+                break
+            name = expr.value
+            if name in scope.locals:
+                values = scope.locals[name]
+                if len(values) != 1 or values[0][1]:
+                    return None
+                expr = values[0][0]
+            elif name in scope.params:
+                expr, scope = scope.params[name]
+            else:
+                return None
+        if type(expr) is not cst.Call or scope is None:
+            return None
+        module = getattr(scope, "module", None)
+        index = getattr(module, "_index", None)
+        cls = index.resolve_expr(module, expr.func) if index is not None else None
+        if cls is None or cls.kind != "class" or not any(
+                "dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
+            return None
+        for arg in expr.args:
+            if arg.keyword is not None and arg.keyword.value == attr:
+                return self.infer(arg.value, scope, depth + 1)
+        return None
 
     def _class_attribute(self, cls, attr: str, depth: int) -> Value:
         """`Cls.x` of a class the code holds (the attention backend the runtime picks): the first class of its
@@ -422,7 +463,8 @@ class Evaluator:
                     else Known(False) if config.complete and name not in config._values(base.text)
                     else Unknown(f"whether config has {name}")))
         if type(func) is cst.Name and func.value in self.calls:
-            return self.calls[func.value](call, scope)
+            hook = self.calls[func.value]  # (one that runs the tree's code reads with this evaluator)
+            return hook(call, scope, self) if getattr(hook, "with_evaluator", False) else hook(call, scope)
         if type(func) is cst.Name and func.value in _layer_index_functions() and args:
             name = self.infer(args[0], scope, depth)  # extract_layer_index("model.layers.3"): its one integer
             ints = [int(p) for p in name.value.split(".") if p.isdigit()] if isinstance(name, Known) and isinstance(name.value, str) else []

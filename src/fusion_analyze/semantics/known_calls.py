@@ -151,10 +151,23 @@ def _only_decisions(body) -> bool:
                     continue  # (a raise is a path that returns nothing)
                 if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue
+                if type(small) is cst.Expr and _logs(small.value):
+                    continue  # `logger.info(...)`: says why, changes nothing it returns
                 return False
         else:
             return False
     return True
+
+
+_LOGGERS = frozenset(("logger", "logging", "_logger", "log"))
+_LOG_METHODS = frozenset(("debug", "info", "warning", "warn", "error", "debug_once", "info_once", "warning_once"))
+
+
+def _logs(expr) -> bool:
+    """A call of a logger's method (`logger.info("...")`, `logger.warning_once(...)`)."""
+    func = expr.func if type(expr) is cst.Call else None
+    return (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in _LOGGERS
+            and func.attr.value in _LOG_METHODS)
 
 
 def _builds_objects(fn_def, index) -> bool:

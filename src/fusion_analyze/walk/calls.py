@@ -17,7 +17,7 @@ from ..ir.ops import Kernel
 from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
-from ..semantics.values import Bindings
+from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth, join
 from ..ir.texts import say
 
@@ -294,6 +294,10 @@ class Calls(WalkerState):
         if owned is not None:  # ApplyRotaryEmb.forward_static(...): a static method called on its class
             owner, fn = owned
             return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
+        facade = self._facade_method(frame, func) if target is None else None
+        if facade is not None:  # DeviceOperator.scatter_cache(...): the class the device's adaptor is
+            owner, fn = facade
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
         original = self._saved_method(target, s.call)
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
@@ -308,6 +312,21 @@ class Calls(WalkerState):
         if dotted and dotted.startswith("torch."):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, say("unknown_callee"))
+
+    def _facade_method(self, frame, func):
+        """(class, method) of `Facade.method(...)` where `Facade` is a module-level value the device decides
+        (`DeviceOperator = get_device_adaptor()`, a hardware profile's adaptor class), as the kernel reader
+        resolves it (kernels/backend_kernels.py); None otherwise."""
+        from ..semantics.scope import Scope
+        from ..semantics.values import ClassRef
+
+        if type(func) is not cst.Attribute or type(func.value) is not cst.Name or func.value.value == "self":
+            return None
+        owner = self.backends._evaluator.infer(func.value, Scope(module=frame.module))
+        if not (isinstance(owner, Known) and isinstance(owner.value, ClassRef)):
+            return None
+        found = self.ctor.method(owner.value.definition, func.attr.value)
+        return found if found is not None and type(found[1]) is cst.FunctionDef else None
 
     def _class_function(self, frame, func):
         """(class, method) for `Class.method` with Class a class of the trees and method a static or class method

@@ -232,11 +232,23 @@ class Composites(WalkerState):
         and batched matmul an op at the line that calls it, under the tests of the code on the way. Its
         __init__ is bound to the call that builds it in the holder's __init__ (`impl_cls(..., **extra_impl_args)`),
         so `self.q_proj`, `self.kv_a_layernorm` are the model's modules. False when it cannot be built."""
-        mod, _, name = spec.cls.rpartition(".")
-        cls = self.index.lookup(mod, name)
         holder = self._attr_path(sub, spec.holder)
-        if not (isinstance(cls, Definition) and cls.kind == "class") or holder is None:
+        if holder is None:
             return False
+        # the implementation of the backend the platform's selector picks (AscendSFAImpl for a model with an
+        # indexer); composites.yaml's class where the selector is not run (the layer op says so)
+        chosen = self._attention_backend(sub, sub.cls, "mla_attention")
+        cls = chosen.impl if chosen is not None else None
+        if cls is None:
+            mod, _, name = spec.cls.rpartition(".")
+            cls = self.index.lookup(mod, name)
+        if not (isinstance(cls, Definition) and cls.kind == "class"):
+            return False
+        if chosen is not None and chosen.others:  # the selector's test is not decided: the others, listed
+            self.alternatives.append({"path": f"{path}.{spec.assigned}", "chosen": cls.name,
+                                      "condition": chosen.choice.why or None, "decided": False,
+                                      "others": sorted({(i.name if i is not None else b.name, "")
+                                                        for b, i in chosen.others})})
         built = self._built_at(holder, spec.assigned)
         if built is None:
             return False

@@ -153,6 +153,7 @@ class WalkerState:
         from .kernels.backend_kernels import Backends
         from ..semantics.environment import Environment
         from ..semantics.quantization import Quantization
+        from ..semantics.attention_choice import Chosen
 
         index: ModuleIndex
         env: Environment
@@ -183,6 +184,10 @@ class WalkerState:
         def _role_for_submodule(self, frame, name, sub, kind=None) -> None: ...
 
         def _native_ops(self, sub, impl, name, args, kwargs, path, cond, out) -> list[str]: ...
+
+        def _attr_path(self, sub, dotted: str): ...
+
+        def _attention_backend(self, sub, impl, kind: str) -> "Chosen | None": ...
 
         def _composite_parts(self, frame, sub, kind: str, path: str, inputs, cond, steady, only=None) -> None: ...
 

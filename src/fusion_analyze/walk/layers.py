@@ -90,7 +90,7 @@ class Layers(WalkerState):
             kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
                                                         self.backends.forward_name(impl), facts, collectives)
         else:
-            kernels = self._leaf_kernels(impl, kind, facts, sub)
+            kernels = self._leaf_kernels(impl, kind, facts, sub, attrs)
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
@@ -432,27 +432,58 @@ class Layers(WalkerState):
                                      self.ctor.evaluator)
         return {"params_dtype": str(value.value)} if isinstance(value, Known) and value.value is not None else {}
 
-    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None) -> list[Kernel]:
-        """The device kernels of a leaf layer; an attention layer's are its backend implementation's too, decided
-        with the values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
+    def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None,
+                      attrs: dict | None = None) -> list[Kernel]:
+        """The device kernels of a leaf layer; an attention layer's are its backend implementation's too: the
+        class the platform's selector picks for it (`get_impl_cls()` of `self.attn_backend`, attention_choice.py;
+        where the selector is not run, leaf_ops.yaml `attention_impls`, and `attrs` says so), decided with the
+        values the layer builds it with (`self.impl = impl_cls(..., sinks=...)`) when the walk knows them."""
         if sub is not None and sub.call is not None:  # decided with the values the layer is built with
             kernels = self.backends.kernels_of_instance(Instance(impl, sub.call, sub.scope, sub.condition), impl,
                                                         self.backends.forward_name(impl), facts)
         else:
             kernels = self.backends.kernels_of(impl, facts)
         if kind in ("attention", "mla_attention"):
-            qual = leaf_ops().attention_impls.get(self.index.backend or "", {}).get(kind)
-            if qual:
-                mod, _, cls_name = qual.rpartition(".")
-                target = self.index.lookup(mod, cls_name)
-                if isinstance(target, Definition) and target.kind == "class":
-                    built = (self.ctor.built_as(Instance(impl, sub.call, sub.scope, sub.condition), "impl", target)
-                             if sub is not None and sub.call is not None else None)
-                    kernels = kernels + (self.backends.kernels_of_instance(built, target, "forward") if built is not None
-                                         else self.backends.kernels_of(target, Bindings(), method="forward"))
+            chosen = self._attention_backend(sub, impl, kind) if sub is not None and sub.call is not None else None
+            target = chosen.impl if chosen is not None else None
+            if chosen is not None and attrs is not None:
+                attrs["attention_backend"] = chosen.to_attrs()
+            if target is None:  # the selector is not run, or names no implementation of the trees: the table's
+                qual = leaf_ops().attention_impls.get(self.index.backend or "", {}).get(kind)
+                mod, _, cls_name = (qual or "").rpartition(".")
+                target = self.index.lookup(mod, cls_name) if qual else None
+                if attrs is not None and isinstance(target, Definition):
+                    attrs.setdefault("attention_backend", {"impl": target.name, "selector": None,
+                                                           "why": say("attention_impl_table", impl=target.name)})
+            if isinstance(target, Definition) and target.kind == "class":
+                built = (self.ctor.built_as(Instance(impl, sub.call, sub.scope, sub.condition), "impl", target)
+                         if sub is not None and sub.call is not None else None)
+                kernels = kernels + (self.backends.kernels_of_instance(built, target, "forward") if built is not None
+                                     else self.backends.kernels_of(target, Bindings(), method="forward"))
             # which of them run on decode and on prefill: the claim cites the path that runs, not the first found
             kernels = place_on_paths(kernels, attention_paths(self.index, self.ctor.evaluator), self.ctor.evaluator)
         return kernels
+
+    def _attention_backend(self, sub: Instance, impl: Definition, kind: str):
+        """The backend the runtime selects for an attention layer and the implementation it names
+        (attention_choice.Chosen), read on the instance that holds `self.attn_backend`: the layer itself, or
+        for an MLA wrapper the attention layer it holds (composites.yaml `mla_attention.impl.holder`)."""
+        from ..semantics.attention_choice import chosen_of
+
+        spec = catalog().typed.walk.runtime.attention_backend
+        if spec is None or not spec.attr:
+            return None
+        holder = Instance(impl, sub.call, sub.scope, sub.condition)
+        if kind == "mla_attention":
+            comp = catalog().typed.composites.of(kind, self.index.backend)
+            holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+        if holder is None or holder.cls is None:
+            return None
+        memo = self.__dict__.setdefault("_attention_chosen", {})
+        key = (id(holder.call), id(holder.scope), holder.cls.qualname)
+        if key not in memo:
+            memo[key] = chosen_of(self.ctor.evaluator, self.ctor.self_value(holder, spec.attr, self.ctor.evaluator))
+        return memo[key]
 
     def _attr_facts(self, inst: Instance) -> dict[str, list[str]]:
         """Classes of the instance's own submodules, for isinstance() checks in its forward."""

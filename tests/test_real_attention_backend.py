@@ -1,0 +1,122 @@
+"""The attention backend is the one the platform's own selector returns (issue 45, item 1): vllm-ascend's
+`NPUPlatform.get_attn_backend_cls` is run from the tree with the selector configuration vLLM's
+`get_attn_backend` builds from the layer's call (`use_mla=True, use_sparse=use_sparse`, read where the layer was
+built) and the deployment, and the backend's `get_impl_cls()` names the implementation walked op by op.
+DeepSeek-V3.2 (`index_topk` in its configuration) runs AscendSFABackend -> AscendSFAImpl with its indexer, not
+AscendMLAImpl; without a configuration the selector's test on `use_sparse` is open and the report lists the
+alternatives; where no selector is run (CUDA) the op says the class is the catalog's."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from fusion_analyze.analysis.pipeline import Options, analyze_in
+from fusion_analyze.analysis.session import Session
+from fusion_analyze.resources import data_dir
+
+from .conftest import validate_report
+
+
+def _v32_config(tmp_path) -> str:
+    """DeepSeek-V3.2's config.json as the test states it: DeepSeek-V3's published fields (the preset) with the
+    V3.2 architecture and its indexer's fields (index_topk is what vLLM tests: `hasattr(config, "index_topk")`)."""
+    presets = yaml.safe_load((data_dir("patterns") / "catalog" / "presets.yaml").read_text())["presets"]
+    config = dict(presets["DeepSeek-V3"]["config"], architectures=["DeepseekV32ForCausalLM"],
+                  model_type="deepseek_v32", index_topk=2048, index_n_heads=64, index_head_dim=128)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _attention_ops(a):
+    """The ops of the attention implementation walked inside the MLA layer (`inside` it, under its impl)."""
+    return [op for op in a.walk.ops if ".mla_attn.impl" in (op.path or "")]
+
+
+def _chosen(a, kind="mla_attention"):
+    (layer,) = {id(op): op for op in a.walk.ops if op.kind == kind}.values() or [None]
+    return layer.attrs["attention_backend"], layer
+
+
+def _selector_line(session) -> int:
+    src = (session.ascend.root / "vllm_ascend/platform.py").read_text().splitlines()
+    return next(n for n, line in enumerate(src, 1) if "def get_attn_backend_cls(" in line)
+
+
+def test_deepseek_v32_runs_the_sparse_backend_and_its_indexer(session, hf, tmp_path):
+    a = analyze_in(session, "DeepseekV32ForCausalLM", Options(config=_v32_config(tmp_path), hf_root=hf))
+    chosen, layer = _chosen(a)
+    assert chosen["backend"] == "vllm_ascend.attention.sfa_v1.AscendSFABackend"
+    assert chosen["impl"] == "AscendSFAImpl" and chosen["decided"]
+    assert chosen["selector"] == f"vllm_ascend/platform.py:{_selector_line(session)} NPUPlatform.get_attn_backend_cls"
+    assert "use_sparse=True" in chosen["why"] and layer.attrs["runs"] == "AscendSFAImpl.forward"
+    ops = _attention_ops(a)
+    files = {op.file for op in ops}
+    assert "vllm_ascend/attention/mla_v1.py" not in files  # the dense MLA implementation never runs
+    assert {"vllm_ascend/attention/sfa_v1.py", "vllm_ascend/attention/indexer.py"} <= files
+    assert not any(op.file == "vllm_ascend/attention/mla_v1.py" for op in a.walk.ops)
+    kernels = {k.name for op in ops for k in op.kernels}
+    assert "torch_npu.npu_lightning_indexer" in kernels  # the indexer's top-k (device_op.py, via DeviceOperator)
+    assert {"torch.ops._C_ascend.npu_sparse_flash_attention", "torch_npu.npu_kv_quant_sparse_flash_attention"} & kernels
+    # each kernel is cited at a line of the tree that calls it
+    for op in ops:
+        for k in op.kernels:
+            if k.name == "torch_npu.npu_lightning_indexer":
+                root = session.ascend.root if k.file.startswith("vllm_ascend/") else session.vllm.root
+                assert "npu_lightning_indexer(" in (root / k.file).read_text().splitlines()[k.line - 1]
+    validate_report(a.report)
+    (att,) = a.report["deployment"]["attention"]
+    assert att["impl"] == "AscendSFAImpl" and att["decided"]
+
+
+def test_deepseek_v32_without_configuration_lists_both_backends(session, hf):
+    """No configuration at all: whether the model has an indexer (use_sparse) is open, so the selector's table
+    lookup may give the dense or the sparse backend: the report lists both, the choice not decided. With
+    transformers' DeepseekV32Config defaults (it declares index_topk) the sparse backend is decided."""
+    b = analyze_in(session, "DeepseekV32ForCausalLM", Options(hf_root=hf))
+    chosen, _layer = _chosen(b)
+    assert chosen["decided"] and chosen["impl"] == "AscendSFAImpl"
+    a = analyze_in(session, "DeepseekV32ForCausalLM", Options())
+    chosen, _layer = _chosen(a)
+    assert not chosen["decided"] and "use_sparse" in chosen["why"]
+    names = {chosen["impl"], *(o["impl"] for o in chosen.get("alternatives", ()))}
+    assert {"AscendMLAImpl", "AscendSFAImpl"} <= names
+    alts = [x for x in a.walk.alternatives if x["path"].endswith(".mla_attn.impl")]
+    assert alts and not alts[0]["decided"]
+    assert any("AscendSFAImpl" in o[0] or "AscendMLAImpl" in o[0] for o in alts[0]["others"])
+    (att,) = a.report["deployment"]["attention"]
+    assert not att["decided"] and att["selector"]
+
+
+def test_dense_mla_and_plain_attention_keep_their_implementations(session, hf):
+    """DeepSeek-V3 (no index_topk in its published configuration): AscendMLABackend -> AscendMLAImpl; Qwen3's
+    Attention: AscendAttentionBackend -> AscendAttentionBackendImpl, both decided by the selector."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(config="DeepSeek-V3", hf_root=hf))
+    chosen, layer = _chosen(a)
+    assert chosen["backend"] == "vllm_ascend.attention.mla_v1.AscendMLABackend" and chosen["decided"]
+    assert "use_sparse=False" in chosen["why"] and layer.attrs["runs"] == "AscendMLAImpl.forward"
+    files = {op.file for op in _attention_ops(a)}
+    assert "vllm_ascend/attention/mla_v1.py" in files and "vllm_ascend/attention/sfa_v1.py" not in files
+    q = analyze_in(session, "Qwen3ForCausalLM", Options(config="Qwen3-8B", hf_root=hf))
+    chosen, _layer = _chosen(q, "attention")
+    assert chosen["backend"] == "vllm_ascend.attention.attention_v1.AscendAttentionBackend"
+    assert chosen["impl"] == "AscendAttentionBackendImpl" and chosen["decided"]
+    assert re.search(r"use_mla=False", chosen["why"])
+
+
+@pytest.fixture(scope="module")
+def cuda_session(real_tree):
+    return Session.open(str(real_tree("vllm==0.30.0")), None, backend="cuda")
+
+
+def test_cuda_says_its_backend_is_the_catalogs(cuda_session, hf):
+    """vLLM's CUDA selector picks by validity and priority across backends, which the tool does not run: the
+    catalog's class is used, and the op says so (never silently)."""
+    a = analyze_in(cuda_session, "Qwen3ForCausalLM", Options(config="Qwen3-8B", hf_root=hf))
+    chosen, _layer = _chosen(a, "attention")
+    assert chosen["selector"] is None and not chosen.get("decided")
+    assert "catalog" in str(chosen["why"])
