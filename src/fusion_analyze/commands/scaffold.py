@@ -629,6 +629,7 @@ class Source:
     rejected: dict = field(default_factory=dict)  # opportunity id -> why the estimate rejects it
     integrate: bool = True
     ops: list = field(default_factory=list)  # the walk's ops (the layer a `layer` integration swaps a method of)
+    terms: dict = field(default_factory=dict)  # opportunity id -> scenario -> the estimate's ops (_cost_terms)
 
 
 @dataclass
@@ -657,7 +658,53 @@ def write_scaffold(a, out_dir: str) -> Scaffold:
                           "vllm_ascend": (sources.get("vllm_ascend") or {}).get("version") or "none"}, a.session.index)
     rejected = {o.id: b.rejected for o in a.opportunities if (b := a.benefits.get(o.id)) is not None and b.rejected}
     return write(Source(a.location.architecture, report, trees, list(a.opportunities), rejected,
-                        ops=list(a.walk.ops)), out_dir)
+                        ops=list(a.walk.ops), terms=_cost_terms(a)), out_dir)
+
+
+def _cost_terms(a) -> dict:
+    """Opportunity id -> scenario -> what its first match's estimate is made of (estimate/cost.py fused_terms),
+    each op with the kernels the deployment runs for it (the report's `kernels` of the op, on that path)."""
+    from ..estimate.cost import fused_terms
+
+    rows = {op["id"]: op for op in a.report.get("ops") or []}
+    out: dict = {}
+    for o in a.opportunities:
+        if o.status != "open" or not o.matches:
+            continue
+        m = o.matches[0]
+        takes = (o.pattern.estimate or {}).get("takes") or {}
+        parts = {m.ops[n].id: part for n, part in takes.items() if n in m.ops}
+        for scen, model in sorted((a.steps or {}).items()):
+            terms = fused_terms(model, m.op_list, parts)
+            if terms is None:
+                continue
+            for t in terms:
+                t["kernels"] = _deployed_kernels(rows.get(t["op"]) or {}, scen, t["part"])
+            out.setdefault(o.id, {})[scen] = {"mode": model.mode, "num_tokens": int(model.n), "ops": terms}
+    return out
+
+
+_PART_COVERS = {"kv_write": "kvcache"}  # an op's part (estimate `takes`) -> what its kernel covers (kernels.yaml)
+
+
+def _deployed_kernels(row: dict, scenario: str, part: str | None) -> list[str]:
+    """The kernels the report lists for the op on the scenario's path: those whose path conditions name the
+    scenario, else the unconditional ones, else all; of a part, those that cover it (catalog kernels.yaml)."""
+    ks = list(row.get("kernels") or [])
+    if part is not None:
+        covers = _PART_COVERS.get(part, part)
+        pats = [re.compile(e["match"]) for e in _kernel_catalog() if covers in (e.get("covers") or [])]
+        ks = [k for k in ks if any(p.search(k["name"]) for p in pats)]
+    on = [k for k in ks if scenario in (k.get("paths") or {})]
+    plain = [k for k in ks if k.get("condition") is None]
+    return list(dict.fromkeys(k["name"] for k in (on or plain or ks)))
+
+
+@lru_cache(maxsize=1)
+def _kernel_catalog() -> list:
+    data = load_yaml((data_dir("patterns") / "catalog" / "kernels.yaml").read_text(encoding="utf-8"))
+    return [e for v in (data.values() if isinstance(data, dict) else [data]) if isinstance(v, list) for e in v
+            if isinstance(e, dict) and "match" in e]
 
 
 def write_examples(out_dir: str, patterns, ids: list[str] | None = None) -> Scaffold:
@@ -800,12 +847,15 @@ def _kernel_files(src: Source, k: Kernel, dims: dict, scenarios: dict, location_
         ctx["ew"] = {"kernel_params": ", ".join([f"{t}_ptr" for t in ts] + ["out_ptr"] + ss + ["n_elements"]),
                      "launch_args": ", ".join([f"{t}_c" for t in ts] + ["out"] + ss + ["n"]),
                      "names": ", ".join(ts + ss)}
+    # what the estimate of the first opportunity is made of, per scenario: the bench recomputes it on any profile
+    ctx["deployment"] = src.terms.get(o0.id) or {}
     ctx["lit"] = {
         "params": _lit(_spec_params(params)), "returns": _lit([{kk: r[kk] for kk in ("name", "shape", "dtype") if r[kk]}
                                                               for r in returns]),
         "mutates": _lit(tuple(mutates)), "returned": _lit(returned), "dims": _lit(dict(dims, num_tokens=first) if known else dict(SMALL)),
         "scenarios": _lit(scenarios if known else {}),
         "estimate": _lit({"device": device.get("id"), **estimate} if estimate else None),
+        "deployment": _lit(ctx["deployment"] if known else {}),
         "examples": _lit(list(k.family.examples)), "small": _lit(dict(SMALL)),
         "tolerance": _lit({d: list(v) for d, v in k.family.tolerance.items()}),
     }

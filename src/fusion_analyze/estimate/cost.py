@@ -556,15 +556,49 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
     """What replacing the ops by one kernel saves; None when an op's cost is not known. `parts`: op id -> the
     kernel of that op the fused one replaces (an attention layer's KV-cache write), the rest of it stays; `overlap`:
     a communication fusion, whose transfer overlaps its compute."""
+    found = _fusion_parts(model, ops, parts)
+    if found is None:
+        return None
+    pairs, removed = found
+    device, mode = model.device, model.mode
+    before = sum(c.time_us(device, mode) for _o, c in pairs)
+    # each op keeps its own time, less the traffic it no longer does (no overlap between the ops' work is
+    # assumed), in one launch; a communication's transfer overlaps the compute it is fused with
+    work = sum(_time(max(c.bytes - removed[o.id], 0.0), c.flops, 0.0, 0, device, mode, overlap=False)
+               for o, c in pairs)
+    comm = sum(c.comm for _o, c in pairs)
+    link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
+    # a communication fusion overlaps its transfer with the compute it is fused with; any other fusion still
+    # waits for the transfer
+    after = min((max(work, link) if overlap else work + link) + launch_us(device, mode), before)
+    saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
+    return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
+
+
+def fused_terms(model: StepModel, ops: list[Op], parts: dict | None = None) -> list[dict] | None:
+    """What fused_saving's before and after are made of, op by op (one match): the kernels it replaces with their
+    bytes, FLOPs, transfer bytes and launches, and the bytes each still moves once fused. Any device profile
+    recomputes the estimate from them (a generated benchmark's --device-profile): before = sum of the ops'
+    times, after = sum of their times at the fused bytes with no launch, plus one launch."""
+    found = _fusion_parts(model, ops, parts)
+    if found is None:
+        return None
+    pairs, removed = found
+    parts = parts or {}
+    return [{"op": o.id, "kind": o.kind, "part": parts.get(o.id) if isinstance(parts.get(o.id), str) else None,
+             "bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm), "launches": c.launches,
+             "fused_bytes": int(max(c.bytes - removed[o.id], 0.0))} for o, c in pairs]
+
+
+def _fusion_parts(model: StepModel, ops: list[Op], parts: dict | None):
+    """The (op, cost) pairs of a fusion and the bytes each stops moving; None when an op's cost is not known."""
     parts = parts or {}
     ops = expand(model, ops, parts)
     costs = [c.part(p) if isinstance(p := parts.get(o.id), str) and (c := model.step.costs.get(o.id)) is not None
              else model.step.costs.get(o.id) for o in ops]
     if any(c is None or (not c.known and c.why != "container") for c in costs):
         return None
-    device, mode = model.device, model.mode
     pairs = [(o, c) for o, c in zip(ops, costs) if c is not None and c.known]
-    before = sum(c.time_us(device, mode) for _o, c in pairs)
     runs = {o.id for o, c in pairs if c.launches}
     removed = {o.id: 0.0 for o, _c in pairs}
     for o, _c in pairs:  # intermediates the fused op keeps on chip: not written, not read back by its other ops
@@ -583,17 +617,7 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
                 removed[r.id] += size
             if all(r in inside or not counted(r) or r.kind in VIEWS for r in readers):
                 removed[o.id] += size  # its write, when nothing outside reads it
-    # each op keeps its own time, less the traffic it no longer does (no overlap between the ops' work is
-    # assumed), in one launch; a communication's transfer overlaps the compute it is fused with
-    work = sum(_time(max(c.bytes - removed[o.id], 0.0), c.flops, 0.0, 0, device, mode, overlap=False)
-               for o, c in pairs)
-    comm = sum(c.comm for _o, c in pairs)
-    link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
-    # a communication fusion overlaps its transfer with the compute it is fused with; any other fusion still
-    # waits for the transfer
-    after = min((max(work, link) if overlap else work + link) + launch_us(device, mode), before)
-    saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
-    return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
+    return pairs, removed
 
 
 def expand(model: StepModel, ops: list[Op], parts: dict) -> list[Op]:
