@@ -189,7 +189,13 @@ class Evaluator:
         if kind is cst.Call:
             return self._call(expr, scope, step)
         if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
-            return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
+            key = self.infer(expr.slice[0].slice.value, scope, step)
+            got = _item(self.infer(expr.value, scope, step), key)
+            if isinstance(got, Unknown) and type(expr.value) is cst.Call and isinstance(key, Known) \
+                    and type(key.value) is int:  # `a, b, c = f(...)`: item k of the tuple f returns, alone
+                item = self._called(expr.value, scope, step, item=key.value)
+                return item if isinstance(item, Known) else got
+            return got
         if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
             left, out = self.infer(expr.left, scope, step), None
             for comp in expr.comparisons:
@@ -461,10 +467,11 @@ class Evaluator:
                     return Known(getattr(base.value, name)(arg.value))
         return self._called(call, scope, depth)
 
-    def _called(self, call: cst.Call, scope, depth: int) -> Value:
+    def _called(self, call: cst.Call, scope, depth: int, item: int | None = None) -> Value:
         """What calling a class or a function of the trees gives: an instance (never None); a small decision
         function (only ifs, assignments and returns) run on its arguments; a factory whose every return builds
-        an object; else unknown."""
+        an object; else unknown. `item`: only item k of the tuple the decision function returns (`return None,
+        rank, size`: the size is known where the rank is not)."""
         from .scope import Scope, bind_params
         from .function_bodies import tables
 
@@ -497,6 +504,10 @@ class Evaluator:
             for name, value, cond, _pos in table.local_assignments:
                 inner.locals.setdefault(name, []).append((value, cond))
             returns = table.returns_decided(_EMPTY, self, inner)
+            if item is not None:
+                returns = [(_tuple_item(v, item), c) for v, c in returns]
+                if not all(v is not None for v, _c in returns):
+                    return Unknown("an item of a return that is not a tuple")
             if returns and returns[0][1] is None:  # the first return that can run does
                 return self.infer(returns[0][0], inner, depth)
             # a function that ends in a return always returns one of the returns left: when they all give one
@@ -506,6 +517,8 @@ class Evaluator:
                 got = [self.infer(v, inner, depth) for v, _c in returns]
                 if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                     return got[0]
+        if item is not None:
+            return Unknown("an item of the result of a call")
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
@@ -684,6 +697,13 @@ def _carried(scope, attr: str, env=None) -> Value | None:
         return Known(deployment[attr])
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
+
+
+def _tuple_item(expr, k: int):
+    """Item k of a returned tuple literal (no starred items), else None."""
+    if type(expr) is not cst.Tuple or any(type(e) is not cst.Element for e in expr.elements):
+        return None
+    return expr.elements[k].value if 0 <= k < len(expr.elements) else None
 
 
 def _names_model_config(expr) -> bool:

@@ -128,8 +128,8 @@ _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
-    """Only ifs, assignments, returns, raises, imports, a docstring and pass: running it on known arguments is
-    safe."""
+    """Only ifs, assignments, returns, raises, imports, a docstring, log calls and pass: running it on known
+    arguments is safe."""
     return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))
 
 
@@ -147,14 +147,24 @@ def _only_decisions(body) -> bool:
                 return False
         elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, (cst.Return, cst.Assign, cst.Pass, cst.ImportFrom, cst.Import, cst.Raise)):
+                if isinstance(small, (cst.Return, cst.Assign, cst.AnnAssign, cst.Pass, cst.ImportFrom, cst.Import,
+                                      cst.Raise)):
                     continue  # (a raise is a path that returns nothing)
                 if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue
+                if type(small) is cst.Expr and _log_call(small.value):
+                    continue  # `logger.debug(...)`: says what it decided, changes nothing
                 return False
         else:
             return False
     return True
+
+
+def _log_call(expr) -> bool:
+    """`logger.debug(...)`, `logger.warning_once(...)`: a call of a logger's method (the name ends in logger)."""
+    func = expr.func if type(expr) is cst.Call else None
+    return (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value.lower().endswith("logger")
+            and func.attr.value.split("_")[0] in ("debug", "info", "warning", "error"))
 
 
 def _builds_objects(fn_def, index) -> bool:
