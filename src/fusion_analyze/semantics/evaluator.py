@@ -313,9 +313,42 @@ class Evaluator:
             return _NOT_GLOBAL
         if len(target.module.defs.get(target.name, ())) != 1:
             return Unknown(f"`{target.name}` is assigned more than once")
-        if _rebound(target.module, target.name):
+        if _rebound(target.module, target.name) and not self._kept_at_startup(target, depth):
             return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
         return self.infer(target.node, Scope(module=target.module), depth)
+
+    def _kept_at_startup(self, target, depth: int) -> bool:
+        """A module global set at start-up (walk.yaml `runtime.startup_globals`: `_KV_CONNECTOR_AGENT`, set by
+        ensure_kv_transfer_initialized) keeps its initial value where each function of its module that
+        rebinds it (`global NAME`) assigns the initial value again, or under a test the deployment fails
+        (`kv_transfer_config is not None and ...` with no KV-transfer config)."""
+        from ..catalog import catalog
+        from .function_bodies import tables
+        from .scope import Scope
+
+        qualname = f"{target.module.name}.{target.name}"
+        if qualname not in (catalog().runtime.get("startup_globals") or ()) or qualname in _STARTUP_BUSY:
+            return False
+        initial = literal(target.node)
+        _STARTUP_BUSY.add(qualname)
+        try:
+            for d in (d for defs in target.module.defs.values() for d in defs if d.kind == "function"):
+                fn = d.node
+                if not _declares_global(fn, target.name):
+                    continue
+                table = tables(fn, d.module)
+                scope = Scope(module=d.module)
+                for local, value, cond, _pos in table.local_assignments:
+                    if local != target.name:  # (the global itself is read as the global)
+                        scope.locals.setdefault(local, []).append((value, cond))
+                for local, value, cond, _pos in table.local_assignments:
+                    if local != target.name or (initial is not None and literal(value) == initial):
+                        continue
+                    if self.condition_truth(cond, scope=scope) is not Truth.FALSE:
+                        return False
+            return True
+        finally:
+            _STARTUP_BUSY.discard(qualname)
 
     def _environment_default(self, index, env: dict, name: str, depth: int) -> Value:
         """`envs.VLLM_X` in the default environment: its entry's lambda in vLLM's `environment_variables`
@@ -697,6 +730,15 @@ def _carried(scope, attr: str, env=None) -> Value | None:
         return Known(deployment[attr])
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
+
+
+_STARTUP_BUSY: set = set()  # start-up globals being decided: a test of their own function reading them waits
+
+
+def _declares_global(fn: cst.FunctionDef, name: str) -> bool:
+    """`global name` among the function's top-level statements."""
+    return any(type(small) is cst.Global and name in [n.name.value for n in small.names]
+               for stmt in fn.body.body if type(stmt) is cst.SimpleStatementLine for small in stmt.body)
 
 
 def _tuple_item(expr, k: int):
