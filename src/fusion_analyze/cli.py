@@ -405,7 +405,7 @@ def all_cmd(
     note(f"{len(results) - len(failed)} analyzed, {len(failed)} failed{allowed}; index: {out / 'index.md'}")
     from .commands.batch import undecided_line, undecided_totals
 
-    note("undecided tests of this release pair: " + undecided_line(undecided_totals(results)))
+    note(undecided_line(undecided_totals(results), lang))  # this release pair's, in --lang
     for r in failed:
         typer.echo(f"  {r['architecture']}{'' if r in counted else ' (allowed)'}: {r['error']}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)

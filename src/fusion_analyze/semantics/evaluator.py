@@ -117,6 +117,52 @@ class Evaluator:
             return Truth.UNKNOWN, Condition.of(expr, module)
         return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
 
+    def simplified(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
+        """(truth, expression) of a test, less its decided parts: in `a and b` a part known to hold is dropped,
+        in `a or b` a part known not to; through `not` and nested parts (`not self.is_sequence_parallel and
+        self.tp_size > 1` with no sequence parallelism is `self.tp_size > 1`). The expression is the test's own
+        where nothing was dropped."""
+        kind = type(expr)
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
+            value, inner = self.simplified(expr.expression, module, env, scope)
+            if value is not Truth.UNKNOWN or inner is expr.expression:
+                return value.negate(), expr
+            if type(inner) is cst.BooleanOperation and not inner.lpar:
+                inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            spaced = cst.Not(whitespace_after=cst.SimpleWhitespace(" ")) if not getattr(inner, "lpar", None) else expr.operator
+            return Truth.UNKNOWN, expr.with_changes(operator=spaced, expression=inner)
+        if kind is not cst.BooleanOperation:
+            return self.truth(expr, module, env, scope), expr
+        op = type(expr.operator)
+        parts, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if type(e) is cst.BooleanOperation and type(e.operator) is op and (e is expr or not e.lpar):
+                stack += [e.right, e.left]
+            else:
+                parts.append(e)
+        absorbing = Truth.FALSE if op is cst.And else Truth.TRUE
+        kept, changed = [], False
+        for part in parts:
+            value, new = self.simplified(part, module, env, scope)
+            if value is absorbing:
+                return absorbing, expr
+            if value is not Truth.UNKNOWN:
+                changed = True
+                continue
+            changed = changed or new is not part
+            kept.append(new)
+        if not kept:
+            return absorbing.negate(), expr
+        if not changed:
+            return Truth.UNKNOWN, expr
+        out = kept[0]
+        for part in kept[1:]:
+            out = cst.BooleanOperation(left=out, operator=expr.operator, right=part)
+        if type(out) is cst.BooleanOperation:
+            out = out.with_changes(lpar=expr.lpar, rpar=expr.rpar)
+        return Truth.UNKNOWN, out
+
     def _config_read(self, key: tuple, read) -> Value:
         """A value of the model's configuration; noted when a memo of an instance's kernels depends on it."""
         if self.config is None:
@@ -382,6 +428,9 @@ class Evaluator:
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
             return _carried(scope, attr, self.env) or Unknown(f"self.{attr} outside a construction")
+        if type(expr.value) is cst.Name and self.attrs is not None and expr.value.value in (getattr(scope, "instances", None) or ()):
+            held = scope.instances[expr.value.value]  # `layer.use_sequence_parallel`: the layer the loop walks
+            return self.attrs.self_value(held, attr, self, depth)
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
