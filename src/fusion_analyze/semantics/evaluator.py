@@ -122,22 +122,21 @@ class Evaluator:
         in `a or b` a part known not to; through `not` and nested parts (`not self.is_sequence_parallel and
         self.tp_size > 1` with no sequence parallelism is `self.tp_size > 1`). The expression is the test's own
         where nothing was dropped."""
-        kind = type(expr)
-        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             value, inner = self.simplified(expr.expression, module, env, scope)
             if value is not Truth.UNKNOWN or inner is expr.expression:
                 return value.negate(), expr
-            if type(inner) is cst.BooleanOperation and not inner.lpar:
+            if isinstance(inner, cst.BooleanOperation) and not inner.lpar:
                 inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             spaced = cst.Not(whitespace_after=cst.SimpleWhitespace(" ")) if not getattr(inner, "lpar", None) else expr.operator
             return Truth.UNKNOWN, expr.with_changes(operator=spaced, expression=inner)
-        if kind is not cst.BooleanOperation:
+        if not isinstance(expr, cst.BooleanOperation):
             return self.truth(expr, module, env, scope), expr
         op = type(expr.operator)
         parts, stack = [], [expr]
         while stack:
             e = stack.pop()
-            if type(e) is cst.BooleanOperation and type(e.operator) is op and (e is expr or not e.lpar):
+            if isinstance(e, cst.BooleanOperation) and type(e.operator) is op and (e is expr or not e.lpar):
                 stack += [e.right, e.left]
             else:
                 parts.append(e)
@@ -159,7 +158,7 @@ class Evaluator:
         out = kept[0]
         for part in kept[1:]:
             out = cst.BooleanOperation(left=out, operator=expr.operator, right=part)
-        if type(out) is cst.BooleanOperation:
+        if isinstance(out, cst.BooleanOperation):
             out = out.with_changes(lpar=expr.lpar, rpar=expr.rpar)
         return Truth.UNKNOWN, out
 
@@ -235,13 +234,7 @@ class Evaluator:
         if kind is cst.Call:
             return self._call(expr, scope, step)
         if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
-            key = self.infer(expr.slice[0].slice.value, scope, step)
-            got = _item(self.infer(expr.value, scope, step), key)
-            if isinstance(got, Unknown) and type(expr.value) is cst.Call and isinstance(key, Known) \
-                    and type(key.value) is int:  # `a, b, c = f(...)`: item k of the tuple f returns, alone
-                item = self._called(expr.value, scope, step, item=key.value)
-                return item if isinstance(item, Known) else got
-            return got
+            return self._subscript(expr, scope, step)
         if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
             left, out = self.infer(expr.left, scope, step), None
             for comp in expr.comparisons:
@@ -284,6 +277,16 @@ class Evaluator:
                 except TypeError:  # an unhashable key
                     pass
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def _subscript(self, expr, scope, step: int) -> Value:
+        """`x[k]`: the item of a known value; `a, b, c = f(...)` (read as `f(...)[k]`): item k of the tuple f
+        returns, alone, where the whole is not known."""
+        key = self.infer(expr.slice[0].slice.value, scope, step)
+        got = _item(self.infer(expr.value, scope, step), key)
+        if isinstance(got, Unknown) and type(expr.value) is cst.Call and isinstance(key, Known) and type(key.value) is int:
+            item = self._called(expr.value, scope, step, item=key.value)
+            return item if isinstance(item, Known) else got
+        return got
 
     def _name(self, name: str, scope, depth: int) -> Value:
         if scope is not None:
@@ -786,13 +789,13 @@ _STARTUP_BUSY: set = set()  # start-up globals being decided: a test of their ow
 
 def _declares_global(fn: cst.FunctionDef, name: str) -> bool:
     """`global name` among the function's top-level statements."""
-    return any(type(small) is cst.Global and name in [n.name.value for n in small.names]
-               for stmt in fn.body.body if type(stmt) is cst.SimpleStatementLine for small in stmt.body)
+    return any(isinstance(small, cst.Global) and name in [n.name.value for n in small.names]
+               for stmt in fn.body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
 
 
 def _tuple_item(expr, k: int):
     """Item k of a returned tuple literal (no starred items), else None."""
-    if type(expr) is not cst.Tuple or any(type(e) is not cst.Element for e in expr.elements):
+    if not isinstance(expr, cst.Tuple) or any(type(e) is not cst.Element for e in expr.elements):
         return None
     return expr.elements[k].value if 0 <= k < len(expr.elements) else None
 
