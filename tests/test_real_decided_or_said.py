@@ -233,15 +233,53 @@ def test_deepseek_v3_at_vllm_defaults_decides_what_was_given(session):
     assert doc["undecided"] == undecided
 
 
-def test_a_stated_tp_turns_the_tests_on_it_into_given_ones(session):
-    """`-tp 4`: a test on the TP size no longer waits on an engine argument not given: what is left of it is
-    the tool's debt (given: the o_proj all-reduce's `self.tp_size > 1`, whose attribute the MLA wrapper's
-    linear does not take from get_tensor_model_parallel_world_size() in a way the walk follows yet), and
-    use_sequence_parallel_moe stays decided (no --enable-expert-parallel)."""
-    a = analyze_in(session, "DeepSeek-V3", Options(tp=4))
-    tp = [e for e in a.report["undecided"] if e["waits_on"] == "tp_size"]
-    assert all(e["given"] is True and "stated" in e["why"] for e in tp)
-    assert not [e for e in a.report["undecided"] if "use_sequence_parallel_moe" in e["test"]]
+def test_a_stated_tp_decides_the_linear_all_reduce(session):
+    """`-tp 4`: AscendRowParallelLinear sets `self.custom_op, self.tp_rank, self.tp_size = get_parallel_op(
+    disable_tp, prefix, self, "row")` (vllm_ascend/ops/linear.py:327); with vllm-ascend's default finegrained TP
+    off, get_parallel_op returns `None, get_tp_group().rank_in_group, get_tp_group().world_size`
+    (vllm_ascend/ops/linear_op.py:468): its third item is the stated 4 though the rank is not known, so
+    RowParallelLinear.forward's `self.reduce_results and self.tp_size > 1` holds (vllm/model_executor/layers/
+    linear.py:1775) and the o_proj / down_proj all-reduces are unconditional, on Qwen3-8B and DeepSeek-V3 alike.
+    At `-tp 1` they do not run; with TP unstated the test stays open, waiting on --tensor-parallel-size."""
+    for model in ("Qwen3-8B", "DeepSeek-V3"):
+        a = analyze_in(session, model, Options(tp=4))
+        reduces = [op for op in a.walk.ops if op.kind == "allreduce" and op.id.endswith("o_proj.allreduce")]
+        assert reduces and all(op.condition is None for op in reduces), [(op.id, op.condition) for op in reduces]
+        assert not [e for e in a.report["undecided"] if e["waits_on"] == "tp_size"], model
+        assert not [e for e in a.report["undecided"] if "use_sequence_parallel_moe" in e["test"]]
+    one = analyze_in(session, "Qwen3-8B", Options(tp=1))
+    assert not [op for op in one.walk.ops if op.kind == "allreduce" and op.id.endswith("o_proj.allreduce")]
+    unstated = analyze_in(session, "Qwen3-8B", Options())
+    tp = [e for e in unstated.report["undecided"] if e["test"] == "self.tp_size > 1"]
+    assert tp and tp[0]["waits_on"] == "tp_size" and tp[0]["given"] is False
+
+
+def test_no_kv_transfer_config_means_no_kv_transfer_group(session):
+    """has_kv_transfer_group() is `_KV_CONNECTOR_AGENT is not None` (vllm/distributed/kv_transfer/
+    kv_transfer_state.py:27); the global is set only by ensure_kv_transfer_initialized under `kv_transfer_config
+    is not None and ...` (:75), which the report's deployment (no KV-transfer config) fails: the connector's
+    save / wait-for-load calls of vllm-ascend's MLA layer never run, and no test waits on it."""
+    a = analyze_in(session, "DeepSeek-V3", Options())
+    assert not [op.id for op in a.walk.ops if "kv_transfer_group" in (op.condition or "")]
+    assert not [op.id for op in a.walk.ops if op.id.endswith(("connector.save_kv_layer", "connector.wait_for_layer_load"))]
+    assert not [e for e in a.report["undecided"] if "kv_transfer" in e["test"]]
+
+
+def test_decided_parts_of_a_test_and_a_loop_layer_flag_are_not_printed(session):
+    """`if not self.is_sequence_parallel and self.tp_size > 1 and fused_moe_out_is_tuple:` (vllm_ascend/models/
+    deepseek_v4/model.py:438) with `self.is_sequence_parallel = parallel_config.use_sequence_parallel_moe` (:290,
+    False without expert parallelism) prints only what is left of it; MiniMax-M3's decoder loop reads
+    `layer.use_sequence_parallel` of the layer it walks (vllm_ascend/models/minimax_m3/minimax_m3.py:1195), the
+    same property: decided too. No undecided test of either model reads a sequence-parallel flag."""
+    for model in ("DeepseekV4ForCausalLM", "MiniMaxM3SparseForCausalLM"):
+        a = analyze_in(session, model, Options())
+        flags = [e["test"] for e in a.report["undecided"]
+                 if "sequence_parallel" in e["test"] and "input_is_sequence_parallel" not in e["test"]]
+        assert not flags, (model, flags)
+    v4 = analyze_in(session, "DeepseekV4ForCausalLM", Options())
+    tails = [op.condition for op in v4.walk.ops if op.scope == "DeepseekV4MoE.forward" and op.line == 441]
+    assert tails and all("is_sequence_parallel" not in (c or "") for c in tails)
+    assert any("self.tp_size > 1" in (c or "") for c in tails)
 
 
 def test_the_sweep_line_counts_what_undecided_tests_wait_on():
@@ -254,6 +292,9 @@ def test_the_sweep_line_counts_what_undecided_tests_wait_on():
                   {"test": "self.tp_size > 1", "waits_on": "tp_size", "given": False, "why": "", "count": 1}])
     total = undecided_totals([{"ok": True, "undecided": one}, {"ok": True, "undecided": one}, {"ok": False}])
     assert total["given"] == 2 and total["runtime"] == 2 and total["open"] == 2
-    line = undecided_line(total)
-    assert line.startswith("2 wait on something given (goal: 0) (dtype 2); 2 on runtime values (runtime_path 2)")
+    line = undecided_line(total, "en")
+    assert line.startswith("Undecided tests (status/waits.py): 2 wait on something given (goal: 0) (dtype 2); "
+                           "2 on runtime values (runtime_path 2)")
     assert "2 on an input not given (tp_size 2)" in line
+    zh = undecided_line(total, "zh")
+    assert zh.startswith("未决测试") and "2 个等待已给出的输入 (目标: 0) (dtype 2)" in zh and "(tp_size 2)" in zh

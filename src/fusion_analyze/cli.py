@@ -418,7 +418,7 @@ def all_cmd(
     note(L["all_done"].format(ok=len(results) - len(failed), failed=len(failed), allowed=allowed, index=out / "index.md"))
     from .commands.batch import undecided_line, undecided_totals
 
-    note("undecided tests of this release pair: " + undecided_line(undecided_totals(results)))
+    note(undecided_line(undecided_totals(results), lang))  # this release pair's, in --lang
     from .commands.batch import not_followed
 
     unresolved = not_followed(results)

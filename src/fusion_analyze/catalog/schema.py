@@ -199,6 +199,7 @@ class Runtime:
     deployment: Mapping[str, Any] = field(default_factory=dict)
     attention_backend: AttentionBackends | None = None
     parallel: Mapping[str, Any] = field(default_factory=dict)  # parallel-state query -> deployment value name
+    startup_globals: tuple[str, ...] = ()  # module globals set at start-up only for a config the deployment lacks
     moe_comm: Mapping[str, Any] = field(default_factory=dict)  # how the runtime picks the MoE comm method
     quantization: Mapping[str, Any] = field(default_factory=dict)  # how a quantised checkpoint's layers are built
     opaque_ops: tuple[str, ...] = ()  # custom ops that run a whole layer, opaque to graph passes

@@ -487,8 +487,8 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
             err = Texts(None, lang)(r["error"]).replace("|", "\\|")  # a sentence of ir/texts.py, in `lang`
             lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
     total = undecided_totals(results)
-    lines += ["", "Undecided tests (status/waits.py): " + undecided_line(total)]
-    lines += [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
+    given = [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
+    lines += ["", undecided_line(total, lang)] + (["", L["index_undecided_given"], *given] if given else [])
     lines += not_followed_lines(results, L, lang)
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
@@ -503,13 +503,15 @@ def undecided_totals(results: list[dict]) -> dict:
     return total
 
 
-def undecided_line(total: dict) -> str:
-    """One line: how many undecided tests wait on something given (goal: 0), on runtime values, on an input not
-    given, or were not traced; each with its categories."""
-    def part(b: str, what: str) -> str:
-        cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
-        inner = ", ".join(f"{c} {n}" for c, n in cats)
-        return f"{total.get(b, 0)} {what}" + (f" ({inner})" if inner else "")
+def undecided_line(total: dict, lang: str = "en") -> str:
+    """One line, in `lang` (templates/labels.yaml `index_undecided`): how many undecided tests wait on something
+    given (goal: 0), on runtime values, on an input not given, or were not traced; each with its categories."""
+    from ..render.markdown import labels
 
-    return "; ".join([part("given", "wait on something given (goal: 0)"), part("runtime", "on runtime values"),
-                      part("open", "on an input not given"), part("not_traced", "not traced")])
+    def by(b: str) -> str:
+        cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
+        return f" ({', '.join(f'{c} {n}' for c, n in cats)})" if cats else ""
+
+    buckets = ("given", "runtime", "open", "not_traced")
+    return labels(getattr(lang, "value", lang))["index_undecided"].format(
+        **{b: total.get(b, 0) for b in buckets}, **{f"{b}_by": by(b) for b in buckets})

@@ -145,12 +145,13 @@ class Environment:
             got = self._derived(where, out)
             if got is not None:  # decided whatever TP is (use_sequence_parallel_moe needs EP: off by default)
                 derived[name] = got
-        return {**out, **derived} if stated else derived
+        return {**out, **derived}
 
     def deployment_attrs(self) -> dict:
         """Attributes of vLLM's parallel configuration the deployment states (`enable_expert_parallel`,
-        `tensor_parallel_size`) and the properties derived from them (walk.yaml `runtime.derived`:
-        `use_sequence_parallel_moe`, run from its code in the trees), as Values; {} where it states none."""
+        `tensor_parallel_size`) or leaves at vLLM's defaults (no EP, DP 1, PP 1; not the TP size, which stays
+        open where --tensor-parallel-size is not stated), and the properties derived from them (walk.yaml
+        `runtime.derived`: `use_sequence_parallel_moe`, run from its code in the trees), as Values."""
         return self._stated_attrs
 
     def _derived(self, where, attrs: dict):

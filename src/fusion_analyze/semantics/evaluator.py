@@ -117,6 +117,51 @@ class Evaluator:
             return Truth.UNKNOWN, Condition.of(expr, module)
         return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
 
+    def simplified(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None):
+        """(truth, expression) of a test, less its decided parts: in `a and b` a part known to hold is dropped,
+        in `a or b` a part known not to; through `not` and nested parts (`not self.is_sequence_parallel and
+        self.tp_size > 1` with no sequence parallelism is `self.tp_size > 1`). The expression is the test's own
+        where nothing was dropped."""
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            value, inner = self.simplified(expr.expression, module, env, scope)
+            if value is not Truth.UNKNOWN or inner is expr.expression:
+                return value.negate(), expr
+            if isinstance(inner, cst.BooleanOperation) and not inner.lpar:
+                inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            spaced = cst.Not(whitespace_after=cst.SimpleWhitespace(" ")) if not getattr(inner, "lpar", None) else expr.operator
+            return Truth.UNKNOWN, expr.with_changes(operator=spaced, expression=inner)
+        if not isinstance(expr, cst.BooleanOperation):
+            return self.truth(expr, module, env, scope), expr
+        op = type(expr.operator)
+        parts, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.BooleanOperation) and type(e.operator) is op and (e is expr or not e.lpar):
+                stack += [e.right, e.left]
+            else:
+                parts.append(e)
+        absorbing = Truth.FALSE if op is cst.And else Truth.TRUE
+        kept, changed = [], False
+        for part in parts:
+            value, new = self.simplified(part, module, env, scope)
+            if value is absorbing:
+                return absorbing, expr
+            if value is not Truth.UNKNOWN:
+                changed = True
+                continue
+            changed = changed or new is not part
+            kept.append(new)
+        if not kept:
+            return absorbing.negate(), expr
+        if not changed:
+            return Truth.UNKNOWN, expr
+        out = kept[0]
+        for part in kept[1:]:
+            out = cst.BooleanOperation(left=out, operator=expr.operator, right=part)
+        if isinstance(out, cst.BooleanOperation):
+            out = out.with_changes(lpar=expr.lpar, rpar=expr.rpar)
+        return Truth.UNKNOWN, out
+
     def _config_read(self, key: tuple, read) -> Value:
         """A value of the model's configuration; noted when a memo of an instance's kernels depends on it."""
         if self.config is None:
@@ -189,7 +234,7 @@ class Evaluator:
         if kind is cst.Call:
             return self._call(expr, scope, step)
         if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
-            return _item(self.infer(expr.value, scope, step), self.infer(expr.slice[0].slice.value, scope, step))
+            return self._subscript(expr, scope, step)
         if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
             left, out = self.infer(expr.left, scope, step), None
             for comp in expr.comparisons:
@@ -240,6 +285,16 @@ class Evaluator:
                 except TypeError:  # an unhashable key
                     pass
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def _subscript(self, expr, scope, step: int) -> Value:
+        """`x[k]`: the item of a known value; `a, b, c = f(...)` (read as `f(...)[k]`): item k of the tuple f
+        returns, alone, where the whole is not known."""
+        key = self.infer(expr.slice[0].slice.value, scope, step)
+        got = _item(self.infer(expr.value, scope, step), key)
+        if isinstance(got, Unknown) and type(expr.value) is cst.Call and isinstance(key, Known) and type(key.value) is int:
+            item = self._called(expr.value, scope, step, item=key.value)
+            return item if isinstance(item, Known) else got
+        return got
 
     def _name(self, name: str, scope, depth: int) -> Value:
         if scope is not None:
@@ -315,9 +370,42 @@ class Evaluator:
             return _NOT_GLOBAL
         if len(target.module.defs.get(target.name, ())) != 1:
             return Unknown(f"`{target.name}` is assigned more than once")
-        if _rebound(target.module, target.name):
+        if _rebound(target.module, target.name) and not self._kept_at_startup(target, depth):
             return Unknown(f"`{target.name}` is rebound at run time (`global {target.name}`)")
         return self.infer(target.node, Scope(module=target.module), depth)
+
+    def _kept_at_startup(self, target, depth: int) -> bool:
+        """A module global set at start-up (walk.yaml `runtime.startup_globals`: `_KV_CONNECTOR_AGENT`, set by
+        ensure_kv_transfer_initialized) keeps its initial value where each function of its module that
+        rebinds it (`global NAME`) assigns the initial value again, or under a test the deployment fails
+        (`kv_transfer_config is not None and ...` with no KV-transfer config)."""
+        from ..catalog import catalog
+        from .function_bodies import tables
+        from .scope import Scope
+
+        qualname = f"{target.module.name}.{target.name}"
+        if qualname not in (catalog().runtime.get("startup_globals") or ()) or qualname in _STARTUP_BUSY:
+            return False
+        initial = literal(target.node)
+        _STARTUP_BUSY.add(qualname)
+        try:
+            for d in (d for defs in target.module.defs.values() for d in defs if d.kind == "function"):
+                fn = d.node
+                if not _declares_global(fn, target.name):
+                    continue
+                table = tables(fn, d.module)
+                scope = Scope(module=d.module)
+                for local, value, cond, _pos in table.local_assignments:
+                    if local != target.name:  # (the global itself is read as the global)
+                        scope.locals.setdefault(local, []).append((value, cond))
+                for local, value, cond, _pos in table.local_assignments:
+                    if local != target.name or (initial is not None and literal(value) == initial):
+                        continue
+                    if self.condition_truth(cond, scope=scope) is not Truth.FALSE:
+                        return False
+            return True
+        finally:
+            _STARTUP_BUSY.discard(qualname)
 
     def _environment_default(self, index, env: dict, name: str, depth: int) -> Value:
         """`envs.VLLM_X` in the default environment: its entry's lambda in vLLM's `environment_variables`
@@ -351,6 +439,9 @@ class Evaluator:
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
             return _carried(scope, attr, self.env) or Unknown(f"self.{attr} outside a construction")
+        if type(expr.value) is cst.Name and self.attrs is not None and expr.value.value in (getattr(scope, "instances", None) or ()):
+            held = scope.instances[expr.value.value]  # `layer.use_sequence_parallel`: the layer the loop walks
+            return self.attrs.self_value(held, attr, self, depth)
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
         base = self.infer(expr.value, scope, depth)
@@ -511,10 +602,11 @@ class Evaluator:
                     return Known(getattr(base.value, name)(arg.value))
         return self._called(call, scope, depth)
 
-    def _called(self, call: cst.Call, scope, depth: int) -> Value:
+    def _called(self, call: cst.Call, scope, depth: int, item: int | None = None) -> Value:
         """What calling a class or a function of the trees gives: an instance (never None); a small decision
         function (only ifs, assignments and returns) run on its arguments; a factory whose every return builds
-        an object; else unknown."""
+        an object; else unknown. `item`: only item k of the tuple the decision function returns (`return None,
+        rank, size`: the size is known where the rank is not)."""
         from .scope import Scope, bind_params
         from .function_bodies import tables
 
@@ -547,6 +639,10 @@ class Evaluator:
             for name, value, cond, _pos in table.local_assignments:
                 inner.locals.setdefault(name, []).append((value, cond))
             returns = table.returns_decided(_EMPTY, self, inner)
+            if item is not None:
+                returns = [(_tuple_item(v, item), c) for v, c in returns]
+                if not all(v is not None for v, _c in returns):
+                    return Unknown("an item of a return that is not a tuple")
             if returns and returns[0][1] is None:  # the first return that can run does
                 return self.infer(returns[0][0], inner, depth)
             # a function that ends in a return always returns one of the returns left: when they all give one
@@ -556,6 +652,8 @@ class Evaluator:
                 got = [self.infer(v, inner, depth) for v, _c in returns]
                 if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                     return got[0]
+        if item is not None:
+            return Unknown("an item of the result of a call")
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
@@ -739,6 +837,22 @@ def _carried(scope, attr: str, env=None) -> Value | None:
         return Known(deployment[attr])
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
+
+
+_STARTUP_BUSY: set = set()  # start-up globals being decided: a test of their own function reading them waits
+
+
+def _declares_global(fn: cst.FunctionDef, name: str) -> bool:
+    """`global name` among the function's top-level statements."""
+    return any(isinstance(small, cst.Global) and name in [n.name.value for n in small.names]
+               for stmt in fn.body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
+
+
+def _tuple_item(expr, k: int):
+    """Item k of a returned tuple literal (no starred items), else None."""
+    if not isinstance(expr, cst.Tuple) or any(type(e) is not cst.Element for e in expr.elements):
+        return None
+    return expr.elements[k].value if 0 <= k < len(expr.elements) else None
 
 
 def _names_model_config(expr) -> bool:

@@ -128,8 +128,8 @@ _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
-    """Only ifs, assignments, returns, raises, imports, a docstring and pass: running it on known arguments is
-    safe."""
+    """Only ifs, assignments, returns, raises, imports, a docstring, log calls and pass: running it on known
+    arguments is safe."""
     return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))
 
 
@@ -147,7 +147,8 @@ def _only_decisions(body) -> bool:
                 return False
         elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, (cst.Return, cst.Assign, cst.Pass, cst.ImportFrom, cst.Import, cst.Raise)):
+                if isinstance(small, (cst.Return, cst.Assign, cst.AnnAssign, cst.Pass, cst.ImportFrom, cst.Import,
+                                      cst.Raise)):
                     continue  # (a raise is a path that returns nothing)
                 if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue

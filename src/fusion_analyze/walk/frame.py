@@ -33,7 +33,7 @@ class _Frame:
         self.returns: list[str] = []
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
-        self.names = Scope(module=module, owner=inst)
+        self.names = Scope(module=module, owner=inst, instances=self.loop_vars)  # `layer.x`: the loop's layer
 
 
 class _NoneValue:

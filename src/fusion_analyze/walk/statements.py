@@ -42,7 +42,7 @@ class Statements(WalkerState):
                         return  # early return: what follows does not run
                     # an undecided guard that raises conditions nothing: a model that runs at all runs what follows
                     if value is None and exits_at_end(stmt.body.body, raises=False):
-                        cond = join(cond, Condition.of(stmt.test, frame.module).negate())
+                        cond = join(cond, self._test(frame, stmt.test).negate())
             elif type(stmt) is cst.For:
                 self._for(frame, stmt, cond, steady)
             elif isinstance(stmt, (cst.With, cst.While)):
@@ -75,6 +75,9 @@ class Statements(WalkerState):
     def _test(self, frame: _Frame, expr: cst.BaseExpression) -> Condition:
         """The condition of a test in a forward; `self.x` (or `not self.x`) where the class's __init__ assigns
         it one local (`self.use_mha = use_mha`) is that local's test, as the construction tests it."""
+        if type(expr) is cst.BooleanOperation or type(expr) is cst.UnaryOperation:  # less its decided parts
+            value, left = self.ctor.evaluator.simplified(expr, frame.module, frame.facts, frame.names)
+            expr = left if value is Truth.UNKNOWN else expr
         test = Condition.of(expr, frame.module)
         inner = expr
         while isinstance(inner, cst.UnaryOperation) and isinstance(inner.operator, cst.Not):
@@ -428,7 +431,7 @@ class Statements(WalkerState):
             value = self.ctor.evaluator.truth(expr.test, frame.module, frame.facts, frame.names).as_bool()
             if value is not None:
                 return self._eval(frame, expr.body if value else expr.orelse, cond, steady, stmt, hint, quiet)
-            test = Condition.of(expr.test, frame.module)
+            test = self._test(frame, expr.test)
             body = self._eval(frame, expr.body, join(cond, test), steady, stmt, hint, quiet)
             orelse = self._eval(frame, expr.orelse, join(cond, test.negate()), steady, stmt, hint, quiet)
             return body or orelse
