@@ -38,8 +38,12 @@ def _attention_ops(a):
 
 
 def _chosen(a, kind="mla_attention"):
-    (layer,) = {id(op): op for op in a.walk.ops if op.kind == kind}.values() or [None]
-    return layer.attrs["attention_backend"], layer
+    """The attention layer's choice: one op per layer kind (DeepSeek's dense and MoE layers are two kinds), the
+    same choice in each."""
+    layers = list({id(op): op for op in a.walk.ops if op.kind == kind}.values())
+    assert layers, kind
+    assert len({repr(op.attrs["attention_backend"]) for op in layers}) == 1
+    return layers[0].attrs["attention_backend"], layers[0]
 
 
 def _selector_line(session) -> int:
