@@ -40,6 +40,10 @@ class OpAttrs(TypedDict, total=False):
     class_line: int  # line of that class
     ascend_class: str  # the backend's class that replaces it (vllm-ascend's CustomOp / registered class)
     ascend_file: str  # file of that class, relative to its tree
+    # the attention backend the platform's selector returned for the layer and the implementation its
+    # get_impl_cls() names (semantics/attention_choice.py): {backend, impl, impl_file, selector, decided, why,
+    # alternatives}; selector None: the catalog's class, no selector run
+    attention_backend: dict
     runs: str  # Class.method of the backend's code that runs the op (AscendMoERunner._apply_router_linear)
     native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
     triton: str  # a `@triton.jit` kernel launched here: where the kernel is defined (file:line)

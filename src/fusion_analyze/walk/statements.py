@@ -421,7 +421,7 @@ class Statements(WalkerState):
             left = self._eval(frame, expr.left, cond, steady, stmt)
             right = self._eval(frame, expr.right, cond, steady, stmt)
             kind = operator_kind(type(expr.operator).__name__)
-            if kind and (left or right) and not quiet:
+            if kind and (left or right) and not quiet and not _scalar_arithmetic(frame, expr):
                 return self._op(frame, kind, _OP_SYMBOL.get(kind, kind), None, stmt, left + right, hint, cond, steady,
                                 attrs=self._operands(frame, expr.left, expr.right, left, right))
             return left + right
@@ -476,3 +476,18 @@ def _may_be_none(value) -> bool:
     """An `a if test else b` one of whose branches is None."""
     return type(value) is cst.IfExp and any(type(b) is cst.Name and b.value == "None"
                                                 for b in (value.body, value.orelse))
+
+
+_SCALAR_RETURNS = frozenset(("int", "float", "bool", "str", "tuple", "list"))
+
+
+def _scalar_arithmetic(frame: _Frame, expr: cst.BinaryOperation) -> bool:
+    """`+` / `-` that is no tensor op, told by the code's structure: an operand that is a tuple or list literal
+    (`attn_params + (None, None)` extends a tuple), or any arithmetic of a method its code declares to return a
+    Python scalar or sequence (`def _get_num_prefill_kv_tokens(...) -> int`: token counts)."""
+    if isinstance(expr.left, (cst.Tuple, cst.List)) or isinstance(expr.right, (cst.Tuple, cst.List)):
+        return True
+    returns = frame.fn.returns
+    ann = returns.annotation if returns is not None else None
+    return type(ann) is cst.Name and ann.value in _SCALAR_RETURNS
+
