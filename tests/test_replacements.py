@@ -8,7 +8,10 @@ import json
 
 import pytest
 
-from fusion_analyze.analysis.pipeline import analyze
+from fusion_analyze.analysis.pipeline import Options, analyze
+from fusion_analyze.config.model_config import load_facts
+from fusion_analyze.config.reader import ConfigRead
+from fusion_analyze.sources.trees import open_tree
 
 from .conftest import validate_report
 
@@ -176,3 +179,59 @@ def test_qwen3_next_full_attention_walks_the_patch_method(qwen3_next):
     fused = [op for op in full if op.name == "triton_split_qkv_rmsnorm_mrope"]
     assert fused and fused[0].line == 61
     assert qwen3_next.walk.not_followed == []
+
+
+# -- configuration classes: the class vLLM builds for a model type ------------------------------------------------
+
+def test_platform_patch_registers_the_configuration_class(real_tree, tmp_path):
+    """patch_glm5next_config.py: `_CONFIG_REGISTRY["glm5_next_text"] = Glm5NextTextConfig` of vllm-ascend wins
+    over vLLM's entry; a field it defaults (mhc=True) and the checkpoint leaves out is what the walk reads."""
+    from fusion_analyze.semantics.values import Known
+
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["Glm5NextForCausalLM"], "model_type": "glm5_next_text",
+                               "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "intermediate_size": 512, "vocab_size": 1000}), encoding="utf-8")
+    a = analyze("Glm5NextForCausalLM", str(vllm), str(ascend), None, options=Options(config=str(cfg)))
+    facts = a.configuration
+    assert (facts.cls.name, facts.cls.file) == ("Glm5NextTextConfig", "vllm_ascend/models/glm5next/config.py")
+    reg = facts.cls.registered
+    assert (reg.file, reg.line, reg.package) == ("vllm_ascend/patch/platform/patch_glm5next_config.py", 31, "vllm_ascend")
+    assert facts.cls.over == ("vllm Glm5NextTextConfig (vllm/transformers_utils/config.py:110)",)
+    assert "patch_glm5next_config.py:31" in str(facts.describe_source())
+    assert facts.attr("mhc") == Known(True)
+    # the walk reads it: the mHC expand of the first layer runs, decided (no test on config.mhc left)
+    mhc = [op for op in a.walk.ops if op.file == "vllm_ascend/models/glm5next/ops/mhc_ops.py"]
+    assert mhc and not any("mhc" in (op.condition or "") for op in a.walk.ops)
+    doc = json.loads(json.dumps(a.report))
+    validate_report(doc)
+    assert doc["configuration"]["class"]["registered"]["file"] == "vllm_ascend/patch/platform/patch_glm5next_config.py"
+    # on CUDA no vllm-ascend patch runs: vLLM's own registration decides
+    cuda = load_facts("Glm5NextForCausalLM", "model", [_tree(vllm, "vllm")], str(cfg))
+    assert cuda.cls.file == "vllm/transformers_utils/configs/glm5_next.py" and cuda.cls.registered.line == 110
+
+
+def test_vllm_registry_wins_over_transformers_class_of_the_type(real_tree, hf):
+    """deepseek_v32 is transformers' DeepseekV32Config and, in vLLM's _CONFIG_REGISTRY, DeepseekV3Config: vLLM's
+    parser builds the latter, so a checkpoint without index_topk has none (DeepseekV32Config would give 2048)."""
+    from fusion_analyze.semantics.values import Known
+
+    vllm = real_tree("vllm==0.30.0")
+    trees = [_tree(vllm, "vllm"), _tree(hf, "transformers")]
+    read = ConfigRead({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32"}, "config.json", True)
+    facts = load_facts("DeepseekV32ForCausalLM", "deepseek_v2", trees, None, read)
+    assert (facts.cls.name, facts.cls.file) == ("DeepseekV3Config",
+                                                 "transformers/models/deepseek_v3/configuration_deepseek_v3.py")
+    assert (facts.cls.registered.file, facts.cls.registered.line) == ("vllm/transformers_utils/config.py", 103)
+    assert facts.cls.over == (
+        "transformers DeepseekV32Config (transformers/models/deepseek_v32/configuration_deepseek_v32.py:28)",)
+    said = str(facts.describe_source())
+    assert "DeepseekV3Config registered for model type deepseek_v32 at vllm/transformers_utils/config.py:103" in said
+    assert "DeepseekV32Config" in said
+    assert facts.getattr("index_topk", Known(None)) == Known(None)
+    assert facts.attr("first_k_dense_replace") == Known(3)
+
+
+def _tree(path, package):
+    return open_tree(str(path), package, required=True)
