@@ -235,3 +235,46 @@ def test_vllm_registry_wins_over_transformers_class_of_the_type(real_tree, hf):
 
 def _tree(path, package):
     return open_tree(str(path), package, required=True)
+
+
+# a replacement under a test no value decides, over an earlier one of the same target
+UNDECIDED = '''\
+from vllm.model_executor.models.qwen2 import Qwen2MLP
+
+
+class AscendQwen2MLP(Qwen2MLP):
+    def forward(self, x):
+        gate_up, _ = self.gate_up_proj(x)
+        x = self.act_fn(gate_up)
+        x, _ = self.down_proj(x)
+        return x
+
+
+def first_forward(self, x):
+    return x
+
+
+Qwen2MLP.forward = first_forward
+if SOMETHING_UNKNOWN:
+    Qwen2MLP.forward = AscendQwen2MLP.forward
+'''
+
+
+def test_undecided_patch_lists_what_runs_otherwise(mini):
+    a = analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_undecided.py", UNDECIDED)), str(mini), "ascend",
+                cache=False)
+    target = "vllm.model_executor.models.qwen2.Qwen2MLP.forward"
+    alts = [alt for alt in a.walk.alternatives if alt["path"] == target]
+    assert alts == [{"path": target, "chosen": "AscendQwen2MLP.forward (vllm_ascend/patch/worker/patch_undecided.py:18)",
+                     "condition": "SOMETHING_UNKNOWN", "decided": False,
+                     "others": [("first_forward (vllm_ascend/patch/worker/patch_undecided.py:16)", "")]}]
+    # the walk follows the last one: the MLP's ops are AscendQwen2MLP.forward's
+    mlp = [op for op in a.walk.ops if op.file == "vllm_ascend/patch/worker/patch_undecided.py"]
+    assert {op.line for op in mlp} >= {6, 8}
+    doc = json.loads(json.dumps(a.report))
+    validate_report(doc)
+    from fusion_analyze.render.markdown import render_markdown
+
+    md = render_markdown(a, lang="en")
+    assert f"`{target}`: `AscendQwen2MLP.forward (vllm_ascend/patch/worker/patch_undecided.py:18)`" in md
+    assert "  - `first_forward (vllm_ascend/patch/worker/patch_undecided.py:16)`" in md

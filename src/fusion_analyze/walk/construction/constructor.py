@@ -124,6 +124,8 @@ class Constructor(AttrSources, OtherChoices):
         self._replaced: dict = {}  # target -> (the patch chosen, what it resolves to) of this walk
         # target -> what the walk met but could not follow (a replacement whose value it cannot resolve)
         self.not_followed: dict[str, dict] = {}
+        # target -> a replacement followed under `if` tests no value decides, with what runs otherwise
+        self.undecided_patches: dict[str, dict] = {}
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._hf = False
@@ -198,10 +200,32 @@ class Constructor(AttrSources, OtherChoices):
 
     def _replacement(self, target: str) -> "Replaced | None":
         patches = self.patches.get(target)
-        for p in reversed(patches):
-            if self._patch_truth(p) is not Truth.FALSE:
-                return self._resolve_patch(p)
+        for i in range(len(patches) - 1, -1, -1):
+            p = patches[i]
+            truth = self._patch_truth(p)
+            if truth is Truth.FALSE:
+                continue
+            if truth is Truth.UNKNOWN:  # the walk follows it; what runs where its tests fail is listed
+                self._undecided_patch(target, p, patches[:i])
+            return self._resolve_patch(p)
         return None
+
+    def _undecided_patch(self, target: str, p, earlier: list) -> None:
+        """A replacement whose `if` tests no value decides: the walk follows it, and lists what runs otherwise
+        (an earlier patch of the target whose tests may hold, else the original) as an undecided alternative."""
+        others = []
+        for q in reversed(earlier):
+            truth = self._patch_truth(q)
+            if truth is Truth.FALSE:
+                continue
+            others.append((f"{q.value} ({q.file}:{q.line})", _tests_text(q.tests) or ""))
+            if truth is Truth.TRUE:
+                break
+        else:
+            others.append((target, ""))  # the original runs where no patch's tests hold
+        self.undecided_patches.setdefault(target, {
+            "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": _tests_text(p.tests),
+            "others": sorted(set(others)), "decided": False})
 
     def _patch_truth(self, p) -> Truth:
         """Whether the `if` tests a patch stands under hold, decided in the patch module (the device's hardware
@@ -779,3 +803,6 @@ def _strip_subscript(expr):
     return expr.value if type(expr) is cst.Subscript else expr
 
 
+def _tests_text(tests: tuple) -> str | None:
+    """A patch's `if` tests as one condition: `a and not (b)`."""
+    return " and ".join(f"not ({t})" if negated else t for t, negated in tests) or None
