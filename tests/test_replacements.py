@@ -278,3 +278,56 @@ def test_undecided_patch_lists_what_runs_otherwise(mini):
     md = render_markdown(a, lang="en")
     assert f"`{target}`: `AscendQwen2MLP.forward (vllm_ascend/patch/worker/patch_undecided.py:18)`" in md
     assert "  - `first_forward (vllm_ascend/patch/worker/patch_undecided.py:16)`" in md
+
+
+# a patched __init__ that runs the saved original, then builds a submodule of its own; the patched forward uses it
+PATCHED_INIT = '''\
+from vllm.model_executor.layers.layernorm import RMSNorm
+from vllm.model_executor.models.qwen2 import Qwen2Attention
+
+_orig_init = Qwen2Attention.__init__
+
+
+def _init_with_q_norm(self, *args, **kwargs):
+    _orig_init(self, *args, **kwargs)
+    self.q_norm = RMSNorm(self.head_dim, eps=1e-6)
+
+
+class AscendQwen2Attention(Qwen2Attention):
+    def forward(self, positions, hidden_states):
+        qkv, _ = self.qkv_proj(hidden_states)
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = self.q_norm(q)
+        q, k = self.rotary_emb(positions, q, k)
+        attn_output = self.attn(q, k, v)
+        output, _ = self.o_proj(attn_output)
+        return output
+
+
+Qwen2Attention.__init__ = _init_with_q_norm
+Qwen2Attention.forward = AscendQwen2Attention.forward
+'''
+
+
+def test_patched_init_is_read_when_objects_are_built(mini):
+    a = analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_init.py", PATCHED_INIT)), str(mini), "ascend",
+                cache=False)
+    ops = [op for op in a.walk.ops if op.section == "layer" and op.file == "vllm_ascend/patch/worker/patch_init.py"]
+    by_line = {op.line: op for op in ops}
+    # self.q_norm, assigned only by the patched __init__, is the RMSNorm it builds
+    assert by_line[16].layer_class == "RMSNorm" and by_line[16].kind != "unknown"
+    # the original __init__ it calls still builds the rest (its arguments passed on positionally)
+    assert by_line[14].layer_class == "QKVParallelLinear" and by_line[19].layer_class == "RowParallelLinear"
+    assert a.walk.not_followed == [] and not [u for u in a.walk.unknowns if u["file"].endswith("patch_init.py")]
+
+
+def test_deepseek_mla_attention_is_built_by_the_patched_init(session):
+    """patch_deepseek_v2.py replaces DeepseekV2MLAAttention.__init__ (`_deepseek_v2_mla_attention_init`, calling
+    no original): its `self.q_proj = ColumnParallelLinear(...)` builds the q_proj the Ascend MLA impl runs, where
+    vLLM's own __init__ picks `q_proj_cls` from a DCP setting no value decides."""
+    from fusion_analyze.analysis.pipeline import analyze_in
+
+    a = analyze_in(session, "DeepseekV3ForCausalLM")
+    q = [op for op in a.walk.ops if op.id.startswith("model.layers.self_attn.mla_attn.impl.q_proj:")]
+    assert q and {(op.kind, op.layer_class) for op in q} == {("matmul", "ColumnParallelLinear")}
+    assert not [u for u in a.walk.unknowns if u["name"] == "q_proj"]
