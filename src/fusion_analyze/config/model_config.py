@@ -232,12 +232,11 @@ def _vllm_registry(folder: str, root: str) -> dict:
     rel = path.relative_to(root).as_posix()
     out: dict = {}
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(
-            node, ast.Assign) and len(node.targets) == 1 else None
-        if not (isinstance(target, ast.Name) and target.id == "_CONFIG_REGISTRY" and isinstance(node.value, ast.Call)):
+        call = _module_value(node, "_CONFIG_REGISTRY")
+        if not isinstance(call, ast.Call):
             continue
         pairs = []
-        for kw in node.value.keywords:
+        for kw in call.keywords:
             if kw.arg is not None:
                 pairs.append((kw.arg, kw.value, kw.value.lineno))
             elif isinstance(kw.value, ast.Dict):  # **{"unlimited-ocr": "UnlimitedOCRConfig"}
@@ -259,12 +258,22 @@ def _class_modules(path: str) -> dict:
     except (OSError, SyntaxError, ValueError):
         return {}
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(
-            node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id == "_CLASS_TO_MODULE":
-            ok, value = _literal(node.value)
+        table = _module_value(node, "_CLASS_TO_MODULE")
+        if table is not None:
+            ok, value = _literal(table)
             return value if ok and isinstance(value, dict) else {}
     return {}
+
+
+def _module_value(node: ast.stmt, name: str) -> ast.expr | None:
+    """The value a module-level `name = ...` (or `name: T = ...`) statement assigns, else None."""
+    if isinstance(node, ast.AnnAssign):
+        target, value = node.target, node.value
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    else:
+        return None
+    return value if isinstance(target, ast.Name) and target.id == name else None
 
 
 def _registered_class(reg: Registration, trees: list) -> ConfigClass | None:
