@@ -8,7 +8,10 @@ import json
 
 import pytest
 
-from fusion_analyze.analysis.pipeline import analyze
+from fusion_analyze.analysis.pipeline import Options, analyze
+from fusion_analyze.config.model_config import load_facts
+from fusion_analyze.config.reader import ConfigRead
+from fusion_analyze.sources.trees import open_tree
 
 from .conftest import validate_report
 
@@ -176,3 +179,155 @@ def test_qwen3_next_full_attention_walks_the_patch_method(qwen3_next):
     fused = [op for op in full if op.name == "triton_split_qkv_rmsnorm_mrope"]
     assert fused and fused[0].line == 61
     assert qwen3_next.walk.not_followed == []
+
+
+# -- configuration classes: the class vLLM builds for a model type ------------------------------------------------
+
+def test_platform_patch_registers_the_configuration_class(real_tree, tmp_path):
+    """patch_glm5next_config.py: `_CONFIG_REGISTRY["glm5_next_text"] = Glm5NextTextConfig` of vllm-ascend wins
+    over vLLM's entry; a field it defaults (mhc=True) and the checkpoint leaves out is what the walk reads."""
+    from fusion_analyze.semantics.values import Known
+
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["Glm5NextForCausalLM"], "model_type": "glm5_next_text",
+                               "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "intermediate_size": 512, "vocab_size": 1000}), encoding="utf-8")
+    a = analyze("Glm5NextForCausalLM", str(vllm), str(ascend), None, options=Options(config=str(cfg)))
+    facts = a.configuration
+    assert (facts.cls.name, facts.cls.file) == ("Glm5NextTextConfig", "vllm_ascend/models/glm5next/config.py")
+    reg = facts.cls.registered
+    assert (reg.file, reg.line, reg.package) == ("vllm_ascend/patch/platform/patch_glm5next_config.py", 31, "vllm_ascend")
+    assert facts.cls.over == ("vllm Glm5NextTextConfig (vllm/transformers_utils/config.py:110)",)
+    assert "patch_glm5next_config.py:31" in str(facts.describe_source())
+    assert facts.attr("mhc") == Known(True)
+    # the walk reads it: the mHC expand of the first layer runs, decided (no test on config.mhc left)
+    mhc = [op for op in a.walk.ops if op.file == "vllm_ascend/models/glm5next/ops/mhc_ops.py"]
+    assert mhc and not any("mhc" in (op.condition or "") for op in a.walk.ops)
+    doc = json.loads(json.dumps(a.report))
+    validate_report(doc)
+    assert doc["configuration"]["class"]["registered"]["file"] == "vllm_ascend/patch/platform/patch_glm5next_config.py"
+    # on CUDA no vllm-ascend patch runs: vLLM's own registration decides
+    cuda = load_facts("Glm5NextForCausalLM", "model", [_tree(vllm, "vllm")], str(cfg))
+    assert cuda.cls.file == "vllm/transformers_utils/configs/glm5_next.py" and cuda.cls.registered.line == 110
+
+
+def test_vllm_registry_wins_over_transformers_class_of_the_type(real_tree, hf):
+    """deepseek_v32 is transformers' DeepseekV32Config and, in vLLM's _CONFIG_REGISTRY, DeepseekV3Config: vLLM's
+    parser builds the latter, so a checkpoint without index_topk has none (DeepseekV32Config would give 2048)."""
+    from fusion_analyze.semantics.values import Known
+
+    vllm = real_tree("vllm==0.30.0")
+    trees = [_tree(vllm, "vllm"), _tree(hf, "transformers")]
+    read = ConfigRead({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32"}, "config.json", True)
+    facts = load_facts("DeepseekV32ForCausalLM", "deepseek_v2", trees, None, read)
+    assert (facts.cls.name, facts.cls.file) == ("DeepseekV3Config",
+                                                 "transformers/models/deepseek_v3/configuration_deepseek_v3.py")
+    assert (facts.cls.registered.file, facts.cls.registered.line) == ("vllm/transformers_utils/config.py", 103)
+    assert facts.cls.over == (
+        "transformers DeepseekV32Config (transformers/models/deepseek_v32/configuration_deepseek_v32.py:28)",)
+    said = str(facts.describe_source())
+    assert "DeepseekV3Config registered for model type deepseek_v32 at vllm/transformers_utils/config.py:103" in said
+    assert "DeepseekV32Config" in said
+    assert facts.getattr("index_topk", Known(None)) == Known(None)
+    assert facts.attr("first_k_dense_replace") == Known(3)
+
+
+def _tree(path, package):
+    return open_tree(str(path), package, required=True)
+
+
+# a replacement under a test no value decides, over an earlier one of the same target
+UNDECIDED = '''\
+from vllm.model_executor.models.qwen2 import Qwen2MLP
+
+
+class AscendQwen2MLP(Qwen2MLP):
+    def forward(self, x):
+        gate_up, _ = self.gate_up_proj(x)
+        x = self.act_fn(gate_up)
+        x, _ = self.down_proj(x)
+        return x
+
+
+def first_forward(self, x):
+    return x
+
+
+Qwen2MLP.forward = first_forward
+if SOMETHING_UNKNOWN:
+    Qwen2MLP.forward = AscendQwen2MLP.forward
+'''
+
+
+def test_undecided_patch_lists_what_runs_otherwise(mini):
+    a = analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_undecided.py", UNDECIDED)), str(mini), "ascend",
+                cache=False)
+    target = "vllm.model_executor.models.qwen2.Qwen2MLP.forward"
+    alts = [alt for alt in a.walk.alternatives if alt["path"] == target]
+    assert alts == [{"path": target, "chosen": "AscendQwen2MLP.forward (vllm_ascend/patch/worker/patch_undecided.py:18)",
+                     "condition": "SOMETHING_UNKNOWN", "decided": False,
+                     "others": [("first_forward (vllm_ascend/patch/worker/patch_undecided.py:16)", "")]}]
+    # the walk follows the last one: the MLP's ops are AscendQwen2MLP.forward's
+    mlp = [op for op in a.walk.ops if op.file == "vllm_ascend/patch/worker/patch_undecided.py"]
+    assert {op.line for op in mlp} >= {6, 8}
+    doc = json.loads(json.dumps(a.report))
+    validate_report(doc)
+    from fusion_analyze.render.markdown import render_markdown
+
+    md = render_markdown(a, lang="en")
+    assert f"`{target}`: `AscendQwen2MLP.forward (vllm_ascend/patch/worker/patch_undecided.py:18)`" in md
+    assert "  - `first_forward (vllm_ascend/patch/worker/patch_undecided.py:16)`" in md
+
+
+# a patched __init__ that runs the saved original, then builds a submodule of its own; the patched forward uses it
+PATCHED_INIT = '''\
+from vllm.model_executor.layers.layernorm import RMSNorm
+from vllm.model_executor.models.qwen2 import Qwen2Attention
+
+_orig_init = Qwen2Attention.__init__
+
+
+def _init_with_q_norm(self, *args, **kwargs):
+    _orig_init(self, *args, **kwargs)
+    self.q_norm = RMSNorm(self.head_dim, eps=1e-6)
+
+
+class AscendQwen2Attention(Qwen2Attention):
+    def forward(self, positions, hidden_states):
+        qkv, _ = self.qkv_proj(hidden_states)
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = self.q_norm(q)
+        q, k = self.rotary_emb(positions, q, k)
+        attn_output = self.attn(q, k, v)
+        output, _ = self.o_proj(attn_output)
+        return output
+
+
+Qwen2Attention.__init__ = _init_with_q_norm
+Qwen2Attention.forward = AscendQwen2Attention.forward
+'''
+
+
+def test_patched_init_is_read_when_objects_are_built(mini):
+    a = analyze("Qwen2ForCausalLM", str(_with_patch(mini, "patch_init.py", PATCHED_INIT)), str(mini), "ascend",
+                cache=False)
+    ops = [op for op in a.walk.ops if op.section == "layer" and op.file == "vllm_ascend/patch/worker/patch_init.py"]
+    by_line = {op.line: op for op in ops}
+    # self.q_norm, assigned only by the patched __init__, is the RMSNorm it builds
+    assert by_line[16].layer_class == "RMSNorm" and by_line[16].kind != "unknown"
+    # the original __init__ it calls still builds the rest (its arguments passed on positionally)
+    assert by_line[14].layer_class == "QKVParallelLinear" and by_line[19].layer_class == "RowParallelLinear"
+    assert a.walk.not_followed == [] and not [u for u in a.walk.unknowns if u["file"].endswith("patch_init.py")]
+
+
+def test_deepseek_mla_attention_is_built_by_the_patched_init(session):
+    """patch_deepseek_v2.py replaces DeepseekV2MLAAttention.__init__ (`_deepseek_v2_mla_attention_init`, calling
+    no original): its `self.q_proj = ColumnParallelLinear(...)` builds the q_proj the Ascend MLA impl runs, where
+    vLLM's own __init__ picks `q_proj_cls` from a DCP setting no value decides."""
+    from fusion_analyze.analysis.pipeline import analyze_in
+
+    a = analyze_in(session, "DeepseekV3ForCausalLM")
+    q = [op for op in a.walk.ops if op.id.startswith("model.layers.self_attn.mla_attn.impl.q_proj:")]
+    assert q and {(op.kind, op.layer_class) for op in q} == {("matmul", "ColumnParallelLinear")}
+    assert not [u for u in a.walk.unknowns if u["name"] == "q_proj"]

@@ -362,8 +362,10 @@ def _facts(session: Session, loc: Location, options: Options, spec: str | None, 
 
     from ..config.model_config import load_facts
 
-    trees = [session.vllm] + [t for t in (session.hf_tree(options.hf_root),) if t is not None]
-    return load_facts(loc.architecture, Path(loc.file).stem, trees, spec, read)
+    trees = [session.vllm] + [t for t in (session.hf_tree(options.hf_root), session.ascend) if t is not None]
+    # the Ascend replacement index: a platform patch may register the model type's configuration class
+    replacements = session.resolver.replacements if session.index.backend == "ascend" else None
+    return load_facts(loc.architecture, Path(loc.file).stem, trees, spec, read, replacements)
 
 
 def render(a: Analysis, fmt: str, template: str | None = None, lang: str = "zh") -> str:

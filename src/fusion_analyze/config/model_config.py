@@ -10,7 +10,7 @@ no default to read: it stays unknown. `getattr(config, "x", d)` of a field the c
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,13 +39,35 @@ class ConfigClass:
     model_type: str | None = None  # its own `model_type`, where read
     text: "ConfigClass | None" = None  # a multimodal wrapper's text sub-configuration (`sub_configs["text_config"]`)
     wrapper: str | None = None  # for a text sub-configuration used as the model's: the wrapper's name
+    # where the class is registered for the model type (vLLM's _CONFIG_REGISTRY, a vllm-ascend platform patch),
+    # and the classes that registration wins over (transformers' own class of that type, vLLM's entry)
+    registered: "Registration | None" = None
+    over: tuple = ()
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
                "version": self.version}
         if self.wrapper:
             out["text_config_of"] = self.wrapper
+        if self.registered is not None:
+            r = self.registered
+            out["registered"] = {"model_type": r.model_type, "file": r.file, "line": r.line, "by": r.package,
+                                 "over": list(self.over)}
         return out
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A configuration class registered for a model type: vLLM's `_CONFIG_REGISTRY` entry, or a vllm-ascend
+    platform patch's `_CONFIG_REGISTRY["glm5_next"] = Glm5NextConfig` (a later one wins, as at run time)."""
+
+    model_type: str
+    class_name: str
+    module: str | None  # the module that defines it; "transformers": transformers' class of that name
+    file: str  # where it is registered
+    line: int
+    package: str  # the tree that registers it: vllm or vllm_ascend
+    tests: tuple = ()  # the `if` tests a patch's registration stands under
 
 
 class ConfigFacts:
@@ -110,6 +132,10 @@ class ConfigFacts:
             where = f"{self.cls.package} {self.cls.version}" if self.cls.version else self.cls.package
             parts.append(say("config_defaults_of", where=where, cls=self.cls.name, wrapper=self.cls.wrapper)
                          if self.cls.wrapper else say("config_defaults", where=where, cls=self.cls.name))
+            r = self.cls.registered
+            if r is not None:  # which registration made it the model type's class, over which others
+                parts.append(say("config_registered", cls=self.cls.name, model_type=r.model_type,
+                                 at=f"{r.file}:{r.line}", over=", ".join(self.cls.over) or "-"))
         return joined(parts, " + ") if parts else say("no_configuration")
 
     def to_json(self) -> dict:
@@ -129,23 +155,161 @@ def normalize(cfg: dict) -> dict:
 
 
 # -- reading configuration classes ---------------------------------------------------------------------
-def find_config_class(model_type: str, trees: list) -> ConfigClass | None:
-    """The class whose `model_type = "<model_type>"`: vLLM's own (vllm/transformers_utils/configs/) first, as
-    vLLM registers them over transformers', then transformers/models/<type>/configuration_<type>.py."""
+def find_config_class(model_type: str, trees: list, replacements=None) -> ConfigClass | None:
+    """The configuration class vLLM builds for `model_type`: the one registered for it last (vLLM's
+    `_CONFIG_REGISTRY`, then a vllm-ascend platform patch's item assignment into it, read from `replacements`),
+    as vLLM's config parser takes the registry's class over transformers' own; else the class whose
+    `model_type = "<model_type>"`: vLLM's own (vllm/transformers_utils/configs/) first, then
+    transformers/models/<type>/configuration_<type>.py."""
+    regs = registrations(model_type, trees, replacements)
+    for reg in reversed(regs):
+        if reg.tests:  # a registration the configuration reader cannot decide: the class is not known
+            return None
+        found = _registered_class(reg, trees)
+        if found is None:  # registered, but not readable here (transformers' class without --hf-root)
+            return None
+        # what it wins over: transformers' own class of the type, the registrations before it
+        over = [f"{r.package} {r.class_name} ({r.file}:{r.line})" for r in regs if r is not reg
+                and (r.class_name, r.module) != (reg.class_name, reg.module)]
+        own = _by_model_type(model_type, [t for t in trees if t.package == "transformers"])
+        if own is not None and (own.name, own.file) != (found.name, found.file) and not any(
+                r.module == "transformers" and r.class_name == own.name for r in regs):
+            over.insert(0, f"{own.package} {own.name} ({own.file}:{own.line})")
+        return replace(_with_base(found, trees), registered=reg, over=tuple(over))
+    plain = _by_model_type(model_type, trees)
+    return _with_base(plain, trees) if plain is not None else None
+
+
+def _by_model_type(model_type: str, trees: list) -> ConfigClass | None:
     for tree in trees:
         if tree.package == "vllm":
             folder = tree.package_dir / "transformers_utils" / "configs"
             files = sorted(folder.glob("*.py")) if folder.is_dir() else []
-        else:  # models/<type>/configuration_<type>.py, else the folder a sub-type lives in (gemma3 for gemma3_text)
-            models = tree.package_dir / "models"
+        elif tree.package == "transformers":  # models/<type>/configuration_<type>.py, else the folder a
+            models = tree.package_dir / "models"  # sub-type lives in (gemma3 for gemma3_text)
             files = [models / model_type / f"configuration_{model_type}.py"]
             files += sorted(p for p in models.glob("*/configuration_*.py")
                             if model_type.startswith(p.parent.name) and p.parent.name != model_type)
+        else:
+            continue
         for path in files:
             found = _read_class(str(path), model_type, tree.package, tree.version, str(tree.root))
             if found is not None:
-                return _with_base(found, trees)
+                return found
     return None
+
+
+def registrations(model_type: str, trees: list, replacements=None) -> list[Registration]:
+    """The registrations of a configuration class for `model_type`, in the order they take effect: vLLM's
+    `_CONFIG_REGISTRY = LazyConfigDict(type="Class", ...)`, then vllm-ascend's item assignments into it."""
+    out: list[Registration] = []
+    vllm = next((t for t in trees if t.package == "vllm"), None)
+    if vllm is not None:
+        entry = _vllm_registry(str(vllm.package_dir / "transformers_utils"), str(vllm.root)).get(model_type)
+        if entry is not None:
+            name, module, file, line = entry
+            out.append(Registration(model_type, name, module, file, line, "vllm"))
+    for p in replacements.item(_REGISTRY, model_type) if replacements is not None else ():
+        if p.value_name and "." in p.value_name:
+            module, _, name = p.value_name.rpartition(".")
+            out.append(Registration(model_type, name, module, p.file, p.line, "vllm_ascend", p.tests))
+    return out
+
+
+_REGISTRY = "vllm.transformers_utils.config._CONFIG_REGISTRY"
+
+
+@lru_cache(maxsize=4)
+def _vllm_registry(folder: str, root: str) -> dict:
+    """model type -> (class name, its module, file, line) of vLLM's `_CONFIG_REGISTRY` (config.py), the
+    module named by configs/__init__.py's `_CLASS_TO_MODULE` ("transformers" for transformers' class)."""
+    path = Path(folder) / "config.py"
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    modules = _class_modules(str(Path(folder) / "configs" / "__init__.py"))
+    rel = path.relative_to(root).as_posix()
+    out: dict = {}
+    for node in tree.body:
+        call = _module_value(node, "_CONFIG_REGISTRY")
+        if not isinstance(call, ast.Call):
+            continue
+        pairs = []
+        for kw in call.keywords:
+            if kw.arg is not None:
+                pairs.append((kw.arg, kw.value, kw.value.lineno))
+            elif isinstance(kw.value, ast.Dict):  # **{"unlimited-ocr": "UnlimitedOCRConfig"}
+                pairs += [(k.value, v, v.lineno) for k, v in zip(kw.value.keys, kw.value.values)
+                          if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for key, value, line in pairs:
+            name = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else \
+                value.id if isinstance(value, ast.Name) else None
+            if name is not None:
+                out[key] = (name, modules.get(name), rel, line)
+    return out
+
+
+@lru_cache(maxsize=4)
+def _class_modules(path: str) -> dict:
+    """configs/__init__.py's `_CLASS_TO_MODULE = {"Class": "module", ...}` (empty where it has none)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    for node in tree.body:
+        table = _module_value(node, "_CLASS_TO_MODULE")
+        if table is not None:
+            ok, value = _literal(table)
+            return value if ok and isinstance(value, dict) else {}
+    return {}
+
+
+def _module_value(node: ast.stmt, name: str) -> ast.expr | None:
+    """The value a module-level `name = ...` (or `name: T = ...`) statement assigns, else None."""
+    if isinstance(node, ast.AnnAssign):
+        target, value = node.target, node.value
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    else:
+        return None
+    return value if isinstance(target, ast.Name) and target.id == name else None
+
+
+def _registered_class(reg: Registration, trees: list) -> ConfigClass | None:
+    """The class a registration names, read from its module's file (transformers' by its own name there)."""
+    if reg.module == "transformers":
+        tree = next((t for t in trees if t.package == "transformers"), None)
+        if tree is None:
+            return None
+        models = tree.package_dir / "models"
+        paths = sorted(p for p in models.glob("*/configuration_*.py") if _defines(str(p), reg.class_name))
+        return next((c for c in (_read_named(str(p), reg.class_name, tree.package, tree.version, str(tree.root))
+                                 for p in paths) if c is not None), None)
+    for tree in trees:
+        if reg.module is None:  # vLLM's registry without a module table: its configs folder
+            if tree.package != "vllm":
+                continue
+            folder = tree.package_dir / "transformers_utils" / "configs"
+            paths = sorted(p for p in folder.glob("*.py") if _defines(str(p), reg.class_name))
+        elif reg.module.split(".")[0] == tree.package:
+            base = tree.root.joinpath(*reg.module.split("."))
+            paths = [base.with_suffix(".py"), base / "__init__.py"]
+        else:
+            continue
+        for path in paths:
+            found = _read_named(str(path), reg.class_name, tree.package, tree.version, str(tree.root))
+            if found is not None:
+                return found
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _defines(path: str, name: str) -> bool:
+    try:
+        return f"class {name}(".encode() in Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
@@ -157,7 +321,7 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
         return cls
     merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
-                         cls.model_type, cls.text, cls.wrapper)
+                         cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over)
     merged.defaults.update(cls.defaults)
     for name in cls.computed:
         merged.defaults.pop(name, None)
@@ -213,18 +377,32 @@ def _auto_mapping(path: str) -> dict:
 
 @lru_cache(maxsize=256)
 def _read_class(path: str, model_type: str, package: str, version: str | None, root: str) -> ConfigClass | None:
+    return _read(path, model_type, None, package, version, root)
+
+
+@lru_cache(maxsize=64)
+def _read_named(path: str, name: str, package: str, version: str | None, root: str) -> ConfigClass | None:
+    return _read(path, None, name, package, version, root)
+
+
+def _read(path: str, model_type: str | None, name: str | None, package: str, version: str | None,
+          root: str) -> ConfigClass | None:
+    """The class of `model_type` (its `model_type = ...`), or the class `name`, of one file."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError:
         return None
-    if model_type.encode() not in data:  # most files of the configs folder are other models'
+    if (model_type or name or "").encode() not in data:  # most files of the configs folder are other models'
         return None
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
         return None
-    found = [node for node in tree.body if isinstance(node, ast.ClassDef) and _class_model_type(node) == model_type]
+    if name is not None:
+        found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
+    else:
+        found = [node for node in tree.body if isinstance(node, ast.ClassDef) and _class_model_type(node) == model_type]
     # a sub-configuration shares its wrapper's model type (Qwen3_5VisionConfig, base_config_key "vision_config"):
     # the wrapper is the class of that type
     found.sort(key=lambda node: _class_attr(node, "base_config_key") is not None)
@@ -331,10 +509,11 @@ def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
 
 # -- what decides one analysis's walk ----------------------------------------------------------------
 def load_facts(architecture: str, stem: str, trees: list, config_spec: str | None,
-               read: ConfigRead | None = None) -> ConfigFacts:
+               read: ConfigRead | None = None, replacements=None) -> ConfigFacts:
     """The facts of one analysis: `config_spec` (a config.json path or preset name, or None; `read`, its
     content when the caller has read it already) over the defaults of the model type's configuration class in
-    `trees` (vLLM's, then transformers' when given)."""
+    `trees` (vLLM's, then transformers' when given; the class registered for it last, where vLLM's registry or
+    a vllm-ascend platform patch in `replacements` registers one)."""
     from ..errors import UserError
 
     if read is None and config_spec:
@@ -351,7 +530,7 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                 f"give an HF config.json")
     model_type = values.get("model_type") if values else None
     model_type = model_type if isinstance(model_type, str) else model_type_of(architecture, trees, stem)
-    cls = find_config_class(model_type, trees) if model_type else None
+    cls = find_config_class(model_type, trees, replacements) if model_type else None
     if cls is not None and cls.text is not None and architecture.endswith("ForCausalLM") \
             and not (values and "text_config" not in values):
         # a text model of a multimodal wrapper's configuration (Qwen3_5ForCausalLM of Qwen3_5Config) reads
@@ -359,6 +538,7 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
         text = cls.text
         cls = _with_base(ConfigClass(text.name, text.file, text.line, text.package, text.version,
                                      dict(text.defaults), set(text.declared), set(text.computed),
-                                     dict(text.attribute_map), text.model_type, None, cls.name), trees)
+                                     dict(text.attribute_map), text.model_type, None, cls.name,
+                                     cls.registered, cls.over), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)

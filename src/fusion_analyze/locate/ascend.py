@@ -41,25 +41,50 @@ class Patch:
     # the `if` tests it stands under, outermost first: (test as Python, True for its `else` side); the walk
     # decides them in the patch module (`if get_current_hardware_profile().supports(...)`)
     tests: tuple[tuple[str, bool], ...] = ()
-    form: str = "assign"  # assign | tuple | setattr | setattr loop
+    form: str = "assign"  # assign | tuple | setattr | setattr loop | item
+    key: str | None = None  # an item assignment's key: `_CONFIG_REGISTRY["glm5_next"] = Cls` (target: the dict)
 
 
 class Replacements:
-    """The index of every replacement the patch modules of one tree make, by target: built once per session
-    (the resolver's `patches`), asked by the walk at every method and function it looks up."""
+    """The index of every replacement vllm-ascend makes in one tree, built once per session (the resolver's
+    `replacements`) and asked by the walk at every method and function it looks up:
+    - `get(target)`: the patch modules' replacements of a vLLM name (`Cls.forward = ...`, `mod.f = ...`);
+    - `item(container, key)`: their item assignments into a vLLM table (`_CONFIG_REGISTRY["glm5_next"] =
+      Glm5NextConfig`: the configuration class of a model type, read by config/model_config.py);
+    - `model_classes`: `ModelRegistry.register_model` (architecture -> the Ascend model class);
+    - `custom_ops(read)`: `CustomOp.register_oot` of REGISTERED_ASCEND_OPS (vLLM class name -> the Ascend
+      class), read by walk/kernels/registered_ops.py on first use and kept here."""
 
-    def __init__(self, patches: list[Patch]):
+    def __init__(self, patches: list[Patch], model_classes: dict[str, Override] | None = None):
         self.by_target: dict[str, list[Patch]] = {}
+        self.items: dict[tuple[str, str], list[Patch]] = {}
         for p in patches:
-            self.by_target.setdefault(p.target, []).append(p)
+            if p.key is not None:
+                self.items.setdefault((p.target, p.key), []).append(p)
+            else:
+                self.by_target.setdefault(p.target, []).append(p)
         # class qualname -> the modules of the patches of its methods
         self.modules_of_class: dict[str, set[str]] = {}
         for p in patches:
-            self.modules_of_class.setdefault(p.target.rpartition(".")[0], set()).add(p.module)
+            if p.key is None:
+                self.modules_of_class.setdefault(p.target.rpartition(".")[0], set()).add(p.module)
+        self.model_classes: dict[str, Override] = model_classes if model_classes is not None else {}
+        self._custom_ops = None
 
     def get(self, target: str) -> list[Patch]:
         """The patches of `target`, in file and line order (the last one assigned runs, where its tests hold)."""
         return self.by_target.get(target, [])
+
+    def item(self, container: str, key: str) -> list[Patch]:
+        """The item assignments `container[key] = value` (container: an absolute dotted name), in file and line
+        order."""
+        return self.items.get((container, key), [])
+
+    def custom_ops(self, read):
+        """The out-of-tree custom ops (`CustomOp.register_oot`): `read()` once, then what it gave."""
+        if self._custom_ops is None:
+            self._custom_ops = read()
+        return self._custom_ops
 
     def __bool__(self) -> bool:
         return bool(self.by_target)
@@ -122,11 +147,19 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
         imports = _imports(module_ast, module, path.name == "__init__.py")
         aliases = _module_aliases(module_ast)
         for node, target_expr, value, tests, form in _assignments(module_ast, b"setattr" in source):
-            target = _target_name(index, imports, aliases, target_expr)
+            key = None
+            if isinstance(target_expr, ast.Subscript):  # _CONFIG_REGISTRY["glm5_next"] = Glm5NextConfig
+                key, target_expr = _constant_key(target_expr), target_expr.value
+                if key is None:
+                    continue
+            target = _target_name(index, imports, aliases, target_expr, item=key is not None)
             if target is None or not target.startswith("vllm."):
                 continue
-            patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, _value_name(value),
-                                 tests, form))
+            value_name = _value_name(value)
+            if key is not None and value_name is not None:  # the value named absolutely: the class it registers
+                value_name = _resolved(index, imports, aliases, value) or value_name
+            patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, value_name,
+                                 tests, form, key))
     return sorted(patches, key=lambda p: (p.target, p.file, p.line))
 
 
@@ -211,14 +244,20 @@ def _module_aliases(module_ast: ast.Module) -> dict[str, ast.expr]:
     return out
 
 
-def _target_name(index: ModuleIndex, imports: dict, aliases: dict, expr) -> str | None:
+def _constant_key(expr: ast.Subscript) -> str | None:
+    """The string key of `x["key"]`, else None."""
+    key = expr.slice
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _target_name(index: ModuleIndex, imports: dict, aliases: dict, expr, item: bool = False) -> str | None:
     # Named through the patch file's own imports, without parsing the vLLM modules they name:
     # the patch files import half of vLLM, and only the spelled target matters here.
     if isinstance(expr, tuple):  # setattr(obj, "name", value)
         obj, attr = expr
         base = _resolved(index, imports, aliases, obj)
         return f"{base}.{attr}" if base else None
-    if isinstance(expr, ast.Attribute):
+    if isinstance(expr, ast.Attribute) or (item and isinstance(expr, ast.Name)):
         return _resolved(index, imports, aliases, expr)
     return None
 
@@ -249,6 +288,8 @@ def _assignments(module_ast: ast.Module, setattr_calls: bool = True):
     def pairs(target, value):
         if isinstance(target, ast.Attribute):
             yield target, value, "assign"
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, (ast.Name, ast.Attribute)):
+            yield target, value, "item"
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
             if values is not None and len(values) == len(target.elts) and not any(

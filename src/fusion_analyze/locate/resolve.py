@@ -166,9 +166,10 @@ class Resolver:
 
     @property
     def replacements(self) -> Replacements:
-        """The index of every replacement of the Ascend tree's patch modules, by target (read once)."""
+        """The index of every replacement of the Ascend tree: its patch modules' by target, its model-class
+        registrations, its custom ops (read once)."""
         if self._replacements is None:
-            self._replacements = Replacements(self.patches)
+            self._replacements = Replacements(self.patches, self.overrides)
         return self._replacements
 
     # -- query forms -------------------------------------------------------------------------

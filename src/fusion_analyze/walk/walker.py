@@ -93,6 +93,9 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self._mark_opaque()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
+        # a replacement followed under tests no value decides: what runs otherwise, as an undecided alternative
+        self.alternatives += [alt for target, alt in sorted(self.ctor.undecided_patches.items())
+                              if not any(a["path"] == target for a in self.alternatives)]
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
                           layer_kinds=self.layer_kinds)

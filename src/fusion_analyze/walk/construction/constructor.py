@@ -10,6 +10,7 @@ import libcst as cst
 from ...catalog import catalog
 from ...locate.ascend import Patch, Replacements
 from ...index.modules import Definition, ModuleIndex
+from ...index.nodes import iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.callees import Callee
@@ -124,6 +125,8 @@ class Constructor(AttrSources, OtherChoices):
         self._replaced: dict = {}  # target -> (the patch chosen, what it resolves to) of this walk
         # target -> what the walk met but could not follow (a replacement whose value it cannot resolve)
         self.not_followed: dict[str, dict] = {}
+        # target -> a replacement followed under `if` tests no value decides, with what runs otherwise
+        self.undecided_patches: dict[str, dict] = {}
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._hf = False
@@ -198,10 +201,32 @@ class Constructor(AttrSources, OtherChoices):
 
     def _replacement(self, target: str) -> "Replaced | None":
         patches = self.patches.get(target)
-        for p in reversed(patches):
-            if self._patch_truth(p) is not Truth.FALSE:
-                return self._resolve_patch(p)
+        for i in range(len(patches) - 1, -1, -1):
+            p = patches[i]
+            truth = self._patch_truth(p)
+            if truth is Truth.FALSE:
+                continue
+            if truth is Truth.UNKNOWN:  # the walk follows it; what runs where its tests fail is listed
+                self._undecided_patch(target, p, patches[:i])
+            return self._resolve_patch(p)
         return None
+
+    def _undecided_patch(self, target: str, p, earlier: list) -> None:
+        """A replacement whose `if` tests no value decides: the walk follows it, and lists what runs otherwise
+        (an earlier patch of the target whose tests may hold, else the original) as an undecided alternative."""
+        others = []
+        for q in reversed(earlier):
+            truth = self._patch_truth(q)
+            if truth is Truth.FALSE:
+                continue
+            others.append((f"{q.value} ({q.file}:{q.line})", _tests_text(q.tests) or ""))
+            if truth is Truth.TRUE:
+                break
+        else:
+            others.append((target, ""))  # the original runs where no patch's tests hold
+        self.undecided_patches.setdefault(target, {
+            "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": _tests_text(p.tests),
+            "others": sorted(set(others)), "decided": False})
 
     def _patch_truth(self, p) -> Truth:
         """Whether the `if` tests a patch stands under hold, decided in the patch module (the device's hardware
@@ -275,27 +300,50 @@ class Constructor(AttrSources, OtherChoices):
         call, call_scope = inst.call, inst.scope
         mro = self.mro(inst.cls)
         i = 0
+        original = None  # the class whose own __init__ a patched one has just called (its saved original)
         while i < len(mro):
             c = mro[i]
-            fn = class_method(c, "__init__")
-            if fn is None:
-                i += 1
-                continue
-            scope = Scope(module=c.module, owner=inst)
-            bind_params(fn, call, call_scope, scope, skip_self=True)
-            out.append((c, fn, scope))
-            sup = tables(fn, c.module).super_init_call
+            patched = self._patched_init(c) if c is not original else None
+            if patched is not None:  # a vllm-ascend patch replaces the __init__: its body, in its module
+                pfn, pmod = patched
+                scope = Scope(module=pmod, owner=inst)
+                bind_params(pfn, call, call_scope, scope, skip_self=True)
+                out.append((_in_module(c, pmod), pfn, scope))
+                orig = _original_call(self.index, pfn, pmod)
+                if orig is not None:  # `_orig_init(self, *args, **kwargs)`: the class's own __init__ runs next
+                    if not _forwards(pfn, orig):
+                        call, call_scope = orig, scope
+                    original = c
+                    continue
+                fn, fmod = pfn, pmod
+            else:
+                fn, fmod = class_method(c, "__init__"), c.module
+                if fn is None:
+                    i += 1
+                    continue
+                scope = Scope(module=c.module, owner=inst)
+                bind_params(fn, call, call_scope, scope, skip_self=True)
+                out.append((c, fn, scope))
+            sup = tables(fn, fmod).super_init_call
             if sup is None:
                 break
             call, call_scope = sup, scope
             i += 1
             named = sup.func.value  # `Base.__init__(self, ...)` runs Base's, which need not be next in the MRO
             if isinstance(named, (cst.Name, cst.Attribute)):
-                base = self.index.resolve_expr(c.module, named)
+                base = self.index.resolve_expr(fmod, named)
                 if getattr(base, "kind", None) == "class" and base is not c:
                     later = [j for j in range(i, len(mro)) if mro[j] is base]
                     mro, i = (mro, later[0]) if later else (self.mro(base), 0)
         return out
+
+    def _patched_init(self, c: Definition):
+        """(function node, module) of the patch that replaces `c.__init__` on this backend, else None."""
+        if not self.patches or c.qualname not in self.patches.modules_of_class:
+            return None
+        got = self.replaced(f"{c.qualname}.__init__")
+        f = got.function if got is not None else None
+        return (f.node, f.module) if f is not None and type(f.node) is cst.FunctionDef else None
 
     def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         """The instance assigned to `self.<name>` in the __init__ chain (most derived assignment wins)."""
@@ -779,3 +827,32 @@ def _strip_subscript(expr):
     return expr.value if type(expr) is cst.Subscript else expr
 
 
+def _tests_text(tests: tuple) -> str | None:
+    """A patch's `if` tests as one condition: `a and not (b)`."""
+    return " and ".join(f"not ({t})" if negated else t for t, negated in tests) or None
+
+
+def _in_module(c: Definition, module) -> Definition:
+    """The class `c` read with a patched __init__ of `module`: its own node, the patch module's names."""
+    return Definition("class", c.name, module, node=c.node, condition=c.condition)
+
+
+def _original_call(index: ModuleIndex, fn: cst.FunctionDef, module) -> cst.Call | None:
+    """In a patched __init__, the call of the original it saved (`_orig = Cls.__init__`, then
+    `_orig(self, *args, **kwargs)`), less `self`; None when it calls none (the patch replaces the whole body)."""
+    for node in iter_nodes(fn, lambda n: type(n) is cst.FunctionDef):
+        if not (type(node) is cst.Call and type(node.func) is cst.Name and node.args and _is_self(node.args[0].value)):
+            continue
+        saved = index.resolve_expr(module, node.func)
+        value = saved.node if isinstance(saved, Definition) and saved.kind == "assign" else None
+        if type(value) is cst.Attribute and value.attr.value == "__init__":
+            return node.with_changes(args=node.args[1:])
+    return None
+
+
+def _forwards(fn: cst.FunctionDef, call: cst.Call) -> bool:
+    """`call` passes on exactly what `fn` was called with: `(*args, **kwargs)` of its own star parameters."""
+    star, kw = fn.params.star_arg, fn.params.star_kwarg
+    names = [(a.star, a.value.value) for a in call.args if type(a.value) is cst.Name]
+    return (len(names) == len(call.args) == 2 and type(star) is cst.Param and type(kw) is cst.Param
+            and names == [("*", star.name.value), ("**", kw.name.value)])

@@ -104,9 +104,9 @@ class Backends:
     @property
     def oot(self) -> "RegisteredOps | dict":
         """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
-        if self._oot is None:  # one table per session, not per model
-            self._oot = REGISTERED_OPS.get(self.index, None, lambda: read_registered_ops(self.index)
-                                           if "vllm_ascend" in self.index.trees else {})
+        if self._oot is None:  # one table per session, not per model: kept in the replacement index
+            self._oot = self.ctor.patches.custom_ops(lambda: REGISTERED_OPS.get(
+                self.index, None, lambda: read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}))
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:
