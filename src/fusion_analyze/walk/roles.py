@@ -15,7 +15,18 @@ class Roles:
     """Mixin of Walker: role locations."""
 
     def _role(self, role: str, inst: Instance, method: str = "forward") -> None:
-        if role in self.locations or inst.cls is None:
+        if inst.cls is None:
+            return
+        if role in self.locations:
+            kind = getattr(self, "layer_kind", None)
+            if kind is not None and (role, kind) not in self._role_kinds and inst.cls.name != self.locations[role].cls:
+                # another kind of decoder layer plays the role with another class (DeepSeek's dense MLP in layers
+                # 0-2, its MoE block in the others): kept, for the role its ops show it plays
+                saved, self.locations = self.locations, dict(self.locations)
+                self.locations.pop(role)
+                self._role(role, inst, method)
+                self._role_kinds[(role, kind)] = self.locations[role]
+                self.locations = saved
             return
         fwd = self._forward_of(inst.cls, method)
         f_file = f_line = None
@@ -25,6 +36,9 @@ class Roles:
             f_file, f_line = module.rel, module.line_of(fn)
             patched = f"{patch.file}:{patch.line}" if patch else None
         self.locations[role] = RoleLocation(inst.cls.name, inst.cls.module.rel, inst.cls.line, f_file, f_line, patched)
+        kind = getattr(self, "layer_kind", None)
+        if kind is not None:
+            self._role_kinds.setdefault((role, kind), self.locations[role])
 
     def _layer_role(self, element: Instance, path: str = "layers") -> None:
         self._role("decoder_layer", element)
@@ -52,9 +66,22 @@ class Roles:
 
     def _moe_block_role(self) -> None:
         """The layer's feed-forward block named as an MLP (GPT-OSS's `self.mlp = MLPBlock(...)`) whose forward
-        runs a MoE layer is the MoE block: named so once the walk has seen what it runs."""
+        runs a MoE layer is the MoE block: named so once the walk has seen what it runs. Where kinds of decoder
+        layer differ (DeepSeek's and GLM's dense first layers), the MoE block is the one of the kind whose ops
+        run the MoE layer, and the other kind's feed-forward block is the MLP."""
+        moe_ops = [op for op in self.ops if op.kind == "moe"]
+        kind = moe_ops[0].attrs.get("layer_kind") if moe_ops else None
+        if kind is not None:
+            for role in ("moe", "mlp"):
+                in_kind = self._role_kinds.get((role, kind))
+                here = self.locations.get(role)
+                if in_kind is not None and here is not None and in_kind.cls != here.cls:
+                    self.locations["moe"] = in_kind
+                    if "mlp" not in self.locations or role == "mlp":
+                        self.locations["mlp"] = here  # the dense kind's block
+                    return
         path = self._role_paths.get("mlp")
         if "moe" in self.locations or "mlp" not in self.locations or path is None:
             return
-        if any(op.kind == "moe" and op.id.startswith(path + ".") for op in self.ops):
+        if any(op.id.startswith(path + ".") for op in moe_ops):
             self.locations["moe"] = self.locations.pop("mlp")
