@@ -19,17 +19,21 @@ def dsv3(session):
     return analyze_in(session, "deepseek-v3", Options(config="DeepSeek-V3"))
 
 
-@pytest.fixture(scope="module")
-def qwen3_next(session, tmp_path_factory):
-    """A Qwen3-Next config.json as the checkpoint's: 48 layers, a full-attention layer every fourth."""
+@pytest.fixture(scope="module", params=["full_attention_interval", "layer_types"])
+def qwen3_next(session, tmp_path_factory, request):
+    """A Qwen3-Next config.json as the checkpoint's (Qwen/Qwen3-Next-80B-A3B-Instruct): 48 layers, a
+    full-attention layer every fourth, said by `full_attention_interval` alone (vLLM's Qwen3NextConfig builds
+    `layer_types` in its __init__: the configuration reader runs that), or with `layer_types` written out."""
     layer_types = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(48)]
+    given = {"layer_types": layer_types} if request.param == "layer_types" else {}
     cfg = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 48,
-           "full_attention_interval": 4, "layer_types": layer_types, "hidden_size": 2048,
+           "full_attention_interval": 4, **given, "hidden_size": 2048,
            "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120,
            "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts": 512,
            "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
+    assert ("layer_types" in cfg) == (request.param == "layer_types")
     path = tmp_path_factory.mktemp("qwen3next") / "config.json"
     path.write_text(json.dumps(cfg), encoding="utf-8")
     return analyze_in(session, "Qwen3NextForCausalLM", Options(config=str(path)))
