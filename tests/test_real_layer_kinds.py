@@ -87,7 +87,7 @@ def test_qwen3_next_linear_and_full_attention_layers(qwen3_next):
     assert kinds[1]["layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
     assert kinds[0]["differs"]["layer_type"] == "'linear_attention'"
     assert kinds[1]["differs"]["layer_type"] == "'full_attention'"
-    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "-"
+    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "not assigned in this kind"
     # the full-attention kind runs an attention op, the linear-attention kind none
     attention = {o["attrs"].get("layer_kind") for o in qwen3_next.report["ops"] if o["kind"] == "attention"}
     assert attention == {1}
@@ -101,3 +101,36 @@ def test_without_configuration_one_layer_is_walked(session):
     assert a.configuration is None or not a.report["estimate"]["steps"]
     assert a.report["layer_kinds"] == []
     assert not any("layer_kind" in o["attrs"] for o in a.report["ops"])
+
+
+def _analyze_with(session, hf, tmp_path, arch, cfg):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": [arch], **cfg}), encoding="utf-8")
+    return analyze_in(session, arch, Options(config=str(path), hf_root=hf))
+
+
+def test_gemma3_sliding_window_decided_in_the_attention_class(session, hf, tmp_path):
+    """Gemma3Attention reads its index from its prefix (`extract_layer_index(prefix)`, one level below the
+    decoder layer) and `config.layer_types`, which Gemma3TextConfig builds from `sliding_window_pattern`: the
+    kinds are told apart by `self_attn.is_sliding`."""
+    a = _analyze_with(session, hf, tmp_path, "Gemma3ForCausalLM", {
+        "model_type": "gemma3_text", "num_hidden_layers": 12, "sliding_window_pattern": 6, "sliding_window": 512,
+        "hidden_size": 1152, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+        "intermediate_size": 6912, "vocab_size": 262144})
+    kinds = a.report["layer_kinds"]
+    assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]
+    assert [k["differs"] for k in kinds] == [{"self_attn.is_sliding": "True"}, {"self_attn.is_sliding": "False"}]
+    validate_report(a.report)
+
+
+def test_qwen3_moe_mlp_only_layers(session, hf, tmp_path):
+    """Qwen3MoeDecoderLayer: `layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0`."""
+    a = _analyze_with(session, hf, tmp_path, "Qwen3MoeForCausalLM", {
+        "model_type": "qwen3_moe", "num_hidden_layers": 6, "mlp_only_layers": [0, 5], "decoder_sparse_step": 1,
+        "num_experts": 8, "num_experts_per_tok": 2, "hidden_size": 512, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 1024, "moe_intermediate_size": 256,
+        "vocab_size": 1000})
+    kinds = a.report["layer_kinds"]
+    assert [(k["layers"], k["differs"]) for k in kinds] == [([0, 5], {"mlp": "Qwen3MoeMLP"}),
+                                                             ([1, 2, 3, 4], {"mlp": "Qwen3MoeSparseMoeBlock"})]
+    assert {o["attrs"].get("layer_kind") for o in a.report["ops"] if o["kind"] == "moe"} == {1}
