@@ -632,7 +632,6 @@ class Constructor(AttrSources, OtherChoices):
         index (`Gemma3Attention(..., prefix=f"{prefix}.self_attn")` deciding `self.is_sliding`), what that
         submodule decides, as `self_attn.is_sliding`. Entries that do not read the index are the same in every
         layer: they are not evaluated per layer."""
-        from ...semantics.values import Known
 
         out: list = []
         if inst.cls is None:
