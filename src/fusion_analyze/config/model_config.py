@@ -315,8 +315,8 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
             _read_init(stmt, cls)
             cls.inits += (stmt,)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(stmt):
-                for t in node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []:
+            for sub in ast.walk(stmt):
+                for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target] if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) else []:
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         cls.elsewhere.add(t.attr)
 

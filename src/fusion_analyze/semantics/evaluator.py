@@ -231,13 +231,19 @@ class Evaluator:
                     return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
                 except TypeError:  # an unhashable key
                     pass
-        if kind is cst.FormattedString and all(type(p) is cst.FormattedStringText or (
-                type(p) is cst.FormattedStringExpression and p.format_spec is None and p.conversion is None)
-                for p in expr.parts):  # f"{prefix}.self_attn": a layer's module name, its index in it
-            parts = [p.value if type(p) is cst.FormattedStringText else self.infer(p.expression, scope, step)
-                     for p in expr.parts]
-            if all(type(p) is str or isinstance(p, Known) and type(p.value) in (str, int) for p in parts):
-                return Known("".join(p if type(p) is str else str(p.value) for p in parts))
+        if isinstance(expr, cst.FormattedString):  # f"{prefix}.self_attn": a layer's module name, its index in it
+            text: list[str] = []
+            for part in expr.parts:
+                if isinstance(part, cst.FormattedStringText):
+                    text.append(part.value)
+                    continue
+                got = self.infer(part.expression, scope, step) if isinstance(part, cst.FormattedStringExpression) \
+                    and part.format_spec is None and part.conversion is None else None
+                if not isinstance(got, Known) or type(got.value) not in (str, int):
+                    break
+                text.append(str(got.value))
+            else:
+                return Known("".join(text))
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
 
     def _name(self, name: str, scope, depth: int) -> Value:
