@@ -166,3 +166,42 @@ def test_a_registry_entry_outside_the_trees_is_its_leaf_op(session, hf):
     (act,) = _ops(a, lambda op: op.path.endswith("activation_fn"))
     assert (act.kind, act.layer_class, act.line) == ("relu", "ReLU", 189)
     assert not [u for u in a.report["unknown_callees"] if u["name"] == "activation_fn"]
+
+
+@pytest.mark.parametrize("arch,stem,cfg,expect", [
+    # vLLM's Qwen3NextConfig: `layer_types` built in __init__ when the checkpoint gives none, every fourth full
+    ("Qwen3NextForCausalLM", "qwen3_next", {"model_type": "qwen3_next", "num_hidden_layers": 8},
+     ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"]),
+    # vLLM's Qwen3.5-MoE text config: the interval from `kwargs.get("full_attention_interval", 4)`
+    ("Qwen3_5MoeForCausalLM", "qwen3_5", {"model_type": "qwen3_5_moe_text", "num_hidden_layers": 6,
+                                          "full_attention_interval": 3},
+     ["linear_attention", "linear_attention", "full_attention"] * 2),
+    # transformers' Gemma3TextConfig (__post_init__): `self._sliding_window_pattern = kwargs.get(...)` first
+    ("Gemma3ForCausalLM", "gemma3", {"model_type": "gemma3_text", "num_hidden_layers": 7, "sliding_window_pattern": 3},
+     ["sliding_attention", "sliding_attention", "full_attention"] * 2 + ["sliding_attention"]),
+    # transformers' Gemma2Config: every second layer full
+    ("Gemma2ForCausalLM", "gemma2", {"model_type": "gemma2", "num_hidden_layers": 4},
+     ["sliding_attention", "full_attention"] * 2),
+])
+def test_layer_types_derived_by_the_configuration_class(session, hf, tmp_path, arch, stem, cfg, expect):
+    from fusion_analyze.config.model_config import load_facts
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": [arch], **cfg}), encoding="utf-8")
+    facts = load_facts(arch, stem, [session.vllm, session.hf_tree(hf)], str(path))
+    assert facts.attr("layer_types").value == expect
+    # what the checkpoint says wins
+    path.write_text(json.dumps({"architectures": [arch], **cfg, "layer_types": ["x"] * len(expect)}), encoding="utf-8")
+    assert load_facts(arch, stem, [session.vllm, session.hf_tree(hf)], str(path)).attr("layer_types").value == ["x"] * len(expect)
+
+
+def test_a_parameter_the_init_rebinds_is_derived_not_its_default(session, hf, tmp_path):
+    """vLLM's Qwen3NextConfig: `if mlp_only_layers is None: mlp_only_layers = []` then `self.mlp_only_layers =
+    mlp_only_layers`: the field is [] (the parameter's default None is not the field's), given or not."""
+    from fusion_analyze.config.model_config import load_facts
+
+    for given in ({}, {"mlp_only_layers": None}):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", **given}))
+        facts = load_facts("Qwen3NextForCausalLM", "qwen3_next", [session.vllm, session.hf_tree(hf)], str(path))
+        assert facts.attr("mlp_only_layers").value == []

@@ -19,17 +19,21 @@ def dsv3(session):
     return analyze_in(session, "deepseek-v3", Options(config="DeepSeek-V3"))
 
 
-@pytest.fixture(scope="module")
-def qwen3_next(session, tmp_path_factory):
-    """A Qwen3-Next config.json as the checkpoint's: 48 layers, a full-attention layer every fourth."""
+@pytest.fixture(scope="module", params=["full_attention_interval", "layer_types"])
+def qwen3_next(session, tmp_path_factory, request):
+    """A Qwen3-Next config.json as the checkpoint's (Qwen/Qwen3-Next-80B-A3B-Instruct): 48 layers, a
+    full-attention layer every fourth, said by `full_attention_interval` alone (vLLM's Qwen3NextConfig builds
+    `layer_types` in its __init__: the configuration reader runs that), or with `layer_types` written out."""
     layer_types = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(48)]
+    given = {"layer_types": layer_types} if request.param == "layer_types" else {}
     cfg = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 48,
-           "full_attention_interval": 4, "layer_types": layer_types, "hidden_size": 2048,
+           "full_attention_interval": 4, **given, "hidden_size": 2048,
            "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120,
            "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts": 512,
            "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
+    assert ("layer_types" in cfg) == (request.param == "layer_types")
     path = tmp_path_factory.mktemp("qwen3next") / "config.json"
     path.write_text(json.dumps(cfg), encoding="utf-8")
     return analyze_in(session, "Qwen3NextForCausalLM", Options(config=str(path)))
@@ -83,7 +87,7 @@ def test_qwen3_next_linear_and_full_attention_layers(qwen3_next):
     assert kinds[1]["layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
     assert kinds[0]["differs"]["layer_type"] == "'linear_attention'"
     assert kinds[1]["differs"]["layer_type"] == "'full_attention'"
-    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "-"
+    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "not assigned in this kind"
     # the full-attention kind runs an attention op, the linear-attention kind none
     attention = {o["attrs"].get("layer_kind") for o in qwen3_next.report["ops"] if o["kind"] == "attention"}
     assert attention == {1}
@@ -97,3 +101,36 @@ def test_without_configuration_one_layer_is_walked(session):
     assert a.configuration is None or not a.report["estimate"]["steps"]
     assert a.report["layer_kinds"] == []
     assert not any("layer_kind" in o["attrs"] for o in a.report["ops"])
+
+
+def _analyze_with(session, hf, tmp_path, arch, cfg):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": [arch], **cfg}), encoding="utf-8")
+    return analyze_in(session, arch, Options(config=str(path), hf_root=hf))
+
+
+def test_gemma3_sliding_window_decided_in_the_attention_class(session, hf, tmp_path):
+    """Gemma3Attention reads its index from its prefix (`extract_layer_index(prefix)`, one level below the
+    decoder layer) and `config.layer_types`, which Gemma3TextConfig builds from `sliding_window_pattern`: the
+    kinds are told apart by `self_attn.is_sliding`."""
+    a = _analyze_with(session, hf, tmp_path, "Gemma3ForCausalLM", {
+        "model_type": "gemma3_text", "num_hidden_layers": 12, "sliding_window_pattern": 6, "sliding_window": 512,
+        "hidden_size": 1152, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+        "intermediate_size": 6912, "vocab_size": 262144})
+    kinds = a.report["layer_kinds"]
+    assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]
+    assert [k["differs"] for k in kinds] == [{"self_attn.is_sliding": "True"}, {"self_attn.is_sliding": "False"}]
+    validate_report(a.report)
+
+
+def test_qwen3_moe_mlp_only_layers(session, hf, tmp_path):
+    """Qwen3MoeDecoderLayer: `layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0`."""
+    a = _analyze_with(session, hf, tmp_path, "Qwen3MoeForCausalLM", {
+        "model_type": "qwen3_moe", "num_hidden_layers": 6, "mlp_only_layers": [0, 5], "decoder_sparse_step": 1,
+        "num_experts": 8, "num_experts_per_tok": 2, "hidden_size": 512, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 1024, "moe_intermediate_size": 256,
+        "vocab_size": 1000})
+    kinds = a.report["layer_kinds"]
+    assert [(k["layers"], k["differs"]) for k in kinds] == [([0, 5], {"mlp": "Qwen3MoeMLP"}),
+                                                             ([1, 2, 3, 4], {"mlp": "Qwen3MoeSparseMoeBlock"})]
+    assert {o["attrs"].get("layer_kind") for o in a.report["ops"] if o["kind"] == "moe"} == {1}

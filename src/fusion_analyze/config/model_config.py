@@ -43,6 +43,9 @@ class ConfigClass:
     # and the classes that registration wins over (transformers' own class of that type, vLLM's entry)
     registered: "Registration | None" = None
     over: tuple = ()
+    inits: tuple = ()  # its `__init__` / `__post_init__` (ast), in the order they run: what computes fields
+    elsewhere: set = field(default_factory=set)  # fields its other methods assign (not derived from inits)
+    fields: dict = field(default_factory=dict)  # a dataclass field's literal default, before __post_init__ runs
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -80,6 +83,21 @@ class ConfigFacts:
         self.values = normalize(dict(values)) if values else {}
         self.source, self.complete, self.cls, self.model_type = source, complete, cls, model_type
         self.left_out = frozenset(left_out)
+        self._derived: dict | None = None
+
+    def derived(self, name: str) -> Value | None:
+        """A field the class computes from the others (`layer_types` from `num_hidden_layers` and
+        `full_attention_interval`), its statements run over the configuration (config.derive); None where
+        they do not decide it."""
+        cls = self.cls
+        if cls is None or not cls.inits or name in cls.elsewhere:
+            return None
+        if self._derived is None:
+            from .derive import derive_fields
+
+            self._derived = derive_fields(cls.inits, cls.declared, {**cls.defaults, **cls.fields}, self.values, self.complete,
+                                          self.left_out)
+        return Known(self._derived[name]) if name in self._derived else None
 
     def _values(self, text: bool) -> dict:
         sub = self.values.get("text_config") if text else None
@@ -88,6 +106,11 @@ class ConfigFacts:
     def attr(self, name: str, text: bool = False) -> Value:
         values, cls = self._values(text), self.cls
         real = cls.attribute_map.get(name, name) if cls else name
+        if cls is not None and real in cls.computed and not (text and "text_config" in self.values) \
+                and values.get(name) is None and values.get(real) is None:
+            derived = self.derived(real)  # what the class makes of a value not given (None -> [])
+            if derived is not None:
+                return derived
         for key in (name, real):
             if key in values:
                 return Known(values[key])
@@ -321,7 +344,8 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
         return cls
     merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
-                         cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over)
+                         cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over, cls.inits,
+                         set(cls.elsewhere), {**base.fields, **cls.fields})
     merged.defaults.update(cls.defaults)
     for name in cls.computed:
         merged.defaults.pop(name, None)
@@ -457,6 +481,7 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
             ok, value = _literal(stmt.value) if stmt.value is not None else (False, None)
             if ok:
                 cls.defaults[stmt.target.id] = value
+                cls.fields[stmt.target.id] = value
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             ok, value = _literal(stmt.value)
@@ -466,6 +491,12 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
                 cls.defaults[name] = value
         elif isinstance(stmt, ast.FunctionDef) and stmt.name in ("__init__", "__post_init__"):
             _read_init(stmt, cls)
+            cls.inits += (stmt,)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(stmt):
+                for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target] if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) else []:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        cls.elsewhere.add(t.attr)
 
 
 def _other_than_default(test, cls: ConfigClass) -> bool:
@@ -490,13 +521,19 @@ def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
     # `if self.hidden_act == "gelu": self.hidden_act = ...` does not run at a default that is another value
     idle = {id(n) for test in ast.walk(fn) if isinstance(test, ast.If) and _other_than_default(test.test, cls)
             for s in test.body for n in ast.walk(s)}
+    # a parameter the body rebinds (`if mlp_only_layers is None: mlp_only_layers = []`): not its default
+    rebound = {t.id for node in ast.walk(fn) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    for name in rebound:
+        param_defaults.pop(name, None)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Assign) or id(node) in idle:
             continue
         for t in node.targets:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 name = t.attr
-                if isinstance(node.value, ast.Name) and node.value.id == name and name in param_defaults:
+                if isinstance(node.value, ast.Name) and node.value.id == name and name in param_defaults \
+                        and name not in cls.computed:
                     ok, value = param_defaults[name]  # self.x = x: the parameter's default is the field's
                     cls.declared.add(name)
                     if ok:
@@ -539,6 +576,7 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
         cls = _with_base(ConfigClass(text.name, text.file, text.line, text.package, text.version,
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name,
-                                     cls.registered, cls.over), trees)
+                                     cls.registered, cls.over, text.inits, set(text.elsewhere),
+                                     dict(text.fields)), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)

@@ -284,6 +284,19 @@ class Evaluator:
                     return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
                 except TypeError:  # an unhashable key
                     pass
+        if isinstance(expr, cst.FormattedString):  # f"{prefix}.self_attn": a layer's module name, its index in it
+            text: list[str] = []
+            for part in expr.parts:
+                if isinstance(part, cst.FormattedStringText):
+                    text.append(part.value)
+                    continue
+                got = self.infer(part.expression, scope, step) if isinstance(part, cst.FormattedStringExpression) \
+                    and part.format_spec is None and part.conversion is None else None
+                if not isinstance(got, Known) or type(got.value) not in (str, int):
+                    break
+                text.append(str(got.value))
+            else:
+                return Known("".join(text))
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
 
     def _subscript(self, expr, scope, step: int) -> Value:

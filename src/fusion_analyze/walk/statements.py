@@ -234,19 +234,32 @@ class Statements(WalkerState):
         n, build = layer_list.count, layer_list.per_layer
         if not n or build is None:
             return None
-        groups: dict[tuple, dict] = {}
+        sigs = []
         for i in range(n):
             element = build(i)
             if element is None or element.cls is None:
                 return None
-            sig = (element.cls.qualname, self.ctor.kind_signature(element))
-            groups.setdefault(sig, {"element": element, "layers": [], "sig": sig})["layers"].append(i)
+            sigs.append((element, element.cls.qualname, self.ctor.kind_signature(element)))
+        # a value that is every layer's own (`self.layer_idx`, a name built from it) tells layers apart, not
+        # kinds: left out
+        own = set()
+        if n > 2:
+            for name in {e[0] for _el, _q, sig in sigs for e in sig}:
+                if len({next((e for e in sig if e[0] == name), None) for _el, _q, sig in sigs}) == n:
+                    own.add(name)
+        groups: dict[tuple, dict] = {}
+        for i, (element, qualname, sig) in enumerate(sigs):
+            key = (qualname, tuple(e for e in sig if e[0] not in own))
+            groups.setdefault(key, {"element": element, "layers": [], "sig": key})["layers"].append(i)
         kinds = list(groups.values())
         for kd in kinds:  # what sets the kind apart: the entries whose outcome differs between kinds
             entries = dict((name, (truths, shown)) for name, truths, shown in kd["sig"][1])
             others = [dict((name, (t, sh)) for name, t, sh in o["sig"][1]) for o in kinds if o is not kd]
-            kd["differs"] = {name: shown if shown is not None else "-" for name, (truths, shown) in entries.items()
-                             if any(o.get(name) != (truths, shown) for o in others)}
+            differs = {name: shown if shown is not None else "-" for name, (truths, shown) in entries.items()
+                       if any(o.get(name) != (truths, shown) for o in others)}
+            # what a submodule that differs holds is its own (`mlp` is another class: not `mlp.gate`)
+            kd["differs"] = {name: v for name, v in differs.items()
+                             if not any(name.startswith(p + ".") for p in differs if p != name)}
             if any(o["sig"][0] != kd["sig"][0] for o in kinds):
                 kd["differs"] = {"class": kd["element"].cls.name, **kd["differs"]}
         return kinds

@@ -19,6 +19,7 @@ from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
 from .default_choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
+from .layer_index import CARRIER, DECODED, Taint, _join, contains
 from .alternatives import OtherChoice, OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
@@ -26,6 +27,7 @@ from ...ir.conditions import Condition, Truth, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
+_KIND_DEPTH = 2  # how far below a decoder layer its submodules are read for what they decide from the index
 
 
 class Method(tuple):
@@ -92,6 +94,8 @@ class Instance:
     # `prefix` "model.layers.i" or the comprehension's index i), or None where the list is not built per index
     per_layer: Callable[[int], Instance | None] | None = None
     count: int | None = None  # a layer list's length where the configuration gives it
+    # a layer list's element: (its call, {name: carrier | decoded}, {}): how the call's arguments carry the index
+    index_binding: tuple | None = None
     init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
     value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
 
@@ -132,6 +136,8 @@ class Constructor(AttrSources, OtherChoices):
         self._hf = False
         self._outside: list = []  # per attribute being read: calls of classes outside the trees met on the way
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
+        self._taints: dict = {}  # (class, given) -> what of its __init__ chain reads the layer index (layer_index.py)
+        self._sub_decodes: dict = {}  # (class, given, __init__, name) -> whether that submodule reads the index
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -666,31 +672,131 @@ class Constructor(AttrSources, OtherChoices):
         known = getattr(value, "value", None) if type(value).__name__ == "Known" else None
         return known if type(known) is int and known > 0 else None
 
-    def kind_signature(self, inst: Instance) -> tuple:
-        """What one decoder layer's construction decides, for grouping layers into kinds: per `self.<name>` its
-        __init__ chain assigns, whether each assignment runs (its test decided with the layer's index bound),
-        and the class built there, or the value where it is a flag or a name (`layer_type`), not a number."""
-        from ...semantics.values import Known
+    def kind_signature(self, inst: Instance, given: dict | None = None, depth: int = 0, path: str = "") -> tuple:
+        """What one decoder layer's construction decides from its layer index, for grouping layers into kinds:
+        per `self.<name>` whose value or test reads the index (layer_index.py; `given`: which of the first
+        __init__'s params carry or are the index), whether each assignment runs (its test decided with the
+        layer's index bound) and the class built there or the value; and, where a submodule is built from the
+        index (`Gemma3Attention(..., prefix=f"{prefix}.self_attn")` deciding `self.is_sliding`), what that
+        submodule decides, as `self_attn.is_sliding`. Entries that do not read the index are the same in every
+        layer: they are not evaluated per layer."""
 
-        out = []
-        for c, fn, scope in self.init_scopes(inst):
+        out: list = []
+        if inst.cls is None:
+            return ()
+        info = self._index_taints(inst, given)
+        for (c, fn, scope), (taints, env, selfenv) in zip(self.init_scopes(inst), info):
             for name, found in tables(fn, c.module).self_assignments.items():
-                truths = []
-                for _expr, cond, pos in found:
-                    self._fill_locals(fn, scope, c.module, before=pos)
-                    decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
-                    truths.append(decided.name if isinstance(decided, Truth) else "UNKNOWN")
-                if all(t == "FALSE" for t in truths):
-                    out.append((name, tuple(truths), None))
+                t = taints.get(name)
+                if t is None:
                     continue
+                key = (inst.cls.qualname, _given_key(given), id(fn), name)
+                if t == CARRIER and self._sub_decodes.get(key) is False:
+                    continue  # a submodule handed the module name that never reads the index from it
+                truths = []
+                if t == DECODED:
+                    for _expr, cond, pos in found:
+                        self._fill_locals(fn, scope, c.module, before=pos)
+                        decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=scope)
+                        truths.append(decided.name if isinstance(decided, Truth) else "UNKNOWN")
+                    if all(x == "FALSE" for x in truths):
+                        out.append((path + name, tuple(truths), say("kind_unassigned")))
+                        continue
                 built = self.attr(inst, name)
-                shown = built.cls.name if built is not None and built.cls is not None else None
-                if shown is None:
-                    value = self.self_value(inst, name, self.evaluator)
-                    if isinstance(value, Known) and (value.value is None or type(value.value) in (bool, str)):
-                        shown = repr(value.value)
-                out.append((name, tuple(truths), shown))
+                if t == DECODED:
+                    shown = built.cls.name if built is not None and built.cls is not None else None
+                    if shown is None:
+                        value = self.self_value(inst, name, self.evaluator)
+                        shown = _shown_value(value)
+                    out.append((path + name, tuple(truths), shown))
+                if built is None or built.cls is None or depth >= _KIND_DEPTH or t == DECODED:
+                    # (a submodule the index decides is told apart by its class or value: not read further)
+                    self._sub_decodes.setdefault(key, False)
+                    continue
+                sub_given = self._sub_given(built, [e for e, _c, _p in found], env, selfenv, t)
+                sub = self.kind_signature(built, sub_given, depth + 1, f"{path}{name}.")
+                self._sub_decodes[key] = self._sub_decodes.get(key, False) or bool(sub)
+                out.extend(sub)
         return tuple(out)
+
+    def _index_taints(self, inst: Instance, given: dict | None) -> list:
+        """Per __init__ of the instance's chain: ({self.<name>: carrier | decoded}, its names' taints), read
+        once per class and `given` (layer_index.py). `given` None: the element of a layer list, whose call
+        binds the index (`_PerLayer`); where that call is not known, every parameter counts as decoded."""
+        memo_key = (inst.cls.qualname if inst.cls else None, _given_key(given))
+        hit = self._taints.get(memo_key)
+        if hit is not None:
+            return hit
+        chain = self.init_scopes(inst)
+        decoders = frozenset(catalog().typed.walk.runtime.layer_index)
+        selfenv: dict = {}
+        envs: list = []
+        for _round in range(3):  # the chain's self.<name> read each other: until nothing changes
+            before = dict(selfenv)
+            envs = []
+            call_given = given
+            for k, (c, fn, scope) in enumerate(chain):
+                params = self._param_taints(fn, call_given, k == 0 and given is None, scope)
+                env = dict(params)
+                taint = Taint(env, selfenv, decoders)
+                table = tables(fn, c.module)
+                for _i in range(3):
+                    changed = False
+                    for target, value, cond, _pos in table.local_assignments:
+                        t = _join(taint.of(value), taint.condition(cond))
+                        if t and _join(env.get(target), t) != env.get(target):
+                            env[target] = _join(env.get(target), t)
+                            changed = True
+                    if not changed:
+                        break
+                taints: dict = {}
+                for name, found in table.self_assignments.items():
+                    t = None
+                    for expr, cond, _pos in found:
+                        t = _join(t, _join(taint.of(expr), taint.condition(cond)))
+                    if t:
+                        taints[name] = t
+                        selfenv[name] = _join(selfenv.get(name), t)
+                envs.append((taints, env, selfenv))
+                sup = table.super_init_call
+                call_given = {"__call__": (sup, env, selfenv)} if sup is not None else None
+            if selfenv == before:
+                break
+        self._taints[memo_key] = envs
+        return envs
+
+    def _param_taints(self, fn: cst.FunctionDef, given, top: bool, scope: Scope) -> dict:
+        """The taint of each parameter of `fn`: `given` names them, or holds the call that binds them (a
+        super().__init__ call with the caller's taints); a layer list's element reads its call's arguments
+        in the per-layer scope (`_PerLayer.bind`)."""
+        if top:  # the element of a layer list: its own call, in the scope that bound the index
+            bound = getattr(scope.owner, "index_binding", None)
+            if bound is None:
+                return {p: DECODED for p in _param_names(fn)}
+            given = {"__call__": bound}
+        if not given:
+            return {}
+        if "__all__" in given:
+            return {p: given["__all__"] for p in _param_names(fn)}
+        if "__call__" not in given:
+            return dict(given)
+        call, env, selfenv = given["__call__"]
+        tmp = Scope(module=scope.module)
+        bind_params(fn, call, tmp, tmp, skip_self=True)
+        taint = Taint(env, selfenv, frozenset(catalog().typed.walk.runtime.layer_index))
+        out = {}
+        for p, (expr, _where) in tmp.params.items():
+            t = taint.of(expr)
+            if t:
+                out[p] = t
+        return out
+
+    def _sub_given(self, built: Instance, exprs: list, env: dict, selfenv: dict, t: str) -> dict:
+        """The taints of a submodule's params: its call's arguments read in the builder's names, where the
+        call is the assignment's own; else (a factory) every param takes the assignment's taint."""
+        if built.call is not None and any(contains(e, built.call) for e in exprs):
+            return {"__call__": (built.call, dict(env), dict(selfenv))}
+        return {"__all__": t}
 
     def _patched(self, fn: Definition, scope: Scope) -> Definition:
         """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
@@ -795,6 +901,35 @@ def _integer_item(expr: cst.Subscript) -> int | None:
     return None
 
 
+def _shown_value(value) -> str:
+    """A value a kind of layer holds, as `differs` says it: a flag, a name or a number as Python writes it;
+    the options where the configuration leaves several; else what is not known, and why."""
+    from ...semantics.values import Known, OneOf
+
+    if isinstance(value, Known) and (value.value is None or type(value.value) in (bool, str, int, float)):
+        return repr(value.value)
+    if isinstance(value, OneOf) and all(isinstance(o, Known) for o in value.options):
+        return say("kind_unknown", why=say("kind_one_of", options=[repr(o.value) for o in value.options]))
+    if isinstance(value, Known):
+        return say("kind_unknown", why=say("kind_not_shown", type=type(value.value).__name__))
+    return say("kind_unknown", why=getattr(value, "reason", None) or say("kind_not_decided"))
+
+
+def _param_names(fn: cst.FunctionDef) -> list[str]:
+    ps = fn.params
+    return [p.name.value for p in list(ps.posonly_params) + list(ps.params) + list(ps.kwonly_params)]
+
+
+def _given_key(given: dict | None):
+    """A hashable key of what a kind signature is given (the call and the taints it reads its arguments in)."""
+    if given is None:
+        return None
+    if "__call__" in given:
+        call, env, selfenv = given["__call__"]
+        return (id(call), tuple(sorted(env.items())), tuple(sorted(selfenv.items())))
+    return tuple(sorted(given.items()))
+
+
 def _layer_list(element: Instance, repeat: str | None, per_layer=None) -> Instance:
     return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat, per_layer=per_layer)
 
@@ -811,7 +946,10 @@ def _per_layer(ctor: "Constructor", body: cst.BaseExpression, scope: Scope, name
             inner = replace(scope, params={**scope.params, name: (value, Scope(module=scope.module))},
                             locals=dict(scope.locals), values=dict(scope.values), version=scope.version + 1)
             inner.locals.pop(name, None)
-            built[i] = pick(ctor.evaluate(body, inner, depth + 1))
+            elem = built[i] = pick(ctor.evaluate(body, inner, depth + 1))
+            if elem is not None and elem.call is not None and contains(body, elem.call):
+                # the call that binds the index to the element's params (layer_index.py): read in the factory
+                elem.index_binding = (elem.call, {name: CARRIER if how == "prefix" else DECODED}, {})
         return built[i]
     return element
 
