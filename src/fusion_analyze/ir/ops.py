@@ -43,7 +43,7 @@ class OpAttrs(TypedDict, total=False):
     # the attention backend the platform's selector returned for the layer and the implementation its
     # get_impl_cls() names (semantics/attention_choice.py): {backend, impl, impl_file, selector, decided, why,
     # alternatives}; selector None: the catalog's class, no selector run
-    attention_backend: dict
+    attention_backend: dict[str, object]
     runs: str  # Class.method of the backend's code that runs the op (AscendMoERunner._apply_router_linear)
     native: str  # why it runs as separate PyTorch ops (forward_oot falls back to forward_native; a hub function)
     triton: str  # a `@triton.jit` kernel launched here: where the kernel is defined (file:line)
