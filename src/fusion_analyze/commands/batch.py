@@ -487,7 +487,7 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
             err = Texts(None, lang)(r["error"]).replace("|", "\\|")  # a sentence of ir/texts.py, in `lang`
             lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
     total = undecided_totals(results)
-    lines += ["", "Undecided tests (status/waits.py): " + undecided_line(total)]
+    lines += ["", L["index_undecided"].format(line=undecided_line(total, lang))]
     lines += [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
     lines += not_followed_lines(results, L, lang)
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
@@ -503,13 +503,17 @@ def undecided_totals(results: list[dict]) -> dict:
     return total
 
 
-def undecided_line(total: dict) -> str:
+def undecided_line(total: dict, lang: str = "en") -> str:
     """One line: how many undecided tests wait on something given (goal: 0), on runtime values, on an input not
-    given, or were not traced; each with its categories."""
-    def part(b: str, what: str) -> str:
+    given, or were not traced; each with its categories (code: as they are); in `lang` (labels.yaml
+    `undecided_parts`)."""
+    from ..render.markdown import labels
+
+    said = labels(lang)["undecided_parts"]
+
+    def part(b: str) -> str:
         cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
         inner = ", ".join(f"{c} {n}" for c, n in cats)
-        return f"{total.get(b, 0)} {what}" + (f" ({inner})" if inner else "")
+        return said[b].format(n=total.get(b, 0)) + (f" ({inner})" if inner else "")
 
-    return "; ".join([part("given", "wait on something given (goal: 0)"), part("runtime", "on runtime values"),
-                      part("open", "on an input not given"), part("not_traced", "not traced")])
+    return "; ".join(part(b) for b in ("given", "runtime", "open", "not_traced"))
