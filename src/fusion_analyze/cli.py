@@ -182,13 +182,13 @@ NoCacheOpt = typer.Option(False, "--no-cache", help="Parse every file again (do 
 
 
 def _fail(exc: UserError) -> None:
-    from .errors import Verbosity
+    from .errors import Verbosity, localized
 
     if Verbosity.debug:
         import traceback
 
         traceback.print_exc()
-    typer.echo(f"error: {exc.message}", err=True)
+    typer.echo(f"error: {localized(exc.message)}", err=True)  # a sentence of ir/texts.py in --lang's language
     raise typer.Exit(exc.code)
 
 

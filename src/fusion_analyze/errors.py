@@ -22,7 +22,7 @@ class Verbosity:
     lang = "en"
 
 
-def _in_language(message: str) -> str:
+def localized(message: str) -> str:
     """A sentence of ir/texts.py (a `Said`: it knows its key) in Verbosity.lang; any other text as it is."""
     say_in = getattr(message, "in_language", None)
     return say_in(Verbosity.lang) if say_in is not None else message
@@ -32,10 +32,10 @@ def warn(message: str) -> None:
     """A warning on stderr: the answer may not be what the user thinks (no Ascend tree, a mismatched pair). The
     `warning:` tag stays as it is in every language (as `error:` does): scripts look for it."""
     if Verbosity.level >= 1:
-        print(f"warning: {_in_language(message)}", file=sys.stderr, flush=True)
+        print(f"warning: {localized(message)}", file=sys.stderr, flush=True)
 
 
 def note(message: str, level: int = 1) -> None:
     """Progress (level 1: a fetch that takes seconds) or a detail (level 2, `-v`) on stderr."""
     if Verbosity.level >= level:
-        print(_in_language(message), file=sys.stderr, flush=True)
+        print(localized(message), file=sys.stderr, flush=True)

@@ -508,7 +508,10 @@ def _said(text, lang: str, texts: dict | None = None, md: bool = True) -> str:
 
 def _cut(text: str, n: int = 160) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+    if len(text) <= n:
+        return text
+    cut = text[: n - 1].rstrip() + "…"
+    return cut + "`" if cut.count("`") % 2 else cut  # a code span cut in two is still closed
 
 
 def _names_list(names: list[str], cap: int | None, lang: str = "en") -> str:
