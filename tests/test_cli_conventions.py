@@ -343,10 +343,13 @@ def test_quiet_anywhere_silences_warnings(run, tmp_path, where):
 
 
 def test_verbose_says_the_trees_and_how_the_query_resolved(run, tmp_path):
-    r = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v")
+    r = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v",
+            "--lang", "en")
     assert r.exit_code == 0, r.stderr
     assert f"vLLM 0.99.0: {MINI}; vllm-ascend 0.99.0rc1: {MINI}" in r.stderr
     assert "model: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in r.stderr
+    zh = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v")
+    assert "模型: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in zh.stderr  # --lang's
     assert run("locate", "qwen3", "--vllm-root", str(MINI), "-v").stderr.count("model: 'qwen3' -> Qwen3ForCausalLM") == 1
 
 

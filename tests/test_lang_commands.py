@@ -14,6 +14,7 @@ from fusion_analyze.commands.diff import Diffs, diff_model, findings, group_caus
 from fusion_analyze.ir.texts import say
 
 from .conftest import MINI
+from .test_report_language import english_prose
 from .test_sarif import validate_sarif
 from .test_sarif import two_sides  # noqa: F401  (a fixture: the two-tree diff of the mini fixture)
 
@@ -126,6 +127,7 @@ def test_every_section_of_the_diff_is_said_in_chinese(run, every_section):
     assert "| `torch.ops.vllm.all_reduce` | 新增 |" in md and "| ModelA | decode | 2.00 ms → 900.0 µs |" in md
     assert "- 新增的机会 (1):" in md and "- 移除的算子 (1):" in md and "- 移到其他文件的算子 (1):" in md
     assert _english_words(md, ("ModelA", "OnlyOld", "OnlyNew", "AllGatherCommImpl", "MC2CommImpl")) == []
+    assert english_prose(md) == []  # the single-model report's check too
 
 
 def test_every_section_of_the_diff_is_said_in_english(run, every_section):
@@ -175,6 +177,7 @@ def test_diff_of_two_trees_in_chinese_and_english(run, two_sides):  # noqa: F811
     assert "**R1. Ascend图融合pass `QKNormRopeFusionPass`**: 新源码树中仍有此pass · 2 个模型中的 4 个场景" in zh.stdout
     assert _english_words(zh.stdout, ("HybridForCausalLM", "Qwen3ForCausalLM", "vLLM 0.99.0", "vllm-ascend 0.99.0rc1",
                                       "QKNormRopeFusionPass", "QKNormRopeFusionPattern")) == []
+    assert english_prose(zh.stdout) == []
     en = run("diff", old, new, "--lang", "en")
     assert en.exit_code == 1 and not CJK.search(en.stdout)
     assert "still in the new tree · 4 scenarios in 2 models" in en.stdout
@@ -225,6 +228,7 @@ def test_compare_speaks_the_chosen_language(run, tmp_path):
     assert "### 各场景的单步时间与未融合机会的节省" in zh.stdout and "- 新增的机会 (3):" in zh.stdout
     assert _english_words(zh.stdout, ("Qwen3ForCausalLM", "vLLM 0.99.0", "vllm-ascend 0.99.0rc1", "fixtures/mini",
                                       "MINI", str(MINI))) == []
+    assert english_prose(zh.stdout) == []
     en = run(*args, "--lang", "en")
     assert en.exit_code == 0 and not CJK.search(en.stdout)
     assert "### Step time and open savings per scenario" in en.stdout and "- opportunities added (3):" in en.stdout
