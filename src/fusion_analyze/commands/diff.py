@@ -180,13 +180,20 @@ def _entry(old: dict, new: dict, was: str | None = None) -> dict:
     title = new.get("title") or old.get("title")
     c = {"id": new["id"], "old": old["status"], "new": new["status"],
          "scenario": new.get("scenario") or new["id"].split("@", 1)[0],
-         "title": literal(title) if isinstance(title, dict) and title.get("en") else title,  # English in the JSON
+         "title": _title(title),
          "category": new.get("category"),
          "file": new.get("file"), "line": new.get("line"), "old_file": old.get("file"), "old_line": old.get("line"),
          "old_fuser": _fuser(old), "new_fuser": _fuser(new), "old_note": old.get("note"), "new_note": new.get("note")}
     if was is not None:
         c["was"] = was
     return {k: v for k, v in c.items() if v is not None}
+
+
+def _title(title):
+    """A pattern's title ({zh, en}) as its English text (the JSON's) that knows its Chinese (`literal`)."""
+    if not isinstance(title, dict):
+        return title
+    return literal(title) if title.get("en") and title.get("zh") else title.get("en")
 
 
 def diff_model(arch: str, old: dict | None, new: dict | None) -> ModelDiff:
