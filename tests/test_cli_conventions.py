@@ -335,7 +335,7 @@ def test_this_repository_has_no_table(run):
 # -- -q, -v, --debug -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["first", "last"])
 def test_quiet_anywhere_silences_warnings(run, tmp_path, where):
-    args = ["qwen3", "--vllm-root", str(MINI), "-o", str(tmp_path / "q.md")]
+    args = ["qwen3", "--vllm-root", str(MINI), "-o", str(tmp_path / "q.md"), "--lang", "en"]
     assert "warning: no vllm-ascend tree" in run(*args).stderr
     r = run("-q", *args) if where == "first" else run(*args, "--quiet")
     assert r.exit_code == 0 and r.stderr == "" and (tmp_path / "q.md").is_file()
@@ -343,10 +343,13 @@ def test_quiet_anywhere_silences_warnings(run, tmp_path, where):
 
 
 def test_verbose_says_the_trees_and_how_the_query_resolved(run, tmp_path):
-    r = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v")
+    r = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v",
+            "--lang", "en")
     assert r.exit_code == 0, r.stderr
     assert f"vLLM 0.99.0: {MINI}; vllm-ascend 0.99.0rc1: {MINI}" in r.stderr
     assert "model: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in r.stderr
+    zh = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v")
+    assert "模型: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in zh.stderr  # --lang's
     assert run("locate", "qwen3", "--vllm-root", str(MINI), "-v").stderr.count("model: 'qwen3' -> Qwen3ForCausalLM") == 1
 
 
@@ -381,8 +384,8 @@ def test_every_option_has_help():
 @pytest.mark.parametrize("command, shown", [
     ("analyze", ["<md|json|sarif|github>", "<zh|en>", "<ascend|cuda>", "[ascend_a2|ascend_a3|ascend_a5|ID]"]),
     ("all", ["<text|all>", "<zh|en>", "<ascend|cuda>"]),
-    ("diff", ["<md|json|sarif|github>", "<regression|any|status|opportunities|ops|none>"]),
-    ("compare", ["<md|json|sarif|github>", "<regression|any|status|opportunities|ops|none>", "<ascend|cuda>"]),
+    ("diff", ["<md|json|sarif|github>", "<regression|any|status|opportunities|ops|none>", "<zh|en>"]),
+    ("compare", ["<md|json|sarif|github>", "<regression|any|status|opportunities|ops|none>", "<ascend|cuda>", "<zh|en>"]),
     ("locate", ["<text|json>"]), ("list-models", ["<text|json>"]),
 ])
 def test_help_shows_the_choices(command, shown):
@@ -409,8 +412,9 @@ def test_the_same_common_options_on_analyze_all_and_compare():
     for name in ("analyze", "all", "compare"):
         opts = {o for p in group.commands[name].params for o in getattr(p, "opts", [])}
         assert common <= opts, (name, common - opts)
-    for name in ("analyze", "all"):  # compare writes a diff, which has no language
-        assert "--lang" in {o for p in group.commands[name].params for o in getattr(p, "opts", [])}
+    for name in ("analyze", "all", "compare", "diff"):  # every command that writes a report or a diff
+        lang = [p for p in group.commands[name].params if "--lang" in getattr(p, "opts", [])]
+        assert len(lang) == 1 and lang[0].default == "zh" and lang[0].envvar == "FUSION_ANALYZE_LANG", name
 
 
 def test_all_and_compare_pass_the_common_options_on(run, tmp_path, monkeypatch):

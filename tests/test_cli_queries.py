@@ -226,8 +226,11 @@ def test_a_mismatched_pair_is_warned(run, mini, tag, warned):
         return
     assert len(lines) == 1 and lines[0].startswith("warning: vllm-ascend 0.99.0rc1 is built against vLLM 0.98.0")
     assert "Dockerfile L4: ARG VLLM_TAG=v0.98.0" in lines[0] and "the vLLM tree is 0.99.0" in lines[0]
-    r = run("qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "--format", "json")
+    r = run("qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "--format", "json", "--lang", "en")
     assert r.exit_code == 0 and "built against vLLM 0.98.0" in r.stderr
+    r = run("qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "--format", "json")  # zh, the default
+    assert r.exit_code == 0 and "vllm-ascend 0.99.0rc1 是基于vLLM 0.98.0 构建的" in r.stderr
+    assert "built against" not in r.stderr and r.stderr.startswith("warning: ")
     assert run("-q", "qwen3", "--vllm-root", str(mini), "--ascend-root", str(mini), "--format", "json").stderr == ""
 
 

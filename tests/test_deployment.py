@@ -411,7 +411,7 @@ def test_compare_tp1_tp4_lists_the_all_reduce_fusions(run, real_tree, tmp_path):
     assert dep["steps"]["decode"]["new_step_us"] < dep["steps"]["decode"]["old_step_us"]
     md = tmp_path / "cmp.md"
     r = run("compare", "Qwen3-8B", *_pair(real_tree), "--base-args", "-tp 1", "--head-args", "-tp 4",
-            "--fail-on", "none", "-o", str(md))
+            "--fail-on", "none", "--lang", "en", "-o", str(md))
     assert r.exit_code == 0, r.output
     text = md.read_text(encoding="utf-8")
     assert "1 changed" in text and "matmul_allreduce@Qwen2MLP.forward" in text and "torch.ops.vllm.all_reduce" in text

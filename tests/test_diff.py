@@ -69,7 +69,7 @@ def test_a_pure_line_move_is_not_a_change(run, moved):
     for fail_on in ("any", "regression", "ops", "opportunities", "status"):
         r = run("diff", old, new, "--fail-on", fail_on)
         _ok(r, 0)
-    r = run("diff", old, new)
+    r = run("diff", old, new, "--lang", "en")
     assert "3 models, 0 changed" in r.stdout and "<details>" not in r.stdout and "moved" not in r.stdout.split("are not changes.", 1)[1]
     doc = json.loads(run("diff", old, new, "--format", "json").stdout)
     assert doc["models"] == [] and doc["summary"]["changed"] == 0
@@ -98,7 +98,7 @@ def broken_pass(tmp_path, run):
 
 
 def test_regressions_are_grouped_by_the_pass_that_no_longer_fuses_them(run, broken_pass):
-    r = run("diff", broken_pass["old"], broken_pass["new"])
+    r = run("diff", broken_pass["old"], broken_pass["new"], "--lang", "en")
     _ok(r, 1)  # --fail-on regression is the default
     md = r.stdout
     assert md.count("**R1. Ascend graph pass `QKNormRopeFusionPass`**") == 1  # one cause, said once
@@ -201,7 +201,7 @@ def test_a_pass_gone_from_the_new_tree_is_said_gone(tmp_path, run):
     (old_dir / "A.json").write_text(json.dumps(_report("A", [_opp("allreduce_norm@L.f", "fused_by_ascend_graph_pass", PASS)],
                                                        passes=["MatmulAllReduceAddRMSNormPass"])))
     (new_dir / "A.json").write_text(json.dumps(_report("A", [_opp("allreduce_norm@L.f", "open")], passes=["Other"])))
-    r = run("diff", str(old_dir), str(new_dir))
+    r = run("diff", str(old_dir), str(new_dir), "--lang", "en")
     _ok(r, 1)
     assert "**R1. Ascend graph pass `MatmulAllReduceAddRMSNormPass`**: gone: the new tree has no such pass" in r.stdout
 

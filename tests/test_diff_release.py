@@ -67,7 +67,7 @@ def test_the_release_diff_fits_a_pr_comment_with_every_regression_cause_once(rel
     from fusion_analyze.cli import app
 
     old, new = release["old"][0][release["old"][0].index("-o") + 1], release["new"][0][release["new"][0].index("-o") + 1]
-    r = release["runner"].invoke(app, ["diff", old, new])
+    r = release["runner"].invoke(app, ["diff", old, new, "--lang", "en"])
     assert r.exit_code == 1, r.stderr  # regressions, with the default --fail-on regression
     assert r.stderr == ""
     md = r.stdout

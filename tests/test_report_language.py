@@ -94,10 +94,15 @@ def test_every_sentence_and_label_has_both_languages():
         assert not CJK.search(s["en"]), key
         assert CJK.search(s["zh"]) or not re.search(r"[A-Za-z]{3} [a-z]{2,} [a-z]{2,}", s["zh"]), key
 
+    def plural(v) -> bool:  # a count said in English's two forms ({one, many}; labels.yaml `diff`): one label
+        return isinstance(v, dict) and set(v) == {"one", "many"} and all("{n}" in x for x in v.values())
+
     def keys(d, prefix=""):
-        return {prefix + k for k, v in d.items()} | {x for k, v in d.items() if isinstance(v, dict)
+        return {prefix + k for k, v in d.items()} | {x for k, v in d.items() if isinstance(v, dict) and not plural(v)
                                                     for x in keys(v, f"{prefix}{k}.")}
     assert keys(labels("zh")) == keys(labels("en"))
+    diff = labels("zh")["diff"]
+    assert not [k for k, v in labels("en")["diff"].items() if plural(v) and not (isinstance(diff[k], str) and "{n}" in diff[k])]
 
 
 def test_every_sentence_code_says_is_in_labels_yaml():

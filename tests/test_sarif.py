@@ -124,7 +124,7 @@ def two_sides(tmp_path, run):
 def test_diff_sarif_has_one_result_per_cause_naming_the_models_it_covers(run, two_sides):
     """Issue 47: a release diff is one result per cause (not one per model on the same line), at the place most of
     its regressions share, naming the models and scenarios; every location names its tree's base."""
-    r = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "sarif")
+    r = run("diff", str(two_sides["old"]), str(two_sides["new"]), "--format", "sarif", "--lang", "en")
     assert r.exit_code == 1 and r.stderr == "", r.stderr  # the exit code does not depend on the format
     log = json.loads(r.stdout)
     validate_sarif(log)

@@ -123,6 +123,10 @@ def _root(
 
     Verbosity.level = 0 if quiet else 2 if verbose else 1
     Verbosity.debug = debug
+    # stderr's language until a command's --lang says it (_speak): a command without the option speaks English,
+    # or FUSION_ANALYZE_LANG's language
+    env_lang = os.environ.get("FUSION_ANALYZE_LANG")
+    Verbosity.lang = env_lang if env_lang in LANGS else "en"
     found = default_map(dict(getattr(ctx.command, "commands", {})))
     if found:
         ctx.default_map = found
@@ -178,13 +182,13 @@ NoCacheOpt = typer.Option(False, "--no-cache", help="Parse every file again (do 
 
 
 def _fail(exc: UserError) -> None:
-    from .errors import Verbosity
+    from .errors import Verbosity, localized
 
     if Verbosity.debug:
         import traceback
 
         traceback.print_exc()
-    typer.echo(f"error: {exc.message}", err=True)
+    typer.echo(f"error: {localized(exc.message)}", err=True)  # a sentence of ir/texts.py in --lang's language
     raise typer.Exit(exc.code)
 
 
@@ -304,9 +308,11 @@ def analyze_cmd(
     from .analysis.pipeline import Options, analyze, write_output, write_stubs
     from .analysis.session import warn_pair
     from .errors import Verbosity
+    from .ir.texts import say
 
     try:
         _check_choices(fmt=fmt or "md", lang=lang)
+        _speak(lang)
         roots = parse_roots(sarif_root)
         if template is not None and not Path(template).is_file():
             raise UserError(f"--template {template}: no such file; give a Jinja2 template path")
@@ -336,7 +342,8 @@ def analyze_cmd(
 
             written = write_scaffold(result, scaffold)
             if sys.stderr.isatty():
-                typer.echo(f"scaffold: {len(written.kernels)} kernel(s), {len(written.files)} files in {scaffold}", err=True)
+                typer.echo(say("note_scaffold", kernels=str(len(written.kernels)), files=str(len(written.files)),
+                               folder=scaffold).in_language(lang), err=True)
         if output not in (None, "-") and (to_terminal or sys.stderr.isatty()) and Verbosity.level >= 1:
             from .render.summary import print_summary
 
@@ -374,6 +381,7 @@ def all_cmd(
 
     try:
         _check_choices(lang=lang)
+        _speak(lang)
         if tables not in ("text", "all"):
             raise UserError(f"--tables {tables}: use text or all")
         if max_failures < 0:
@@ -416,17 +424,18 @@ def all_cmd(
     L = labels(lang)
     allowed = L["all_allowed"].format(n=len(failed) - len(counted)) if len(counted) < len(failed) else ""
     note(L["all_done"].format(ok=len(results) - len(failed), failed=len(failed), allowed=allowed, index=out / "index.md"))
-    from .commands.batch import undecided_line, undecided_totals
+    from .commands.batch import not_followed, undecided_line, undecided_totals
+    from .ir.texts import Texts
 
-    note(undecided_line(undecided_totals(results), lang))  # this release pair's, in --lang
-    from .commands.batch import not_followed
-
+    said = Texts(None, lang, md=False)  # a sentence of ir/texts.py (why a model failed, why a value is unresolved)
+    note(L["all_undecided"].format(line=undecided_line(undecided_totals(results), lang)))
     unresolved = not_followed(results)
-    note(f"replacements not followed on walked paths: {len(unresolved)}")
+    note(L["all_not_followed"].format(n=len(unresolved)))
     for (file, line, target), nf in unresolved.items():
-        typer.echo(f"  {file}:{line}: {target} ({len(nf['architectures'])} architectures): {nf['reason']}", err=True)
+        typer.echo(L["all_not_followed_item"].format(file=file, line=line, target=target, n=len(nf["architectures"]),
+                                                     reason=said(nf["reason"])), err=True)
     for r in failed:
-        typer.echo(f"  {r['architecture']}{'' if r in counted else L['all_allowed_one']}: {r['error']}", err=True)
+        typer.echo(f"  {r['architecture']}{'' if r in counted else L['all_allowed_one']}: {said(r['error'])}", err=True)
     raise typer.Exit(1 if len(counted) > max_failures else 0)
 
 
@@ -439,23 +448,25 @@ def diff_cmd(
     fail_on: FailOn = typer.Option("regression", "--fail-on", help="Which changes exit 1: regression (default), any, status, opportunities, ops, none."),
     different_models: bool = typer.Option(False, "--different-models", help="Compare two single reports of different architectures (refused otherwise)."),
     sarif_root: Optional[list[str]] = SarifRootOpt,
+    lang: Lang = LangOpt,
 ) -> None:
     """What changed between two reports or `all` folders, regressions grouped by cause. Exit 1: a change of the
     kind --fail-on names (default: a regression); 0: none; 2: bad input."""
     from .commands.diff import diff_paths
 
     try:
-        _check_choices(fmt=fmt, fail_on=fail_on)
+        _check_choices(fmt=fmt, fail_on=fail_on, lang=lang)
+        _speak(lang)
         roots = parse_roots(sarif_root)
         diffs = diff_paths(old, new, different_models=different_models)
-        code = _write_diff(diffs, old, new, fmt, _report_path(output, "diff", fmt), fail_on, roots)
+        code = _write_diff(diffs, old, new, fmt, _report_path(output, "diff", fmt), fail_on, roots, lang)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
 
 
 def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on: str,
-                roots: dict | None = None) -> int:
+                roots: dict | None = None, lang: str = "zh") -> int:
     from .commands.diff import exit_code, findings, to_json, to_markdown
     from .analysis.pipeline import write_text
 
@@ -463,12 +474,12 @@ def _write_diff(diffs, old: str, new: str, fmt: str, output: str | None, fail_on
     if fmt in ("sarif", "github"):
         from .render.sarif import to_annotations, to_sarif
 
-        found = findings(diffs)
+        found = findings(diffs, lang=lang)
         sides = getattr(diffs, "sources", None) or {}
         text = to_sarif(found, {"old": old, "new": new, "releases": sides}, roots=roots, sources=sides.get("new")) \
             if fmt == "sarif" else to_annotations(found, roots)
     else:
-        text = to_markdown(diffs, old, new) if fmt == "md" else to_json(diffs, old, new)
+        text = to_markdown(diffs, old, new, lang=lang) if fmt == "md" else to_json(diffs, old, new)
     write_text(text, output)
     return code
 
@@ -498,6 +509,7 @@ def compare_cmd(
     device: Optional[str] = DeviceOpt,
     device_profile: Optional[str] = DeviceProfileOpt,
     sarif_root: Optional[list[str]] = SarifRootOpt,
+    lang: Lang = LangOpt,
 ) -> None:
     """Analyze MODEL on two trees, or two deployments of one tree (--base-args / --head-args), and diff the reports."""
     import tempfile
@@ -508,7 +520,8 @@ def compare_cmd(
     from .analysis.session import warn_pair
 
     try:
-        _check_choices(fmt=fmt, fail_on=fail_on)
+        _check_choices(fmt=fmt, fail_on=fail_on, lang=lang)
+        _speak(lang)
         roots = parse_roots(sarif_root)
         _check_before(tp=tp, ep=ep, device=device, device_profile=device_profile, config=config, patterns=patterns,
                       outputs={"-o": output})
@@ -534,7 +547,7 @@ def compare_cmd(
                 paths.append(path)
             diffs = diff_paths(str(paths[0]), str(paths[1]))
         code = _write_diff(diffs, base_name, head_name, fmt, _report_path(output, f"{a.location.architecture}.diff", fmt),
-                           fail_on, roots)
+                           fail_on, roots, lang)
     except UserError as exc:
         _fail(exc)
     raise typer.Exit(code)
@@ -584,6 +597,13 @@ def _check_choices(fmt: str | None = None, lang: str | None = None, fail_on: str
             raise UserError(f"--fail-on {fail_on}: use one of {', '.join(FAIL_ON)}")
 
 
+def _speak(lang: str) -> None:
+    """The command's warnings and notes on stderr in `lang` (a checked --lang) from here on."""
+    from .errors import Verbosity
+
+    Verbosity.lang = lang
+
+
 def _check_before(tp: int | None = None, ep: int | None = None, device: str | None = None,
                   device_profile: str | None = None, config: str | None = None, patterns: str | None = None,
                   outputs: dict | None = None, folders: dict | None = None) -> None:
@@ -630,9 +650,11 @@ def _writable(flag: str, given: str, folder: Path) -> None:
 def _said_resolved(query: str, loc) -> None:
     """With -v: how the model query resolved, on stderr."""
     from .errors import note
+    from .ir.texts import say
 
-    note(f"model: '{query}' -> {loc.architecture} ({loc.file} L{loc.line}, by {loc.how}"
-         + (f", config {loc.config_path}" if loc.config_path else "") + ")", level=2)
+    config = say("note_resolved_config", path=str(loc.config_path)) if loc.config_path else ""
+    note(say("note_resolved", query=query, arch=loc.architecture, file=loc.file, line=str(loc.line), how=str(loc.how),
+             config=config), level=2)
 
 
 def _write_ci(result, fmt: str, output: str | None, roots: dict | None = None) -> None:

@@ -72,7 +72,9 @@ class Options:
         if self.serve_args:
             out, ignored = parse_serve_args(self.serve_args, serve_options(index) if index is not None else None)
             if ignored:
-                print(say("serve_args_ignored", options=", ".join(ignored)), file=sys.stderr)
+                from ..errors import warn
+
+                warn(say("serve_args_ignored", options=", ".join(ignored)))
         for key in ("tp", "dp", "quantization", "additional_config", "max_num_seqs", "optimization_level",
                     "compilation_config", "speculative_config", "kv_cache_dtype"):
             if getattr(self, key) is not None:

@@ -24,14 +24,18 @@ def warn_pair(session: "Session", no_ascend: bool = True) -> None:
     exists, so that bad input stays one line): no vllm-ascend tree (the report is CUDA only), or a vllm-ascend tree
     that declares another vLLM release than the vLLM tree's."""
     from ..errors import note, warn
+    from ..ir.texts import say
     from ..sources.trees import pair_mismatch
 
     vllm, ascend = session.vllm, session.ascend
-    note(f"vLLM {vllm.version or '(unknown version)'}: {vllm.root}" + (
-        f"; vllm-ascend {ascend.version or '(unknown version)'}: {ascend.root}" if ascend else ""), level=2)
+    unknown = say("tree_version_unknown")
+    trees = say("note_tree", name="vLLM", version=vllm.version or unknown, root=str(vllm.root))
+    if ascend:
+        trees = say("note_trees", first=trees, name="vllm-ascend", version=ascend.version or unknown,
+                    root=str(ascend.root))
+    note(trees, level=2)
     if ascend is None and no_ascend:
-        warn("no vllm-ascend tree (--ascend-root): the CUDA backend is walked and the report is CUDA only, with no "
-             "Ascend status; pass --ascend-root PATH or vllm-ascend==VERSION for the Ascend answer")
+        warn(say("warn_no_ascend"))
     mismatch = pair_mismatch(vllm, ascend)
     if mismatch:
         warn(mismatch)

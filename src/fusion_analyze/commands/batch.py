@@ -488,7 +488,8 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
             lines.append(f"| {r['architecture']} | **{L['index_failed']}**: {err} | {cells} | - |")
     total = undecided_totals(results)
     given = [f"- {r['architecture']}: {t}" for r in results if r["ok"] for t in r.get("undecided_given") or ()]
-    lines += ["", undecided_line(total, lang)] + (["", L["index_undecided_given"], *given] if given else [])
+    lines += ["", L["index_undecided"].format(line=undecided_line(total, lang))]
+    lines += (["", L["index_undecided_given"], *given] if given else [])
     lines += not_followed_lines(results, L, lang)
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
@@ -504,14 +505,16 @@ def undecided_totals(results: list[dict]) -> dict:
 
 
 def undecided_line(total: dict, lang: str = "en") -> str:
-    """One line, in `lang` (templates/labels.yaml `index_undecided`): how many undecided tests wait on something
-    given (goal: 0), on runtime values, on an input not given, or were not traced; each with its categories."""
+    """One line: how many undecided tests wait on something given (goal: 0), on runtime values, on an input not
+    given, or were not traced; each with its categories (code: as they are); in `lang` (labels.yaml
+    `undecided_parts`)."""
     from ..render.markdown import labels
 
-    def by(b: str) -> str:
-        cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
-        return f" ({', '.join(f'{c} {n}' for c, n in cats)})" if cats else ""
+    said = labels(lang)["undecided_parts"]
 
-    buckets = ("given", "runtime", "open", "not_traced")
-    return labels(getattr(lang, "value", lang))["index_undecided"].format(
-        **{b: total.get(b, 0) for b in buckets}, **{f"{b}_by": by(b) for b in buckets})
+    def part(b: str) -> str:
+        cats = sorted((k.split(":", 1)[1], n) for k, n in total.items() if k.startswith(b + ":"))
+        inner = ", ".join(f"{c} {n}" for c, n in cats)
+        return said[b].format(n=total.get(b, 0)) + (f" ({inner})" if inner else "")
+
+    return "; ".join(part(b) for b in ("given", "runtime", "open", "not_traced"))

@@ -27,11 +27,13 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..ir.states import FUSED
+from ..ir.texts import Said, Texts, literal, render, say
 
 MAX_MD = 65536
 FAIL_ON = ("regression", "any", "status", "opportunities", "ops", "none")  # the first is the default
 DEFAULT_FAIL_ON = FAIL_ON[0]
 
+_NO_NOTE = "open, no note"  # the other side's note of a change whose report says none (a key of the JSON too)
 _LINE_REF = re.compile(r"(\.py):\d+|\bL\d+\b")
 
 
@@ -116,11 +118,12 @@ class Diffs(list):
     its reports: whether the thing that fused a scenario is still there, or was there before; and the releases
     each side's reports were made from (their `sources`)."""
 
-    def __init__(self, items=(), names: dict | None = None, sources: dict | None = None):
+    def __init__(self, items=(), names: dict | None = None, sources: dict | None = None, texts: dict | None = None):
         super().__init__(items)
         self.names = names  # {"old": {"pass": set, "kernel": set, "class": set, "release_notes"}, "new": {...}}
         self.left: dict = {}  # gone pass -> what the new tree's release notes say of it
         self.sources = sources or {}  # {"old": {"vllm": {"version": ...}, ...}, "new": {...}}
+        self.texts = texts or {}  # the reports' `texts` tables: English text -> its sentence (ir/texts.py)
 
 
 def _sources(docs) -> dict:
@@ -177,12 +180,20 @@ def _entry(old: dict, new: dict, was: str | None = None) -> dict:
     title = new.get("title") or old.get("title")
     c = {"id": new["id"], "old": old["status"], "new": new["status"],
          "scenario": new.get("scenario") or new["id"].split("@", 1)[0],
-         "title": title.get("en") if isinstance(title, dict) else title, "category": new.get("category"),
+         "title": _title(title),
+         "category": new.get("category"),
          "file": new.get("file"), "line": new.get("line"), "old_file": old.get("file"), "old_line": old.get("line"),
          "old_fuser": _fuser(old), "new_fuser": _fuser(new), "old_note": old.get("note"), "new_note": new.get("note")}
     if was is not None:
         c["was"] = was
     return {k: v for k, v in c.items() if v is not None}
+
+
+def _title(title):
+    """A pattern's title ({zh, en}) as its English text (the JSON's) that knows its Chinese (`literal`)."""
+    if not isinstance(title, dict):
+        return title
+    return literal(title) if title.get("en") and title.get("zh") else title.get("en")
 
 
 def diff_model(arch: str, old: dict | None, new: dict | None) -> ModelDiff:
@@ -333,13 +344,18 @@ def diff_paths(old: str, new: str, different_models: bool = False) -> Diffs:
     a, b = _load(Path(old)), _load(Path(new))
     names = {"old": _names(a.values()), "new": _names(b.values())}
     sources = {"old": _sources(a.values()), "new": _sources(b.values())}
+    texts: dict = {}  # what the reports' sentences say in each language (their notes, evidence, reasons)
+    for doc in (*a.values(), *b.values()):
+        for text, spec in (doc.get("texts") or {}).items():
+            texts.setdefault(text, spec)
     if Path(old).is_file() and Path(new).is_file() and len(a) == len(b) == 1 and a.keys() != b.keys():
         (ka, va), (kb, vb) = next(iter(a.items())), next(iter(b.items()))
         if not different_models:
             raise UserError(f"{old} is a report of {ka}, {new} of {kb}: diff compares one model across trees or "
                             f"deployments; pass --different-models to compare two models anyway")
-        return _left_tree(Diffs([diff_model(f"{ka} → {kb}", va, vb)], names, sources))
-    return _left_tree(Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names, sources))
+        return _left_tree(Diffs([diff_model(f"{ka} → {kb}", va, vb)], names, sources, texts))
+    return _left_tree(Diffs([diff_model(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys())], names, sources,
+                            texts))
 
 
 def _left_tree(diffs: Diffs) -> Diffs:
@@ -383,8 +399,19 @@ def exit_code(diffs: list[ModelDiff], fail_on: str) -> int:
 
 # --- causes ---------------------------------------------------------------------------------------------------
 
-KIND_LABEL = {"pass": "Ascend graph pass", "kernel": "Ascend kernel", "patch": "kernel of a vllm-ascend patch",
-              "class": "fused layer class", "layer": "fused layer", "unknown": "a fused state without evidence"}
+def _labels(lang: str) -> dict:
+    """The diff's words in `lang`: templates/labels.yaml `<lang>.diff`."""
+    from ..render.markdown import labels
+
+    return labels(lang)["diff"]
+
+
+def _count(D: dict, key: str, n: int) -> str:
+    """`n` things as `D[key]` says them: one text, or {one, many} (English)."""
+    said = D[key]
+    if isinstance(said, dict):
+        said = said["one"] if n == 1 else said["many"]
+    return said.format(n=n)
 
 
 def cause_of(status: str, fuser: dict | None) -> tuple[str, str]:
@@ -402,9 +429,10 @@ def cause_of(status: str, fuser: dict | None) -> tuple[str, str]:
     return "layer", what
 
 
-def _presence(kind: str, subject: str, names: dict | None, regression: bool, left: dict | None = None) -> str | None:
+def _presence(kind: str, subject: str, names: dict | None, regression: bool, left: dict | None = None) -> Said | None:
     """Whether the other side still has (a regression) or already had (a new fusion) what fuses; for a pass
-    the new tree no longer has, what its release notes say (`left`: removed, or not said: unknown)."""
+    the new tree no longer has, what its release notes say (`left`: removed, or not said: unknown). A sentence
+    of labels.yaml `texts`: English in the JSON, said again in the Markdown's language."""
     if names is None or kind in ("layer", "unknown"):
         return None
     side = names["new" if regression else "old"]
@@ -412,21 +440,21 @@ def _presence(kind: str, subject: str, names: dict | None, regression: bool, lef
     if kind == "pass":
         if regression and not there and left:
             return _left_said(left)
-        return ("still in the new tree" if there else "gone: the new tree has no such pass") if regression else \
-            ("in the old tree already" if there else "new: the old tree had no such pass")
+        return say(("diff_still_in_new_tree" if there else "diff_pass_gone") if regression else
+                   ("diff_pass_in_old_tree" if there else "diff_pass_new"))
     if regression:
-        return "still used by other models of the new side" if there else "gone: no model of the new side uses it"
-    return "used by other models of the old side already" if there else "new: no model of the old side used it"
+        return say("diff_still_used" if there else "diff_no_longer_used")
+    return say("diff_used_before" if there else "diff_not_used_before")
 
 
-def _left_said(left: dict) -> str:
-    at = f"{left['file']}:{left['line']}" if left.get("line") else None
+def _left_said(left: dict) -> Said:
+    at = f"{left['file']}:{left['line']}" if left.get("line") else "None"
     text = _cut(left.get("text") or "", 140)
     if left["how"] == "moved_to_npugraph_ex":
-        return f"fused by npugraph_ex (outside the trees; release note {at}: {text})"
+        return say("diff_moved_to_npugraph_ex", at=at, text=text)
     if left["how"] == "removed":
-        return f"removed by the release: the new tree has no such pass (release note {at}: {text})"
-    return f"gone: the new tree has no such pass; why is unknown ({left.get('note') or 'no release note says'})"
+        return say("diff_pass_removed", at=at, text=text)
+    return say("diff_pass_gone_why_unknown", note=left.get("note") or say("diff_no_release_note_says"))
 
 
 def group_causes(diffs: list[ModelDiff], regression: bool = True) -> list[dict]:
@@ -446,7 +474,7 @@ def group_causes(diffs: list[ModelDiff], regression: bool = True) -> list[dict]:
             if fuser is not None:
                 cause["evidence"].setdefault((fuser["file"], _norm(fuser["what"])), fuser)
             note = c.get("new_note") if regression else c.get("old_note")
-            cause["other_side"][note or "open, no note"] += 1
+            cause["other_side"][note or _NO_NOTE] += 1
             cause["scenarios"][c["scenario"]] += 1
             if d.architecture not in cause["models"]:
                 cause["models"].append(d.architecture)
@@ -466,49 +494,68 @@ def _cause_json(c: dict) -> dict:
             "opportunities": c["opportunities"]}
 
 
-def cause_label(c: dict) -> str:
-    return f"{KIND_LABEL[c['kind']]} `{c['subject']}`" if c["kind"] != "unknown" else f"`{c['subject']}` without evidence"
+def cause_label(c: dict, lang: str = "en") -> str:
+    D = _labels(lang)
+    if c["kind"] == "unknown":
+        return D["cause_no_evidence"].format(subject=c["subject"])
+    return D["cause_label"].format(kind=D["kinds"][c["kind"]], subject=c["subject"])
+
+
+def _said(text, lang: str, texts: dict | None = None, md: bool = True) -> str:
+    """A text of the reports (a note, an evidence line, a reason) or of the diff (`Said`) in `lang`; any other
+    text as it is."""
+    if text is None:
+        return ""
+    if isinstance(text, Said):
+        return render(text.spec, lang, md)
+    return Texts(texts, lang, md)(text)
 
 
 # --- Markdown -------------------------------------------------------------------------------------------------
 
 def _cut(text: str, n: int = 160) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+    if len(text) <= n:
+        return text
+    cut = text[: n - 1].rstrip() + "…"
+    return cut + "`" if cut.count("`") % 2 else cut  # a code span cut in two is still closed
 
 
-def _names_list(names: list[str], cap: int | None) -> str:
+def _names_list(names: list[str], cap: int | None, lang: str = "en") -> str:
     if cap is None or len(names) <= cap:
         return ", ".join(names)
-    return ", ".join(names[:cap]) + f", … and {len(names) - cap} more"
+    return ", ".join(names[:cap]) + ", " + _labels(lang)["and_more"].format(n=len(names) - cap)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _cause_md(c: dict, regression: bool, cap: int | None) -> list[str]:
+def _cause_md(c: dict, regression: bool, cap: int | None, lang: str = "en", texts: dict | None = None) -> list[str]:
+    D = _labels(lang)
     n, models = len(c["opportunities"]), c["models"]
-    head = f"**{'R' if regression else 'F'}{c['number']}. {cause_label(c)}**"
+    head = f"**{'R' if regression else 'F'}{c['number']}. {cause_label(c, lang)}**"
     if c["presence"]:
-        head += f": {c['presence']}"
-    lines = [head + f" · {_plural(n, 'scenario')} in {_plural(len(models), 'model')}"]
+        head += f": {_said(c['presence'], lang, texts)}"
+    lines = [head + " · " + D["cause_count"].format(scenarios=_count(D, "scenarios", n),
+                                                     models=_count(D, "models", len(models)))]
     evidence = list(c["evidence"].values())
-    said = "; ".join(f"`{e['file']}` L{e['line']}: {_cut(e['what'])}" for e in evidence[:3])
+    said = "; ".join(f"`{e['file']}` L{e['line']}: {_cut(_said(e['what'], lang, texts))}" for e in evidence[:3])
     if len(evidence) > 3:
-        said += f"; and {len(evidence) - 3} more places"
+        said += "; " + D["more_places"].format(n=len(evidence) - 3)
     states = ", ".join(f"{s} ({k})" if len(c["status"]) > 1 else s for s, k in sorted(c["status"].items()))
     fused_line = f"{states}: {said}" if said else states
     other = c["other_side"].most_common()
-    other_said = "; ".join(f"{_cut(note)} ({k})" if len(other) > 1 else _cut(note) for note, k in other[:3])
+
+    def note(text: str) -> str:
+        return D["open_no_note"] if text == _NO_NOTE else _cut(_said(text, lang, texts))
+
+    other_said = "; ".join(f"{note(t)} ({k})" if len(other) > 1 else note(t) for t, k in other[:3])
     if len(other) > 3:
-        other_said += f"; {len(other) - 3} other notes"
+        other_said += "; " + D["other_notes"].format(n=len(other) - 3)
+    sides = D["sides"]
     if regression:
-        lines += [f"- old: {fused_line}", f"- new: {other_said}"]
+        lines += [f"- {sides['old']}: {fused_line}", f"- {sides['new']}: {other_said}"]
     else:
-        lines += [f"- old: {other_said}", f"- new: {fused_line}"]
-    lines.append("- scenarios: " + ", ".join(f"`{s}` ({k})" for s, k in sorted(c["scenarios"].items())))
-    lines += [f"- models: {_names_list(models, cap)}", ""]
+        lines += [f"- {sides['old']}: {other_said}", f"- {sides['new']}: {fused_line}"]
+    lines.append(f"- {D['scenarios_line']}: " + ", ".join(f"`{s}` ({k})" for s, k in sorted(c["scenarios"].items())))
+    lines += [f"- {D['models_line']}: {_names_list(models, cap, lang)}", ""]
     return lines
 
 
@@ -516,60 +563,75 @@ def _cell(file: str, what: str) -> str:
     return f"`{file}`: {what}".replace("|", "\\|")
 
 
-def _other_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _header(columns: dict, keys: tuple) -> list[str]:
+    return [_row(*(columns[k] for k in keys)), "|" + "---|" * len(keys)]
+
+
+def _other_md(diffs: list[ModelDiff], cap: int | None, lang: str = "en", texts: dict | None = None) -> list[str]:
     """Status changes that are neither regressions nor new fusions, and scenarios fused on both sides by
     something else, each kind of change once with its models."""
+    D = _labels(lang)
     rows: dict[str, list] = {}
     for d in diffs:
         for c in d.other_changes:
             change = f"{c['old']} → {c['new']}"
             if _moved(c):  # the pass left for npugraph_ex: said as such, never open
                 left = c["left_tree"]
-                change = (f"{c['old']} → fused by npugraph_ex (outside the trees; release note "
-                          f"{left['file']}:{left['line']})")
+                change = f"{c['old']} → " + D["npugraph_ex_at"].format(at=f"{left['file']}:{left['line']}")
             rows.setdefault(change, []).append(d.architecture)
     fusers: dict[tuple, list] = {}
+    shown: dict[tuple, tuple] = {}  # the group's texts, as its first member says them in `lang`
     for d in diffs:
         for c in d.fuser_changed:
             o, n = c["old_fuser"], c["new_fuser"]
-            fusers.setdefault((c["status"], o["file"], _cut(_norm(o["what"]), 90), n["file"], _cut(_norm(n["what"]), 90)),
-                              []).append(d.architecture)
+            key = (c["status"], o["file"], _cut(_norm(o["what"]), 90), n["file"], _cut(_norm(n["what"]), 90))
+            fusers.setdefault(key, []).append(d.architecture)
+            shown.setdefault(key, (_cut(_norm(_said(o["what"], lang, texts)), 90),
+                                   _cut(_norm(_said(n["what"], lang, texts)), 90)))
     lines = []
     if rows:
-        lines += ["### Other status changes", "", "| change | scenarios | models |", "|---|---|---|"]
+        lines += [f"### {D['other_changes_title']}", ""] + _header(D["other_columns"], ("change", "scenarios", "models"))
         for change, archs in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            lines.append(f"| {change} | {len(archs)} | {_names_list(sorted(set(archs)), cap)} |")
+            lines.append(_row(change, str(len(archs)), _names_list(sorted(set(archs)), cap, lang)))
         lines.append("")
     if fusers:
-        lines += ["### Fused on both sides, by something else", "", "| status | old | new | scenarios | models |",
-                  "|---|---|---|---|---|"]
-        for (status, of, ow, nf, nw), archs in sorted(fusers.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            lines.append(f"| {status} | {_cell(of, ow)} | {_cell(nf, nw)} | {len(archs)} | "
-                         f"{_names_list(sorted(set(archs)), cap)} |")
+        lines += [f"### {D['fused_else_title']}", ""]
+        lines += _header(D["fused_else_columns"], ("status", "old", "new", "scenarios", "models"))
+        for key, archs in sorted(fusers.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            (status, of, _, nf, _), (ow, nw) = key, shown[key]
+            lines.append(_row(status, _cell(of, ow), _cell(nf, nw), str(len(archs)),
+                              _names_list(sorted(set(archs)), cap, lang)))
         lines.append("")
     return lines
 
 
-def _deployment_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
+def _deployment_md(diffs: list[ModelDiff], cap: int | None, lang: str = "en", texts: dict | None = None) -> list[str]:
     """What the deployment (or the tree) decides, grouped by cause: the test that rules rows in or out, the MoE
     comm class per path, each kernel that comes or goes with the ops that run it, the step time and savings."""
+    D = _labels(lang)
     lines: list[str] = []
     reasons: dict[tuple, list] = {}
     for d in diffs:
         for c in d.applies_changed:
             reasons.setdefault((c["applies_in"], c["reason"]), []).append((d.architecture, c))
     if reasons:
-        lines += ["### Rows that apply on one side only, by the test that decides them", ""]
+        lines += [f"### {D['applies_title']}", ""]
         for n, ((side, reason), items) in enumerate(sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])), 1):
             other = "old" if side == "new" else "new"
             models = sorted({a for a, _ in items})
-            lines.append(f"**D{n}. only in `{side}`**: ruled out in `{other}` because {_cut(reason, 200)} · "
-                         f"{_plural(len(items), 'scenario')} in {_plural(len(models), 'model')}")
+            count = D["cause_count"].format(scenarios=_count(D, "scenarios", len(items)),
+                                            models=_count(D, "models", len(models)))
+            lines.append(D["applies_head"].format(n=n, side=D["sides"][side], other=D["sides"][other],
+                                                  reason=_cut(_said(reason, lang, texts), 200), count=count))
             ids = [f"`{c['id']}` ({c['status']})" for _, c in items]
-            lines += [f"- {_names_list(ids, cap)}", f"- models: {_names_list(models, cap)}", ""]
+            lines += [f"- {_names_list(ids, cap, lang)}", f"- {D['models_line']}: {_names_list(models, cap, lang)}", ""]
     comm = [(d.architecture, d.moe_comm) for d in diffs if d.moe_comm]
     if comm:
-        lines += ["### MoE communication per path", ""]
+        lines += [f"### {D['moe_title']}", ""]
         for arch, c in comm:
             paths = sorted(c["old"].keys() | c["new"].keys())
             said = "; ".join(f"{p}: `{c['old'].get(p, '-')}` → `{c['new'].get(p, '-')}`" for p in paths
@@ -584,21 +646,26 @@ def _deployment_md(diffs: list[ModelDiff], cap: int | None) -> list[str]:
             for k in c["removed"]:
                 kernels.setdefault(("removed", k), []).append((d.architecture, c["id"]))
     if kernels:
-        lines += ["### Kernels that come and go", "", "| kernel | change | ops | models |", "|---|---|---|---|"]
+        lines += [f"### {D['kernels_title']}", ""] + _header(D["kernels_columns"], ("kernel", "change", "ops", "models"))
         for (change, k), items in sorted(kernels.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
             ops = [f"`{i}`" for _, i in items]
-            lines.append(f"| `{k}` | {change} | {_names_list(ops, cap if cap is not None else 6)} | "
-                         f"{_names_list(sorted({a for a, _ in items}), cap)} |".replace("\n", " "))
+            lines.append(_row(f"`{k}`", D["kernel_change"][change], _names_list(ops, cap if cap is not None else 6, lang),
+                              _names_list(sorted({a for a, _ in items}), cap, lang)).replace("\n", " "))
         lines.append("")
     steps = [(d.architecture, d.steps) for d in diffs if d.steps]
     if steps:
-        lines += ["### Step time and open savings per scenario", "",
-                  "| model | scenario | step old → new | open rows save, old → new |", "|---|---|---|---|"]
+        from ..render.markdown import labels
+
+        L = labels(lang)
+        names, modes = L.get("step_names") or {}, L.get("modes") or {}
+        lines += [f"### {D['steps_title']}", ""] + _header(D["steps_columns"], ("model", "scenario", "step", "savings"))
         for arch, rows in steps:
             for scen, r in rows.items():
-                mode = f" ({r['old_mode']} → {r['new_mode']})" if r["old_mode"] != r["new_mode"] else ""
-                lines.append(f"| {arch} | {scen}{mode} | {_ms(r['old_step_us'])} → {_ms(r['new_step_us'])} | "
-                             f"{_ms(r['old_savings_us'])} → {_ms(r['new_savings_us'])} |")
+                mode = (f" ({modes.get(r['old_mode'], r['old_mode'])} → {modes.get(r['new_mode'], r['new_mode'])})"
+                        if r["old_mode"] != r["new_mode"] else "")
+                lines.append(_row(arch, f"{names.get(scen, scen)}{mode}",
+                                  f"{_ms(r['old_step_us'])} → {_ms(r['new_step_us'])}",
+                                  f"{_ms(r['old_savings_us'])} → {_ms(r['new_savings_us'])}"))
         lines.append("")
     return lines
 
@@ -609,54 +676,54 @@ def _ms(us) -> str:
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
 
 
-def _model_summary(d: ModelDiff) -> str:
-    parts = [(len(d.regressions), "regression", "regressions"), (len(d.new_fusions), "new fusion", "new fusions"),
-             (len(d.other_changes), "other status change", "other status changes"),
-             (len(d.fuser_changed), "fused by something else", "fused by something else"),
-             (len(d.opps_added), "opportunity added", "opportunities added"),
-             (len(d.opps_removed), "opportunity removed", "opportunities removed"),
-             (len(d.ops_added), "op added", "ops added"), (len(d.ops_removed), "op removed", "ops removed"),
-             (len(d.ops_moved), "op moved to another file", "ops moved to another file"),
-             (len(d.applies_changed), "row applying on one side only", "rows applying on one side only"),
-             (len(d.kernels_changed), "op with other kernels", "ops with other kernels"),
-             (len(d.steps), "scenario with another step time", "scenarios with another step time")]
-    return " · ".join(f"{n} {one if n == 1 else many}" for n, one, many in parts if n)
+_SUMMARY = ("regressions", "new_fusions", "other_changes", "fuser_changed", "opps_added", "opps_removed", "ops_added",
+            "ops_removed", "ops_moved", "applies_changed", "kernels_changed", "steps")  # ModelDiff's, in this order
 
 
-def _listed(title: str, items: list, fmt, cap: int) -> list[str]:
+def _model_summary(d: ModelDiff, lang: str = "en") -> str:
+    D = _labels(lang)
+    return " · ".join(_count(D, key, len(getattr(d, key))) for key in _SUMMARY if getattr(d, key))
+
+
+def _listed(title: str, items: list, fmt, cap: int, lang: str = "en") -> list[str]:
+    """`title`: a list of labels.yaml `diff.lists` ("ops added"), its count, then the first `cap` items."""
     if not items:
         return []
     if cap == 0:  # the block's summary says the count
         return []
-    lines = [f"- {title} ({len(items)}):"] + [f"  - {fmt(o)}" for o in items[:cap]]
+    D = _labels(lang)
+    lines = [f"- {D['lists'][title]} ({len(items)}):"] + [f"  - {fmt(o)}" for o in items[:cap]]
     if len(items) > cap:
-        lines.append(f"  - … and {len(items) - cap} more")
+        lines.append(f"  - {D['and_more'].format(n=len(items) - cap)}")
     return lines
 
 
-def _model_md(d: ModelDiff, numbers: dict, cap: int) -> str:
+def _model_md(d: ModelDiff, numbers: dict, cap: int, lang: str = "en", texts: dict | None = None) -> str:
     """One model's changes in a <details> block; lists of ops and opportunities show `cap` items each."""
-    lines = [f"<details><summary><b>{d.architecture}</b>: {_model_summary(d)}</summary>", ""]
+    D = _labels(lang)
+    lines = [f"<details><summary><b>{d.architecture}</b>: {_model_summary(d, lang)}</summary>", ""]
     for c in d.status_changed:
         regression, fusion = c["old"] in FUSED and c["new"] == "open", c["old"] == "open" and c["new"] in FUSED
         regression = regression and not _moved(c)
         mark = "⚠ " if regression else "✅ " if fusion else ""
-        was = f" (was `{c['was']}`)" if c.get("was") else ""
+        was = f" ({D['was'].format(id=c['was'])})" if c.get("was") else ""
         cause = numbers.get((d.architecture, c["id"]))
-        because = f" (cause {cause})" if cause else ""
-        new = "fused by npugraph_ex (outside the trees; release note)" if _moved(c) else c["new"]
+        because = f" ({D['because'].format(cause=cause)})" if cause else ""
+        new = D["npugraph_ex"] if _moved(c) else c["new"]
         lines.append(f"- {mark}`{c['id']}`{was}: {c['old']} → {new}{because}")
     for c in d.fuser_changed:
         o, n = c["old_fuser"], c["new_fuser"]
-        lines.append(f"- `{c['id']}` ({c['status']}): was `{o['file']}`: {_cut(o['what'], 100)}; "
-                     f"now `{n['file']}`: {_cut(n['what'], 100)}")
-    lines += _listed("opportunities added", d.opps_added, lambda o: f"`{o['id']}` ({o['status']})", cap and cap + 3)
-    lines += _listed("opportunities removed", d.opps_removed, lambda o: f"`{o['id']}` (was {o['status']})", cap and cap + 3)
-    lines += _listed("ops added", d.ops_added, lambda o: f"`{o['id']}` {o['kind']} at {o['at']}", cap)
-    lines += _listed("ops removed", d.ops_removed, lambda o: f"`{o['id']}` {o['kind']} at {o['at']}", cap)
-    lines += _listed("ops moved to another file", d.ops_moved, lambda o: f"`{o['id']}` {o['from']} → {o['to']}", cap)
+        lines.append(f"- `{c['id']}` ({c['status']}): " + D["fuser_line"].format(
+            old_file=o["file"], old_what=_cut(_said(o["what"], lang, texts), 100),
+            new_file=n["file"], new_what=_cut(_said(n["what"], lang, texts), 100)))
+    lines += _listed("opps_added", d.opps_added, lambda o: f"`{o['id']}` ({o['status']})", cap and cap + 3, lang)
+    lines += _listed("opps_removed", d.opps_removed,
+                     lambda o: f"`{o['id']}` ({D['was_status'].format(status=o['status'])})", cap and cap + 3, lang)
+    lines += _listed("ops_added", d.ops_added, lambda o: D["op_at"].format(**o), cap, lang)
+    lines += _listed("ops_removed", d.ops_removed, lambda o: D["op_at"].format(**o), cap, lang)
+    lines += _listed("ops_moved", d.ops_moved, lambda o: f"`{o['id']}` {o['from']} → {o['to']}", cap, lang)
     if len(lines) == 2:  # nothing listed: the summary says it all
-        return f"- **{d.architecture}**: {_model_summary(d)}\n"
+        return f"- **{d.architecture}**: {_model_summary(d, lang)}\n"
     return "\n".join(lines + ["", "</details>", "", ""])  # a blank line after it: Markdown again
 
 
@@ -665,9 +732,12 @@ def _detail_order(d: ModelDiff) -> tuple:
             3 if d.opps_added or d.opps_removed else 4, d.architecture)
 
 
-def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD) -> str:
+def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD, lang: str = "en") -> str:
     """A summary that fits a pull-request comment (every cause once), then per-model detail in <details>
-    blocks, as many as fit in `limit` characters."""
+    blocks, as many as fit in `limit` characters; every line in `lang` (labels.yaml `<lang>.diff`, the reports'
+    own sentences through their `texts` tables)."""
+    D = _labels(lang)
+    texts = getattr(diffs, "texts", None) or {}
     regress, fusions = group_causes(diffs, True), group_causes(diffs, False)
     numbers = {(o["architecture"], o["id"]): f"R{c['number']}" for c in regress for o in c["opportunities"]}
     numbers.update({(o["architecture"], o["id"]): f"F{c['number']}" for c in fusions for o in c["opportunities"]})
@@ -681,38 +751,42 @@ def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD)
         rel_old, rel_new = release_label(sides.get("old")), release_label(sides.get("new"))
         named = (f"{rel_old} (`{old}`) → {rel_new} (`{new}`)" if rel_old and rel_new and rel_old != rel_new
                  else f"`{old}` → `{new}`" + (f" ({rel_new})" if rel_new else ""))
-        said = [f"{named}: {_plural(len(diffs), 'model')}, {len(changed)} changed"]
+        said = [D["summary_changed"].format(named=named, models=_count(D, "models", len(diffs)), n=len(changed))]
         if n_reg:
-            said.append(f"**⚠ {_plural(n_reg, 'regression')}** (fused → open) in "
-                        f"{_plural(sum(1 for d in diffs if d.regressions), 'model')} from {_plural(len(regress), 'cause')}")
+            said.append(D["summary_regressions"].format(
+                regressions=_count(D, "regressions", n_reg),
+                models=_count(D, "models", sum(1 for d in diffs if d.regressions)),
+                causes=_count(D, "causes", len(regress))))
         if n_fus:
-            said.append(f"{_plural(n_fus, 'new fusion')} in {_plural(sum(1 for d in diffs if d.new_fusions), 'model')}"
-                        f" from {_plural(len(fusions), 'cause')}")
+            said.append(D["summary_fusions"].format(
+                fusions=_count(D, "new_fusions", n_fus),
+                models=_count(D, "models", sum(1 for d in diffs if d.new_fusions)),
+                causes=_count(D, "causes", len(fusions))))
         others = sum(len(d.other_changes) for d in diffs)
         if others:
-            said.append(_plural(others, "other status change"))
+            said.append(_count(D, "other_changes", others))
         refused = sum(len(d.fuser_changed) for d in diffs)
         if refused:
-            said.append(f"{_plural(refused, 'scenario')} fused by something else")
+            said.append(D["summary_fused_else"].format(scenarios=_count(D, "scenarios", refused)))
         if only["old"] or only["new"]:
-            said.append(f"{len(only['old'])} only in old, {len(only['new'])} only in new")
+            said.append(D["summary_only"].format(old=len(only["old"]), new=len(only["new"])))
         applies = sum(len(d.applies_changed) for d in diffs)
         if applies:
-            said.append(f"{_plural(applies, 'row')} applying on one side only")
-        lines = ["## fusion-analyze diff", "", "; ".join(said) + ". Lines that only moved are not changes.", ""]
+            said.append(D["summary_applies"].format(rows=_count(D, "rows", applies)))
+        lines = [f"## {D['title']}", "", D["summary_sep"].join(said) + D["summary_end"], ""]
         if regress:
-            lines += ["### ⚠ Regressions by cause", ""]
+            lines += [f"### {D['regressions_by_cause']}", ""]
             for c in regress:
-                lines += _cause_md(c, True, cap)
+                lines += _cause_md(c, True, cap, lang, texts)
         if fusions:
-            lines += ["### ✅ New fusions by cause", ""]
+            lines += [f"### {D['fusions_by_cause']}", ""]
             for c in fusions:
-                lines += _cause_md(c, False, cap)
-        lines += _other_md(diffs, cap)
-        lines += _deployment_md(diffs, cap)
+                lines += _cause_md(c, False, cap, lang, texts)
+        lines += _other_md(diffs, cap, lang, texts)
+        lines += _deployment_md(diffs, cap, lang, texts)
         if only["old"] or only["new"]:
-            lines += ["### Architectures on one side only", ""]
-            lines += [f"- only in `{side}` ({len(archs)}): {_names_list(archs, cap)}"
+            lines += [f"### {D['one_side']}", ""]
+            lines += [f"- {D['only_in'].format(side=D['sides'][side])} ({len(archs)}): {_names_list(archs, cap, lang)}"
                       for side, archs in (("old", only["old"]), ("new", only["new"])) if archs]
             lines.append("")
         return lines
@@ -721,37 +795,36 @@ def to_markdown(diffs: list[ModelDiff], old: str, new: str, limit: int = MAX_MD)
     if len(text) > limit * 3 // 4:  # the model lists shortened so that every cause still fits
         text = "\n".join(head(12))
     if changed:
-        text += f"\n### Per model ({len(changed)} changed)\n\n"
+        text += f"\n### {D['per_model'].format(n=len(changed))}\n\n"
     reserve = 400
     blocks = sorted(changed, key=_detail_order)
     # every block with counts only, then longer lists, block by block in order, while they fit
-    rendered = [_model_md(d, numbers, 0) for d in blocks]
+    rendered = [_model_md(d, numbers, 0, lang, texts) for d in blocks]
     room = limit - reserve - len(text) - sum(map(len, rendered))
     for cap in (1, 3, 10):
         for i, d in enumerate(blocks):
-            longer = _model_md(d, numbers, cap)
+            longer = _model_md(d, numbers, cap, lang, texts)
             if room >= len(longer) - len(rendered[i]) > 0:
                 room -= len(longer) - len(rendered[i])
                 rendered[i] = longer
     for i, block in enumerate(rendered):
         if len(text) + len(block) > limit - reserve:
             rest = [b.architecture for b in blocks[i:]]
-            note = (f"… {len(rest)} more changed models left out to fit {limit:,} characters "
-                    f"(`--format json` has all): ")
+            note = D["left_out"].format(n=len(rest), limit=f"{limit:,}")
             room = max(0, limit - reserve // 2 - len(text) - len(note))
             listed: list[str] = []
             for name in rest:
                 if sum(len(x) + 2 for x in listed) + len(name) + 20 > room:
                     break
                 listed.append(name)
-            text += note + _names_list(rest, len(listed)) + "\n"
+            text += note + _names_list(rest, len(listed), lang) + "\n"
             break
         if block.startswith("<details>") and not text.endswith("\n\n"):
             text += "\n"  # a blank line before it too (after a one-line model)
         text += block
     text = text.rstrip() + "\n"
     if len(text) > limit:  # only a tiny limit gets here: a hard cut at a line
-        note = f"\n… truncated: the full diff is {len(text)} characters; use --format json for all of it.\n"
+        note = "\n" + D["truncated"].format(n=len(text)) + "\n"
         text = text[: max(0, limit - len(note) - 12)].rsplit("\n", 1)[0] + "\n"
         if text.rfind("<details>") > text.rfind("</details>"):
             text += "</details>\n"  # a cut list still folds
@@ -779,12 +852,14 @@ def to_json(diffs: list[ModelDiff], old: str, new: str) -> str:
 
 # --- CI formats -----------------------------------------------------------------------------------------------
 
-def findings(diffs: list[ModelDiff], spread: bool = False) -> list[dict]:
+def findings(diffs: list[ModelDiff], spread: bool = False, lang: str = "en") -> list[dict]:
     """One finding per regression cause (render/sarif.py), as the Markdown summary groups them: at the place, in
     the new tree, that most of its regressions share, naming every model and scenario it covers, with what fused
     them in the old tree (and the cause's other places) as related locations. The largest cause first. (`spread`
-    is kept for callers: one finding per cause needs no spreading.)"""
+    is kept for callers: one finding per cause needs no spreading.) Every message in `lang`."""
     del spread
+    D = _labels(lang)
+    texts = getattr(diffs, "texts", None) or {}
     causes = group_causes(diffs, True)
     by_key = {(d.architecture, c["id"]): c for d in diffs for c in d.regressions}
     out = []
@@ -798,23 +873,28 @@ def findings(diffs: list[ModelDiff], spread: bool = False) -> list[dict]:
         (file, line), _ = max(places.items(), key=lambda kv: (kv[1], -list(places).index(kv[0])))
         scenarios = sorted(cause["scenarios"])
         first = regs[0][1]
-        title = first.get("title") or first["scenario"]
-        said = f"; {cause['presence']}" if cause["presence"] else ""
+        title = _said(first.get("title"), lang, md=False) or first["scenario"]
+        said = f"; {_said(cause['presence'], lang, texts, md=False)}" if cause["presence"] else ""
         models = cause["models"]
-        shown = ", ".join(models[:12]) + (f" and {len(models) - 12} more" if len(models) > 12 else "")
-        msg = (f"{_plural(len(regs), 'regression')} (fused → open) in {_plural(len(models), 'model')} from one cause: "
-               f"{cause_label(cause)}{said}. Scenarios: {', '.join(scenarios)}. Models: {shown}.")
-        notes = [n for n, _ in cause["other_side"].most_common() if n != "open, no note"]
+        shown = ", ".join(models[:12]) + (", " + D["and_more"].format(n=len(models) - 12) if len(models) > 12 else "")
+        label = cause_label(cause, lang)
+        regressions, in_models = _count(D, "regressions", len(regs)), _count(D, "models", len(models))
+        msg = D["finding"].format(regressions=regressions, models=in_models, label=label, presence=said,
+                                  scenarios=", ".join(scenarios), models_named=shown)
+        notes = [n for n, _ in cause["other_side"].most_common() if n != _NO_NOTE]
         if notes:
-            msg += f" Now: {notes[0]}."
-        related = [{"file": e["file"], "line": e.get("line"), "what": f"old tree: {e['what']}"}
+            msg += D["finding_now"].format(note=_said(notes[0], lang, texts, md=False))
+        related = [{"file": e["file"], "line": e.get("line"),
+                    "what": D["finding_old_tree"].format(what=_said(e["what"], lang, texts, md=False))}
                    for e in cause["evidence"].values() if e.get("file")]
-        related += [{"file": f, "line": ln or None, "what": "also here"} for (f, ln) in places if f and (f, ln) != (file, line)]
+        related += [{"file": f, "line": ln or None, "what": D["finding_also_here"]}
+                    for (f, ln) in places if f and (f, ln) != (file, line)]
         out.append({"rule": {"id": first["scenario"] if len(scenarios) == 1 else f"regression-{cause['kind']}",
-                             "title": title if len(scenarios) == 1 else f"fusions lost with a {KIND_LABEL[cause['kind']]}",
+                             "title": title if len(scenarios) == 1 else
+                             D["finding_rule"].format(kind=D["kinds"][cause["kind"]]),
                              "category": first.get("category") if len(scenarios) == 1 else None},
                     "level": "warning", "file": file, "line": line or None,
-                    "title": f"{cause_label(cause)}: {_plural(len(regs), 'regression')} in {_plural(len(models), 'model')}",
+                    "title": D["finding_title"].format(label=label, regressions=regressions, models=in_models),
                     "message": msg, "fingerprint": f"{cause['kind']}:{cause['subject']}", "related": related,
                     "properties": {"cause": f"{cause['kind']}:{cause['subject']}", "models": models,
                                    "scenarios": scenarios, "regressions": len(regs),

@@ -144,7 +144,7 @@ class ModuleIndex:
                 if not chunk.lazy:
                     info.chunk_tree(chunk)
         except cst.ParserSyntaxError as exc:
-            return self._unreadable(module, rel, f"syntax error at line {exc.raw_line}: {exc.message}")
+            return self._unreadable(module, rel, say("syntax_error", line=str(exc.raw_line), message=exc.message))
         except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError, OSError) as exc:
             return self._unreadable(module, rel, _reason(exc))
         for chunk in chunks:

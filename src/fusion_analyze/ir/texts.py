@@ -36,6 +36,10 @@ class Said(str):
     def __reduce__(self):  # pickled as itself (the passes are read in a child process)
         return (Said, (str(self), self.spec))
 
+    def in_language(self, lang: str) -> str:
+        """The sentence in `lang` (plain text: code as it is), as stderr says it (errors.warn, errors.note)."""
+        return render(self.spec, lang)
+
 
 @lru_cache(maxsize=1)
 def sentences() -> dict[str, dict[str, str]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..catalog.schema import Alias
 from ..errors import UserError
 from ..index.modules import Definition, ModuleIndex
+from ..ir.texts import say
 from .ascend import Override, Patch, Replacements, placed, read_overrides, read_patches
 from .registry import TEXT_TABLE, RegistryEntry, read_registry
 
@@ -340,11 +341,11 @@ class Resolver:
         if module is None:
             rel = entry.module.replace(".", "/")
             err = next((e for f, e in self.index.errors.items() if f.startswith(rel)), None)
-            why = err.reason if err else "module file not found"
-            raise UserError(f"{entry.architecture}: registry names {entry.module}, which cannot be read ({why})")
+            why = err.reason if err else say("module_not_found")
+            raise UserError(say("registry_unreadable", arch=entry.architecture, module=entry.module, why=why))
         definition = self.index.lookup(entry.module, entry.class_name)
         if not isinstance(definition, Definition) or definition.kind != "class":
-            raise UserError(f"{entry.architecture}: class {entry.class_name} not found in {module.rel}")
+            raise UserError(say("registry_class_missing", arch=entry.architecture, cls=entry.class_name, file=module.rel))
         file = definition.module.rel
         patches = [p for p in self.patches if p.target.startswith(definition.module.name + ".")]
         family = re.sub(r"(ForCausalLM|ForConditionalGeneration|LMHeadModel|Model)$", "", entry.architecture)

@@ -32,6 +32,7 @@ import libcst as cst
 from ..index.facts import FactTable
 from ..index.modules import ModuleIndex, ModuleInfo
 from ..index.nodes import find_all
+from ..ir.texts import say
 
 COMPILE_FACTS = FactTable("compile_path", "what the trees say about the compile path, read once per index")
 
@@ -552,7 +553,7 @@ def left_the_tree(name: str, old: dict | None, new: dict | None) -> dict:
     `old` does not have (the releases in between) and that name it. {"how": "moved_to_npugraph_ex" /
     "removed" / "unknown", "file", "line", "text", "note"}."""
     if not new:
-        return {"how": "unknown", "note": "the new tree has no release notes"}
+        return {"how": "unknown", "note": say("left_no_release_notes")}
     before = {t for _, t in (old or {}).get("lines", [])}
     keys = _name_keys(name)
     hits = [(n, t) for n, t in new.get("lines", []) if t not in before and any(k in _words(t) for k in keys)]
@@ -567,5 +568,5 @@ def left_the_tree(name: str, old: dict | None, new: dict | None) -> dict:
     if hits:
         n, t = hits[0]
         return {"how": "unknown", "file": new["file"], "line": n, "text": t,
-                "note": "a release note names it, but says neither that it moved nor that it was removed"}
-    return {"how": "unknown", "note": f"no release note since the old tree names {name}"}
+                "note": say("left_note_unclear")}
+    return {"how": "unknown", "note": say("left_not_named", name=name)}

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UserError, note
+from ..ir.texts import say
 
 _SPEC_RE = re.compile(r"^(vllm|vllm[-_]ascend|transformers)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
@@ -53,7 +54,7 @@ def fetch_spec(spec: str) -> Path:
         if (final / package).is_dir():
             return final
         work = Path(tempfile.mkdtemp(prefix=f"fetch-{name}-{version}-", dir=trees))
-        note(f"fetching {name}=={version} with pip into {final} (once: later runs reuse it) ...")
+        note(say("note_fetching", spec=f"{name}=={version}", folder=str(final)))
         try:
             _download(f"{name}=={version}", work)
             unpacked = _find_unpacked(work, package)
@@ -62,7 +63,7 @@ def fetch_spec(spec: str) -> Path:
             os.replace(unpacked, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        note(f"fetched {name}=={version}: {final}")
+        note(say("note_fetched", spec=f"{name}=={version}", folder=str(final)))
     return final
 
 

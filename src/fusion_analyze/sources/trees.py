@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
+from ..ir.texts import say
 from .fetch import fetch_spec, is_spec
 
 # package dir name -> (what the tree must contain to be that package, the CLI flag)
@@ -164,7 +165,5 @@ def pair_mismatch(vllm: SourceTree, ascend: SourceTree | None) -> str | None:
     declared = declared_vllm(ascend)
     if declared is None or _minor(vllm.version) is None or _minor(declared[0]) == _minor(vllm.version):
         return None
-    return (f"vllm-ascend {ascend.version or '(unknown version)'} is built against vLLM {declared[0]} "
-            f"({declared[1]}), but the vLLM tree is {vllm.version}: that pair does not run together, and the report "
-            f"mixes code of two releases; pass vllm=={declared[0]} (or the vllm-ascend release made for "
-            f"{vllm.version})")
+    return say("warn_pair_mismatch", ascend=ascend.version or say("tree_version_unknown"), declared=declared[0],
+               where=declared[1], vllm=vllm.version or "")
