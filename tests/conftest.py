@@ -107,7 +107,7 @@ def tree_index(tmp_path: Path, files: dict, backend: str = "ascend"):
     """A ModuleIndex over a small vllm tree made of `files` (path under vllm/ -> source text or bytes), every
     folder a package: for tests of one idiom."""
     from fusion_analyze.index.modules import ModuleIndex
-    from fusion_analyze.semantics.evaluator import binding_decider
+    from fusion_analyze.semantics.for_backend import binding_decider
     from fusion_analyze.sources.trees import open_tree
 
     pkg = tmp_path / "vllm"

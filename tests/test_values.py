@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from fusion_analyze.semantics.evaluator import evaluator
+from fusion_analyze.semantics.for_backend import evaluator
 from fusion_analyze.semantics.values import Bindings, Known, OneOf, Unknown, literal
 from fusion_analyze.ir.conditions import Condition, Truth, join
 
@@ -318,7 +318,7 @@ def test_a_dict_literal_with_unknown_values_still_reads_its_known_items():
     item decides the factory's branch, an unknown one stays unknown (never a default)."""
     import libcst as cst
 
-    from fusion_analyze.semantics.evaluator import evaluator
+    from fusion_analyze.semantics.for_backend import evaluator
     from fusion_analyze.semantics.scope import Scope
     from fusion_analyze.semantics.values import Known, Unknown
 

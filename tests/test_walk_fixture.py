@@ -259,7 +259,7 @@ def test_conditional_import_bindings_per_backend():
 
     from fusion_analyze.index.modules import ImportBinding, ModuleIndex
     from fusion_analyze.ir.conditions import Condition
-    from fusion_analyze.semantics.evaluator import binding_decider
+    from fusion_analyze.semantics.for_backend import binding_decider
 
     def c(test: str):  # the `if` test around the import, as code
         return Condition.of(cst.parse_expression(test), None)

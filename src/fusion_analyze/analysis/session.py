@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..index.modules import ModuleIndex
 from ..locate.resolve import Resolver
-from ..semantics.evaluator import binding_decider
+from ..semantics.for_backend import binding_decider
 from ..sources.trees import SourceTree, open_tree
 
 

@@ -13,11 +13,34 @@ index: `vllm.utils.torch_utils.direct_register_custom_op` and the dispatch key v
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 REGISTER_MODULE = "vllm.utils.torch_utils"
 REGISTER_FUNC = "direct_register_custom_op"
+
+
+def _module_of(rel: str) -> str:
+    mod = rel[:-3] if rel.endswith(".py") else rel
+    mod = mod[: -len("/__init__")] if mod.endswith("/__init__") else mod
+    return mod.replace("/", ".")
+
+
+@dataclass
+class Swap:
+    """One method a patch integration swaps: the class, the method and the function written in its place."""
+
+    cls: str
+    cls_module: str
+    method: str
+    func: str
+    source: str
+    source_file: str
+    source_line: int
+    lines: str  # what is swapped, in words
+    opportunity: str
+    imports: list = field(default_factory=list)  # (module, name)
 
 
 def _methods(tree: ast.Module):
@@ -45,9 +68,7 @@ def _call_of(stmt):
 
 
 def split_swaps(trees, match, name: str, first_index: int, opp, op_expr: str):
-    """The Swaps (scaffold.Swap) of a GEMM and its activation run in two methods of one class, or why not (str)."""
-    from .scaffold import Swap, _module_of
-
+    """The Swaps of a GEMM and its activation run in two methods of one class, or why not (str)."""
     nodes = list(match.ops)
     if set(nodes) != {"gemm", "act"}:
         return "the match is not one GEMM and one activation"

@@ -30,6 +30,7 @@ from ..errors import UserError
 from ..resources import data_dir, load_yaml
 from ..estimate.shapes import SMALL, evaluate, shape_dims
 from ..render.stubs import _SLOT, bind_names, ordered_params, reference_source, stubs_module
+from .callsite import Swap, _module_of
 
 NAMESPACE = "fusion_analyze"
 _KINDS = {"torch.Tensor": "tensor", "int": "int", "float": "float", "str": "str", "bool": "bool"}
@@ -243,27 +244,7 @@ def _top_level_names(source: str) -> dict[str, int]:
     return names
 
 
-def _module_of(rel: str) -> str:
-    mod = rel[:-3] if rel.endswith(".py") else rel
-    mod = mod[: -len("/__init__")] if mod.endswith("/__init__") else mod
-    return mod.replace("/", ".")
-
-
 # -- patch integrations: the model's method with the matched statements replaced --------------------------------
-@dataclass
-class Swap:
-    cls: str
-    cls_module: str
-    method: str
-    func: str
-    source: str
-    source_file: str
-    source_line: int
-    lines: str  # what is swapped, in words
-    opportunity: str
-    imports: list = field(default_factory=list)  # (module, name)
-
-
 def _enclosing(tree: ast.Module, lines: list[int]):
     """The innermost function holding every line, and the class it is a method of (or None)."""
     best = (None, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
@@ -22,7 +22,13 @@ CODE = FactTable("code", "a node -> its source text")
 
 if TYPE_CHECKING:
     from ..ir.conditions import Condition
-    from .modules import ModuleIndex
+
+
+class ChunkParser(Protocol):
+    """What a module's information asks of the index that made it (modules.ModuleIndex): to parse one of its
+    chunks. Named here, so that this module, below the index, does not import it."""
+
+    def _parse_chunk(self, info: "ModuleInfo", chunk: Chunk) -> None: ...
 
 
 @dataclass
@@ -114,7 +120,7 @@ class ModuleRef:
 
 
 class ModuleInfo:
-    def __init__(self, name: str, path: Path, rel: str, is_package: bool, index: "ModuleIndex | None" = None,
+    def __init__(self, name: str, path: Path, rel: str, is_package: bool, index: "ChunkParser | None" = None,
                  source: bytes | None = None, chunks: list[Chunk] | None = None, fmt: cst.Module | None = None):
         self.name = name
         self.path = path

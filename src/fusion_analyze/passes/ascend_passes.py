@@ -17,7 +17,7 @@ from ..index.facts import FactTable
 from ..index.bindings import _dotted_name
 from ..index.modules import Definition, ModuleIndex, ModuleInfo
 from ..index.nodes import find_all, iter_nodes
-from ..semantics.evaluator import evaluator
+from ..semantics.for_backend import evaluator
 from ..ir.conditions import Condition, Truth, as_text, join
 from ..ir.texts import say
 from ..catalog import fuses, kernel_covers

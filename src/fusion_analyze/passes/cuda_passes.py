@@ -15,7 +15,7 @@ import libcst as cst
 from ..index.facts import FactTable
 from ..index.modules import ModuleIndex
 from ..index.nodes import find_all, iter_nodes
-from ..semantics.evaluator import evaluator
+from ..semantics.for_backend import evaluator
 from ..semantics.scope import Scope
 from ..semantics.values import Known
 from ..ir.conditions import as_text

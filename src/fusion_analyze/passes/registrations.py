@@ -10,7 +10,7 @@ import libcst as cst
 
 from ..index.modules import ModuleInfo
 from ..index.nodes import find_all
-from ..semantics.evaluator import evaluator
+from ..semantics.for_backend import evaluator
 from ..ir.texts import say
 
 

@@ -128,11 +128,10 @@ def impl_of(evaluator, backend) -> tuple:
         return None, (), ""
     owner, fn = found
     from ..catalog import catalog
-    from .evaluator import Evaluator
 
     spec = catalog().typed.walk.runtime.attention_backend
     config = Known(_vllm_config(evaluator.env, spec)) if spec is not None else Unknown("no vllm_config")
-    runs = Evaluator(evaluator.env, evaluator.attrs, calls={"get_current_vllm_config": lambda _c, _s: config})
+    runs = type(evaluator)(evaluator.env, evaluator.attrs, calls={"get_current_vllm_config": lambda _c, _s: config})
     scope = Scope(module=owner.module, values={"cls": Known(ClassRef(backend))})
     got = _returned_classes(runs, owner.module, fn, scope, 0)
     classes = [c for c, _w in got if c is not None]

@@ -13,7 +13,7 @@ from functools import cached_property, lru_cache
 
 import libcst as cst
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..ir.conditions import Truth
 
@@ -31,6 +31,10 @@ _TP_SIZED = frozenset({"tensor_parallel_size", "world_size", "world_size_across_
 
 @dataclass(frozen=True, eq=False)
 class Environment:
+    # the class that runs the trees' code with an environment (semantics/evaluator.Evaluator, which registers
+    # itself here when it is imported): the environment runs a tree's function without importing the evaluator
+    evaluator_class: ClassVar[Any] = None
+
     backend: str | None = None  # "ascend", "cuda"; None: what holds on both
     index: Any = field(default=None, repr=False)  # index.ModuleIndex | None: the trees, their versions
     soc: str | None = None  # the device's SoC family (devices.yaml), also where the tree has no profile table
@@ -170,7 +174,6 @@ class Environment:
         from .known_calls import _decision_function
         from .scope import Scope
         from .values import Bindings, Known
-        from .evaluator import Evaluator
 
         for qualname in where:
             mod, _, name = qualname.rpartition(".")
@@ -186,7 +189,7 @@ class Environment:
                 continue
             if not _decision_function(fn, module):
                 return None
-            ev = Evaluator(env)
+            ev = self.evaluator_class(env)  # (set by semantics/evaluator.py, which imports this module)
             scope = Scope(module=module, values={"self": self_value})
             table = tables(fn, module)
             for local, value, cond, _pos in table.local_assignments:

@@ -801,6 +801,10 @@ class Evaluator:
                 break
         return (expr, scope) if scope is not None else None
 
+
+Environment.evaluator_class = Evaluator  # the environment runs tree code with it (environment.py)
+
+
 class _Substitute(cst.CSTTransformer):
     """A comprehension's element with its loop name replaced by one element expression."""
 
@@ -879,19 +883,6 @@ def _deployment() -> dict:
     from ..catalog import catalog
 
     return dict(catalog().typed.walk.runtime.deployment)
-
-
-@lru_cache(maxsize=4)
-def evaluator(backend: str | None) -> Evaluator:
-    """The evaluator of one backend ("ascend", "cuda") that knows no configuration, no device and no trees' versions;
-    None knows only what holds on both (pass managers read once per session, tests)."""
-    return Evaluator(Environment(backend))
-
-
-def binding_decider(index, backend: str):
-    """What the binder (index.ModuleIndex.choose) asks of an import binding's condition: the backend's evaluator
-    that knows the vLLM version (vllm-ascend imports one class per version) and no configuration."""
-    return Evaluator(Environment.for_binder(backend, index)).condition_truth
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .function_bodies import bind_arguments, call_arguments, signature
+from .signatures import bind_arguments, call_arguments, signature
 
 
 @dataclass

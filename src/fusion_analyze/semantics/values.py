@@ -180,7 +180,7 @@ class Bindings:
         (expression -> Value) reads a `self.x` argument of a known instance. An argument that is only some
         expression counts as not None for `p is None` tests of the walk, but is not `sure`: the evaluator is
         handed only what is known (as_values)."""
-        from .function_bodies import bind_arguments, call_arguments, none_defaults
+        from .signatures import bind_arguments, call_arguments, none_defaults
 
         new = Bindings(dict(), dict(self.attr_classes), fields=self.fields)
         for name in none_defaults(fn):

@@ -9,7 +9,7 @@ from ..catalog import catalog
 from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance, Scope
-from ..semantics.evaluator import evaluator
+from ..semantics.for_backend import evaluator
 from ..semantics.values import Bindings
 
 MAX_DEPTH = catalog().typed.walk.limits.expand_depth  # nested expansions (patterns/catalog/walk.yaml)

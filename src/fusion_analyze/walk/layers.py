@@ -19,7 +19,8 @@ from ..ir.ops import Kernel
 from .kernels.runtime_paths import attention_paths, place_on_paths
 from ..catalog.schema import LeafClass
 from ..catalog.taxonomy import leaf_class_for, leaf_ops
-from ..semantics.function_bodies import bind_arguments, class_method, none_defaults, tables
+from ..semantics.function_bodies import class_method, tables
+from ..semantics.signatures import bind_arguments, none_defaults
 from ..semantics.values import Bindings, Known, selecting
 from ..ir.conditions import as_text, contradicts, join
 from ..ir.texts import say

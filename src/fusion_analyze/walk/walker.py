@@ -26,7 +26,7 @@ from .layers import Layers
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
-from ..semantics.function_bodies import bind_arguments, none_defaults, signature
+from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 

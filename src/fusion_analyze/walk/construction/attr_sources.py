@@ -4,20 +4,16 @@ factory's tuple. A mixin of constructor.Constructor (its `attr`, `evaluate`, `in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import libcst as cst
 
 from ...catalog import catalog
 from ...index.modules import Definition
 from .default_choice import pick
+from .instance import Instance, _layer_list
 from ...semantics.scope import Scope, bind_params
 from ...semantics.function_bodies import tables
 from ...ir.conditions import join
 from ...ir.texts import say
-
-if TYPE_CHECKING:
-    from .constructor import Instance
 
 
 class AttrSources:
@@ -65,7 +61,6 @@ class AttrSources:
                 element = pick(self.evaluate(value, scope, depth + 1))
                 if element is not None and element.cls is not None:
                     element.condition = join(cond, element.condition)
-                    from .constructor import _layer_list
 
                     return _layer_list(element, None)
         return None
@@ -160,8 +155,6 @@ class AttrSources:
         """`self.<name> = impl_cls(...)` where the runtime picks the class (`impl_cls =
         self.attn_backend.get_impl_cls()`): an instance of `cls` built with that call's arguments, read in the
         __init__ that makes it (the layer's sinks and sliding window reach the backend's impl this way)."""
-        from .constructor import Instance
-
         for c, fn, scope in self.init_scopes(inst):
             for expr, cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
                 if type(expr) is cst.Call and not cond:
@@ -183,8 +176,7 @@ class AttrSources:
         (`unbuilt` keeps why); None for any other function."""
         from ...catalog import catalog
         from ...locate.registry import read_registry
-        from .constructor import Instance
-        from ...semantics.function_bodies import call_arguments
+        from ...semantics.signatures import call_arguments
         from ...semantics.values import Known
 
         if target.qualname not in catalog().runtime.get("registered_model", ()):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import libcst as cst
 
@@ -19,8 +19,9 @@ from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
 from .default_choice import _dedupe, _explain, _prefer_plain, pick
 from .attr_sources import AttrSources
+from .instance import Instance, _layer_list
 from .layer_index import CARRIER, DECODED, Taint, _join, contains
-from .alternatives import OtherChoice, OtherChoices
+from .alternatives import OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, join
@@ -69,39 +70,6 @@ class Replaced:
     cls: Definition | None = None
     reason: str | None = None
 _NO_BINDINGS = Bindings()
-
-
-@dataclass
-class Instance:
-    cls: Definition | None  # None for a value that is not a module (None, a tensor, ...)
-    call: cst.Call | None = None
-    scope: Scope | None = None  # where `call` was evaluated (to bind the class's __init__ params)
-    condition: Condition | None = None  # when this alternative is built (code until rendered)
-    alternatives: list["Instance"] = field(default_factory=list)
-    element: "Instance | None" = None  # for layer lists
-    repeat: str | None = None  # config name that sets the list length
-    factory: str | None = None  # qualified name of the factory that returned it
-    fused_by: str | None = None  # the Transformers backend's load-time rewrite that built it (hf_fusers.py)
-    # what another configuration value builds here (the choice was decided):
-    # [(class, condition, file, line, [(key, value that selects it)])]
-    decided: list[OtherChoice] = field(default_factory=list)
-    # what the construction learned of this instance, kept on it for the walk:
-    built: dict[str, "Instance | None"] = field(default_factory=dict)  # self.<name> -> what builds it (None: unknown)
-    outside: dict[str, str] = field(default_factory=dict)  # self.<name> -> the class outside the trees that builds it
-    why: dict[str, str] = field(default_factory=dict)  # self.<name> -> why no class is known to build it
-    skip_parts: tuple[str, ...] = ()  # composite parts its builder takes out (walk/hf/fusers.py)
-    # for a layer list: i -> the element built for layer i (the layer list's factory with the index bound: its
-    # `prefix` "model.layers.i" or the comprehension's index i), or None where the list is not built per index
-    per_layer: Callable[[int], Instance | None] | None = None
-    count: int | None = None  # a layer list's length where the configuration gives it
-    # a layer list's element: (its call, {name: carrier | decoded}, {}): how the call's arguments carry the index
-    index_binding: tuple | None = None
-    init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
-    value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
-
-    @property
-    def name(self) -> str:
-        return self.cls.name if self.cls else "None"
 
 
 class Constructor(AttrSources, OtherChoices):
@@ -928,10 +896,6 @@ def _given_key(given: dict | None):
         call, env, selfenv = given["__call__"]
         return (id(call), tuple(sorted(env.items())), tuple(sorted(selfenv.items())))
     return tuple(sorted(given.items()))
-
-
-def _layer_list(element: Instance, repeat: str | None, per_layer=None) -> Instance:
-    return Instance(element.cls, None, None, element.condition, element=element, repeat=repeat, per_layer=per_layer)
 
 
 def _per_layer(ctor: "Constructor", body: cst.BaseExpression, scope: Scope, name: str, how: str, depth: int):

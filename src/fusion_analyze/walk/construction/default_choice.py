@@ -10,7 +10,7 @@ from ...catalog import catalog
 from ...ir.conditions import Condition
 
 if TYPE_CHECKING:
-    from .constructor import Instance
+    from .instance import Instance
 
 
 def pick(options: list[Instance]) -> Instance | None:
