@@ -22,9 +22,13 @@ class Kernel:
     # a call site reached on several paths whose conditions do not merge: each path's condition (`cond` is
     # then the tests they share, and `condition` reads "shared and (a or b)")
     alts: tuple = field(default=(), compare=False, repr=False)
+    # what the name stands for where its code cannot be read (a function of a package outside the trees)
+    note: str | None = None
 
     def to_json(self) -> dict:
         d = {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+        if self.note is not None:
+            d["note"] = str(self.note)
         if self.paths is not None:
             d["paths"] = {name: rest for name, rest, _positive in self.paths}
         return d
