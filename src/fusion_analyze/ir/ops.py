@@ -175,3 +175,6 @@ class WalkResult:
     # [{layers: [i, ...], count, of: the layer count, differs: {self.<name>: what it is in this kind}}]; the ops
     # of kind k carry attrs.layer_kind = k; empty where the layers are all of one kind
     layer_kinds: list[dict] = field(default_factory=list)
+    # where the walked model's classes carry vLLM's compile decorator (`@support_torch_compile`): "file:line" of
+    # each class decorated; empty where none does (vLLM compiles none of the model: no graph pass runs)
+    compiled_by: list[str] = field(default_factory=list)
