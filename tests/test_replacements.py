@@ -331,3 +331,71 @@ def test_deepseek_mla_attention_is_built_by_the_patched_init(session):
     q = [op for op in a.walk.ops if op.id.startswith("model.layers.self_attn.mla_attn.impl.q_proj:")]
     assert q and {(op.kind, op.layer_class) for op in q} == {("matmul", "ColumnParallelLinear")}
     assert not [u for u in a.walk.unknowns if u["name"] == "q_proj"]
+
+
+# -- replacements of other forms: a PluggableLayer's class, custom ops that run the layer, code outside the trees --
+
+@pytest.fixture(scope="module")
+def pair(real_tree):
+    return str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2"))
+
+
+def test_pluggable_layer_runs_the_class_ascend_registers(pair):
+    """BailingMoELinearAttention is a PluggableLayer (bailing_linear_attn.py:376): PluggableLayer.__new__
+    (custom_op.py:57-60) builds the class vllm-ascend registers under its name (utils.py:894,
+    AscendBailingMoELinearAttention). Its inherited forward calls torch.ops.vllm.linear_attention, whose function
+    (minimax_linear_attn.py:328) runs the layer's _forward: the Ascend class's own, walked as ops."""
+    a = analyze("BailingMoeV2_5ForCausalLM", *pair, None)
+    ops = [op for op in a.walk.ops if op.path == "model.layers.self_attn" or op.path.startswith("model.layers.self_attn.")
+           and ".mla_attn" not in op.path]
+    mixer = next(op for op in ops if op.attrs.get("mixer") and op.kind == "linear_attention")
+    assert (mixer.attrs["ascend_class"], mixer.attrs["ascend_file"]) == (
+        "AscendBailingMoELinearAttention", "vllm_ascend/ops/bailing_moe_linear_attn.py")
+    qkv = next(op for op in ops if op.name == "query_key_value")
+    assert (qkv.file, qkv.line) == ("vllm_ascend/ops/bailing_moe_linear_attn.py", 96)
+    # the custom op is a hop, not one opaque kernel
+    assert not [op for op in ops if op.name == "linear_attention" and op.kind == "kernel"]
+    assert not [op for op in ops if op.file == "vllm/model_executor/layers/mamba/linear/bailing_linear_attn.py"
+                and op.scope.endswith("._forward")]
+
+
+def test_custom_op_the_walk_cannot_follow_is_listed(pair):
+    """torch.ops.vllm.dsa_v41_forward (dsa_v41.py:55-81, registered with op_name=/op_func=) runs
+    `attn.v41_impl.forward(attn, ...)`; v41_impl is built by `get_v41_cp_classes()[1](...)`, a class the walk
+    does not know: a replacement not followed, never one silent kernel."""
+    a = analyze("DeepseekV41ForCausalLM", *pair, None)
+    nf = [r for r in a.walk.not_followed if r["target"] == "torch.ops.vllm.dsa_v41_forward"]
+    assert [(r["file"], r["line"], r["form"]) for r in nf] == [("vllm_ascend/attention/dsa_v41.py", 64, "custom op")]
+    carried = [op for op in a.walk.ops if op.attrs.get("not_followed")]
+    assert carried and carried[0].name == "dsa_v41_forward"
+
+
+def test_kernels_of_a_package_outside_the_trees(pair):
+    """Qwen3-Next's GDN core (gdn.py): fla_npu.ops.ascendc's functions (imported at gdn.py:23-27) are its
+    kernels, said to be outside the trees; the availability probe's smoke call (gdn.py:189, in a try whose
+    outcome is cached on the class) is no kernel, the fused path's own call (gdn.py:258) is."""
+    a = analyze("Qwen3NextForCausalLM", *pair, None)
+    core = next(op for op in a.walk.ops if op.name == "qwen_gdn_attention_core")
+    outside = {(k.name, k.line) for k in core.kernels if k.note}
+    assert {("fla_npu.ops.ascendc.causal_conv1d_fn", 481), ("fla_npu.ops.ascendc.causal_conv1d_update", 438),
+            ("fla_npu.ops.ascendc.recurrent_gated_delta_rule", 564)} <= outside
+    assert all(k.note and "outside the trees" in str(k.note) for k in core.kernels if k.name.startswith("fla_npu."))
+    npu = {k.line for k in core.kernels if k.name == "torch_npu.npu_chunk_gated_delta_rule"}
+    assert npu == {258}
+    assert not [k for k in core.kernels if k.name.startswith(("aiter.", "torch.", "x."))
+                and k.note]  # only functions of imported packages outside the trees, not tensors' methods
+
+
+def test_model_without_compile_decorator_runs_no_pass(pair):
+    """DeepseekV41's classes (vllm_ascend/models/deepseek_v41/model.py) carry no @support_torch_compile: vLLM does
+    not compile the model, so no graph pass fuses anything (both backends), and the compile section says so.
+    Qwen3's backbone (qwen3.py) carries it: its passes keep their flags' defaults."""
+    a = analyze("DeepseekV41ForCausalLM", *pair, None)
+    assert a.walk.compiled_by == []
+    assert a.passes["ascend"] and all(p.not_compiled for p in a.passes["ascend"])
+    assert all("support_torch_compile" in str(p.default) for p in a.passes["ascend"] + a.passes["cuda"])
+    assert "support_torch_compile" in a.report["compile"]["note"]
+    assert not [o for o in a.opportunities if o.status in ("fused_by_pass", "fused_by_pass_if")]
+    q = analyze("Qwen3ForCausalLM", *pair, None)
+    assert q.walk.compiled_by and all(w.startswith("vllm/model_executor/models/") for w in q.walk.compiled_by)
+    assert not [p for p in q.passes["ascend"] if p.not_compiled]

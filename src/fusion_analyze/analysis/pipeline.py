@@ -174,7 +174,17 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
     path = _compile_path(session, deployment, ascend)
-    ascend = _passes_for(deployment, ascend, path)
+    from ..catalog import catalog
+
+    # vLLM compiles only the modules whose class carries @support_torch_compile: a model with none is run
+    # eagerly, and no graph pass fuses anything in it (on either backend)
+    uncompiled = None if result.compiled_by or not catalog().runtime.get("compile_decorators") else say(
+        "model_not_compiled", decorator=", ".join(f"@{d}" for d in catalog().runtime["compile_decorators"]))
+    ascend = _passes_for(deployment, ascend, path, uncompiled)
+    if uncompiled is not None:
+        cuda = _passes_for(None, cuda, None, uncompiled)
+        if path is not None and not path[1].get("note"):  # the compile section says so too
+            path = (path[0], {**path[1], "note": str(say("no_compile_no_passes", why=uncompiled))})
     from ..passes.cuda_passes import inductor_default
 
     opps = derive(result.ops, session.patterns, session.backend, ascend, cuda, inductor_default(session.index))
@@ -222,7 +232,7 @@ def _memory_fit(shapes, read, deployment, device: dict) -> dict | None:
     return got
 
 
-def _passes_for(deployment, passes: list, path: tuple | None = None) -> list:
+def _passes_for(deployment, passes: list, path: tuple | None = None, uncompiled=None) -> list:
     """The graph passes as the deployment runs them: none where nothing is compiled (--enforce-eager, -O0, a
     compilation mode other than VLLM_COMPILE: vllm_ascend/platform.py turns compilation off), none whose patterns
     are not registered with the compiler that runs (passes/compile_path.py), and each flag the user's
@@ -233,6 +243,8 @@ def _passes_for(deployment, passes: list, path: tuple | None = None) -> list:
 
     compiled = path[0] if path else None
     off = deployment.no_compile if deployment is not None else None
+    if off is None and uncompiled is not None:  # the model's classes carry no compile decorator
+        off = uncompiled
     if off is None and compiled is not None and compiled.compiler == EAGER:
         off = "compilation mode NONE"
     registered = path[1]["registrations"] if path else {}

@@ -194,6 +194,8 @@ class Runtime:
     registered_model: tuple[str, ...] = ()
     auto_model: AutoModel | None = None
     layer_dispatch: tuple[str, ...] = ()
+    compile_decorators: tuple[str, ...] = ()  # class decorators under which vLLM compiles a module
+    not_kernel_packages: tuple[str, ...] = ()  # packages outside the trees whose functions are no layer's kernel
     vllm_version_test: tuple[str, ...] = ()
     attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
     deployment: Mapping[str, Any] = field(default_factory=dict)

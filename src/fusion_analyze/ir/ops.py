@@ -22,9 +22,13 @@ class Kernel:
     # a call site reached on several paths whose conditions do not merge: each path's condition (`cond` is
     # then the tests they share, and `condition` reads "shared and (a or b)")
     alts: tuple = field(default=(), compare=False, repr=False)
+    # what the name stands for where its code cannot be read (a function of a package outside the trees)
+    note: str | None = None
 
     def to_json(self) -> dict:
         d = {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
+        if self.note is not None:
+            d["note"] = str(self.note)
         if self.paths is not None:
             d["paths"] = {name: rest for name, rest, _positive in self.paths}
         return d
@@ -171,3 +175,6 @@ class WalkResult:
     # [{layers: [i, ...], count, of: the layer count, differs: {self.<name>: what it is in this kind}}]; the ops
     # of kind k carry attrs.layer_kind = k; empty where the layers are all of one kind
     layer_kinds: list[dict] = field(default_factory=list)
+    # where the walked model's classes carry vLLM's compile decorator (`@support_torch_compile`): "file:line" of
+    # each class decorated; empty where none does (vLLM compiles none of the model: no graph pass runs)
+    compiled_by: list[str] = field(default_factory=list)

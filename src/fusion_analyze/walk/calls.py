@@ -12,10 +12,11 @@ import libcst as cst
 from ..catalog import is_dispatcher, kernel_covers
 from ..index.modules import Definition
 from .construction.constructor import Instance
-from .frame import MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, WalkerState, _flat, _self_attr
+from .frame import (MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _InstanceValue, _NONE, WalkerState, _flat,
+                    _self_attr)
 from ..ir.ops import Kernel
 from ..semantics.callees import Callee
-from ..semantics.function_bodies import class_method, tables
+from ..semantics.function_bodies import bind_arguments, class_method, tables
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth, join
@@ -263,9 +264,13 @@ class Calls(WalkerState):
         args, kwargs = self._site_args(s)
         inputs = _flat(args, kwargs)
         if is_kernel(dotted):
+            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            if target is not None and frame.inst is not None and self.backends.runs_layer(target):
+                walked = self._layer_custom_op(s, dotted, target, args, kwargs)
+                if walked is not None:  # its function's body: the layer's methods, walked as ops of the layer
+                    return walked
             out = self._op(frame, "kernel", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
             self.ops[-1].kernels = [Kernel(dotted, frame.module.rel, frame.module.line_of(s.call), None)]
-            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
             if target is not None:  # one that runs a method of the calling layer reads it on the layer (patches too)
                 layer = frame.inst.cls if frame.inst is not None and self.backends.runs_layer(target) else None
                 impl = self.backends.implementation(layer) if layer is not None else None
@@ -312,6 +317,66 @@ class Calls(WalkerState):
         if dotted and dotted.startswith("torch."):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, say("unknown_callee"))
+
+    def _layer_custom_op(self, s: CallSite, dotted: str, target: Definition, args, kwargs) -> list[str] | None:
+        """`torch.ops.vllm.<name>(..., layer_name)` whose function takes the calling layer from the forward context
+        (`self = forward_context.no_compile_layers[layer_name]`) and calls its methods: each call walked as the
+        layer's own (its class on this backend, patches too), the op's parameters handed on by name. The body read
+        is straight-line: the layer bound once, then calls of `layer.m(...)` or `layer.sub.m(layer, ...)` (a
+        submodule's method given the layer); a body that tests (`if use_aiter:`) is left to the kernel reader
+        (None). A call of another form, or a submodule the walk does not know, is a replacement not followed."""
+        fn, module = target.node, target.module
+        layer, calls = None, []
+        for stmt in fn.body.body:
+            if type(stmt) is not cst.SimpleStatementLine:
+                return None
+            for small in stmt.body:
+                if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                    value = small.value
+                    if (type(value) is cst.Subscript and type(value.value) is cst.Attribute
+                            and value.value.attr.value == "no_compile_layers"):
+                        layer = small.targets[0].target.value
+                elif type(small) is cst.Expr and type(small.value) is cst.Call:
+                    calls.append(small.value)
+                elif type(small) is cst.AnnAssign and type(small.value) is cst.Call:
+                    continue  # forward_context: ForwardContext = get_forward_context()
+                elif not (type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.ConcatenatedString)):
+                    return None
+        if layer is None or not calls:
+            return None
+        frame, inst = s.frame, s.frame.inst
+        bound = dict(bind_arguments(fn, args, kwargs, skip_self=False))
+
+        def handed(expr):
+            if type(expr) is cst.Name and expr.value == layer:
+                return _InstanceValue(inst)
+            if type(expr) is cst.Name and expr.value == "None":
+                return _NONE
+            return bound.get(expr.value, _NONE) if type(expr) is cst.Name else _NONE
+
+        out: list[str] = []
+        for call in calls:
+            func = call.func
+            pos = [handed(a.value) for a in call.args if a.keyword is None and not a.star]
+            kw = {a.keyword.value: handed(a.value) for a in call.args if a.keyword is not None}
+            owner, path, method = None, frame.path, None
+            if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == layer:
+                owner, method = inst, func.attr.value
+            elif (type(func) is cst.Attribute and type(func.value) is cst.Attribute
+                  and type(func.value.value) is cst.Name and func.value.value.value == layer):
+                owner = self.ctor.attr(inst, func.value.attr.value)
+                owner = owner if owner is not None and owner.cls is not None else None
+                method, path = func.attr.value, f"{frame.path}.{func.value.attr.value}" if frame.path else func.value.attr.value
+            if owner is None or method is None or self._forward_of(owner.cls, method, owner) is None:
+                key = f"{dotted} ({module.rel}:{module.line_of(call)})"
+                self.ctor.not_followed.setdefault(key, {
+                    "target": dotted, "file": module.rel, "line": module.line_of(call),
+                    "value": " ".join(module.code(call).split()), "form": "custom op",
+                    "reason": say("custom_op_not_followed", call=" ".join(module.code(call).split()))})
+                return None
+            facts = Bindings(dict(), self._attr_facts(owner))
+            out = self._expand(owner, method, pos, kw, path, facts, s.cond) or out
+        return out
 
     def _facade_method(self, frame, func):
         """(class, method) of `Facade.method(...)` where `Facade` is a module-level value the device decides

@@ -45,12 +45,16 @@ class Layers(WalkerState):
         if leaf is None:
             self._role_for_submodule(frame, name, sub)
             mixer = self._mixer_kind(sub.cls)
+            # the class the backend builds in its place (vLLM's PluggableLayer.__new__ instantiates the class
+            # registered out of tree under its name: AscendBailingMoELinearAttention): its methods run, each
+            # resolved through its own MRO (an inherited forward calling an overridden _forward)
+            replaced = {"ascend_class": impl.name, "ascend_file": impl.module.rel} if impl is not sub.cls else {}
             if mixer is not None:  # the layer's token mixer: an op of its kind, its own ops follow under it
                 self._op(frame, mixer, name, sub.cls.name, stmt, _flat(args, kwargs), [f"{name}_mixer"], cond, steady,
-                         attrs={"class_file": sub.cls.module.rel, "class_line": sub.cls.line, "mixer": True,
+                         attrs={"class_file": sub.cls.module.rel, "class_line": sub.cls.line, "mixer": True, **replaced,
                                 **({"fused_by": sub.fused_by} if sub.fused_by else {})}, path=path)
             facts = Bindings(dict(), self._attr_facts(sub))
-            return self._expand(sub, "forward", args, kwargs, path, facts, cond)
+            return self._expand(replace(sub, cls=impl) if replaced else sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
         kind = info.kind
         inputs = _flat(args, kwargs)

@@ -44,6 +44,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
             if index.backend == "ascend" else Replacements([])
         self.ctor.patches = self.patches
         self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
+        self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
@@ -99,7 +100,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
                               if not any(a["path"] == target for a in self.alternatives)]
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
-                          layer_kinds=self.layer_kinds)
+                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated())
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -165,6 +166,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         if self._stack.count(key) >= 2:
             self._unknown(None, inst.cls.module, inst.cls.node, say("recursion_stopped", key=key))
             return []
+        self._compile_seen.setdefault(inst.cls.qualname, inst.cls)
         found = self._forward_of(inst.cls, method, inst)
         if found is None:
             self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
@@ -180,6 +182,24 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         finally:
             self._stack.pop()
         return frame.returns
+
+    def _compile_decorated(self) -> list[str]:
+        """"file:line" of each compile decorator (walk.yaml `runtime.compile_decorators`: `@support_torch_compile`,
+        also called) on a class of the MROs of the classes the walk expanded: vLLM compiles a module only where its
+        class is so decorated. Read once the walk is done, from the classes it met."""
+        names = set(catalog().runtime.get("compile_decorators", ()))
+        out: set[str] = set()
+        for cls in self._compile_seen.values():
+            for c in self.ctor.mro(cls):
+                text = c._chunk.text if c._chunk is not None else (c.module.source or b"")
+                if not any(n.encode() in text for n in names):  # the class's code never names one: nothing to read
+                    continue
+                for d in getattr(c.node, "decorators", ()):
+                    expr = d.decorator.func if type(d.decorator) is cst.Call else d.decorator
+                    name = expr.attr.value if type(expr) is cst.Attribute else expr.value if type(expr) is cst.Name else None
+                    if name in names:
+                        out.add(f"{c.module.rel}:{c.module.line_of(d)}")
+        return sorted(out)
 
     def _bind(self, frame: _Frame, args: list, kwargs: dict) -> None:
         positional, kwonly = signature(frame.fn)

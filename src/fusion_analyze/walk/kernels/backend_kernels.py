@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import sys
 from dataclasses import replace
 
 from typing import NamedTuple
@@ -20,6 +21,7 @@ from ...semantics.function_bodies import class_method, exits_at_end, tables
 from ...semantics.values import Bindings, ClassRef, Known
 from ...ir.conditions import Condition, Truth, any_of_text, as_text, join
 from ...ir.ops import Kernel
+from ...ir.texts import say
 from ..own_calls import own_call
 from ...catalog.taxonomy import collective_kind, is_kernel
 from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
@@ -264,6 +266,8 @@ class Backends:
                     continue
                 if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                     continue
+                if type(stmt) is cst.Try and _probe(stmt):
+                    continue  # an availability probe: a smoke call whose outcome is cached, no compute of the layer
                 if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
                     visit_expr_in(stmt, cond, shallow=True)
                     visit_block(stmt.body.body, cond)  # exception handlers are not the steady state
@@ -309,6 +313,12 @@ class Backends:
         dotted = self.index.dotted(module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and dotted.endswith(".out") and is_kernel(dotted[:-4]):
             dotted = dotted[:-4]
+        if dotted and not is_kernel(dotted) and self._outside(dotted, func, module):
+            # a function of a Python package outside the trees (fla_npu.ops.ascendc.causal_conv1d_fn): its code
+            # cannot be read, so the call is the kernel it stands for
+            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond,
+                              note=say("outside_the_trees", package=dotted.split(".")[0])))
+            return
         if is_kernel(dotted):
             out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
@@ -391,6 +401,18 @@ class Backends:
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
 
 
+    def _outside(self, dotted: str, func, module) -> bool:
+        """`dotted` names a function of an importable package the trees do not hold, reached through an import
+        (not a local's method): not a library the layers only compute with through their tensors (walk.yaml
+        `not_kernel_packages`), nor the standard library."""
+        head = dotted.split(".")[0]
+        if head in self.index.trees or head in sys.stdlib_module_names or head in _NOT_KERNEL_PACKAGES():
+            return False
+        root = func
+        while type(root) is cst.Attribute:
+            root = root.value
+        return type(root) is cst.Name and root.value in module.imports
+
     def _dispatched(self, module, caller: cst.FunctionDef, call: cst.Call, facts: Bindings) -> list[tuple[Definition, Condition | None]]:
         """[(function, condition)] the local `call` calls may hold where its last assignment before the call
         is a call of a function of the trees (`topk_func = dispatch_topk_softmax_func(use_rocm_aiter=...)`,
@@ -449,6 +471,28 @@ class Backends:
             if fn is not None:
                 return c, fn
         return None
+
+
+def _NOT_KERNEL_PACKAGES() -> frozenset:
+    return frozenset(catalog().runtime.get("not_kernel_packages", ()))
+
+
+def _probe(stmt: cst.Try) -> bool:
+    """An availability probe (AscendGatedDeltaNetAttention._probe_fused_chunk): a `try` whose handlers catch
+    every Exception and record a constant on the class (`cls._x = False`), its body ending by recording another
+    (`cls._x = True`): what it runs is a smoke call made once, not the layer's compute."""
+    def records(body) -> bool:
+        last = body[-1] if body else None
+        return (type(last) is cst.SimpleStatementLine and type(last.body[0]) is cst.Assign
+                and type(last.body[0].targets[0].target) is cst.Attribute
+                and type(last.body[0].targets[0].target.value) is cst.Name
+                and last.body[0].targets[0].target.value.value in ("cls", "self")
+                and type(last.body[0].value) is cst.Name and last.body[0].value.value in ("True", "False"))
+
+    return (bool(stmt.handlers) and records(stmt.body.body)
+            and all(h.type is None or (type(h.type) is cst.Name and h.type.value in ("Exception", "BaseException"))
+                    for h in stmt.handlers)
+            and all(records(h.body.body) for h in stmt.handlers))
 
 
 def _only_forward_native(fn: cst.FunctionDef) -> bool:
