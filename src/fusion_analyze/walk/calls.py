@@ -16,7 +16,8 @@ from .frame import (MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _I
                     _self_attr)
 from ..ir.ops import Kernel
 from ..semantics.callees import Callee
-from ..semantics.function_bodies import bind_arguments, class_method, tables
+from ..semantics.function_bodies import class_method, tables
+from ..semantics.signatures import bind_arguments
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
 from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth, join
