@@ -19,7 +19,7 @@ from fusion_analyze.estimate.benefit import device_profile
 
 
 def _invoke(*args: str):
-    return CliRunner().invoke(app, ["calibrate", *args])
+    return CliRunner().invoke(app, ["calibrate", "--lang", "en", *args])
 
 
 H100 = "NVIDIA H100 80GB HBM3"

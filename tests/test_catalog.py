@@ -167,7 +167,7 @@ def test_shape_errors_on_a_small_file(tmp_path):
 def test_cli_exits_2_with_file_line_on_a_malformed_catalog(run, tmp_path, monkeypatch):
     root = _copy(tmp_path, "aliases.yaml", "    architectures: [Qwen2ForCausalLM]", "    architectures: Qwen2")
     monkeypatch.setattr(catalog_module, "catalog", lambda: Catalog(root))  # read where the code asks for it
-    r = run("locate", "qwen2.5-7b", "--vllm-root", str(MINI))
+    r = run("locate", "--lang", "en", "qwen2.5-7b", "--vllm-root", str(MINI))
     assert r.exit_code == 2, r.output
     assert f"{root}/aliases.yaml:" in r.output and "architectures must be a list" in r.output
     assert "Traceback" not in r.output

@@ -224,13 +224,13 @@ def test_fetch_says_it_is_fetching_on_stderr(run, tmp_path, monkeypatch):
     monkeypatch.setenv("FUSION_ANALYZE_PIP", _fake_pip(
         tmp_path, 'd="$TMPDIR/pip-download-1/vllm-9.9.9/vllm"; mkdir -p "$d/model_executor"; touch "$d/__init__.py"\n'))
     monkeypatch.setenv("FUSION_ANALYZE_CACHE", str(tmp_path / "cache"))
-    r = run("fetch", "vllm==9.9.9")
+    r = run("fetch", "--lang", "en", "vllm==9.9.9")
     assert r.exit_code == 0, r.stderr
     tree = tmp_path / "cache" / "trees" / "vllm-9.9.9"
     assert r.stdout == f"{tree}\n"
     assert r.stderr.splitlines() == [f"fetching vllm==9.9.9 with pip into {tree} (once: later runs reuse it) ...",
                                      f"fetched vllm==9.9.9: {tree}"]
-    r = run("fetch", "vllm==9.9.9")  # cached: nothing to say
+    r = run("fetch", "--lang", "en", "vllm==9.9.9")  # cached: nothing to say
     assert r.exit_code == 0 and r.stderr == ""
 
 
@@ -248,7 +248,7 @@ def test_fetch_of_a_release_that_does_not_exist_names_the_nearest(run, tmp_path,
         "0.7.3, 0.9.1, 0.13.0, 0.23.0, 0.30.0rc1, 0.30.0rc2)' >&2\n"
         "echo 'ERROR: No matching distribution found for vllm-ascend==0.30.0' >&2\nexit 1\n")))
     monkeypatch.setenv("FUSION_ANALYZE_CACHE", str(tmp_path / "cache"))
-    r = run("fetch", "vllm-ascend==0.30.0")
+    r = run("fetch", "--lang", "en", "vllm-ascend==0.30.0")
     assert r.exit_code == 2 and r.stdout == ""
     error = r.stderr.splitlines()[-1]
     assert error.startswith("error: cannot fetch vllm-ascend==0.30.0: vllm-ascend has no release 0.30.0; "
@@ -267,7 +267,7 @@ def test_pyproject_table_gives_the_roots_and_defaults(run, tmp_path, monkeypatch
     rel = os.path.relpath(MINI, tmp_path / "proj")  # a relative path is relative to the pyproject.toml
     monkeypatch.chdir(_project(tmp_path, f'[tool.fusion-analyze]\nvllm-root = "{rel}"\nascend-root = "{MINI}"\n'
                                          f'lang = "en"\n\n[tool.fusion-analyze.locate]\nformat = "json"\n'))
-    r = run("locate", "qwen3")
+    r = run("locate", "--lang", "en", "qwen3")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)  # locate's own table: json
     assert data["sources"] == {"vllm": {"version": "0.99.0"}, "vllm_ascend": {"version": "0.99.0rc1"}}
@@ -295,10 +295,10 @@ def test_pyproject_keys_are_the_long_option_names_and_pin_a_deployment(run, tmp_
 
 def test_command_line_over_environment_over_pyproject(run, tmp_path, monkeypatch):
     monkeypatch.chdir(_project(tmp_path, f'[tool.fusion-analyze]\nvllm-root = "{tmp_path}/from-pyproject"\n'))
-    _one_error(run("locate", "qwen3"), "--vllm-root", "from-pyproject")
+    _one_error(run("locate", "--lang", "en", "qwen3"), "--vllm-root", "from-pyproject")
     monkeypatch.setenv("FUSION_ANALYZE_VLLM_ROOT", str(tmp_path / "from-env"))
-    _one_error(run("locate", "qwen3"), "from-env")
-    r = run("locate", "qwen3", "--vllm-root", str(MINI))
+    _one_error(run("locate", "--lang", "en", "qwen3"), "from-env")
+    r = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI))
     assert r.exit_code == 0 and r.stdout.startswith("architecture: Qwen3ForCausalLM")
 
 
@@ -323,7 +323,7 @@ def test_environment_variables_of_the_options(run, tmp_path, monkeypatch, variab
 ])
 def test_a_bad_pyproject_table_is_one_line(run, tmp_path, monkeypatch, table, needle):
     monkeypatch.chdir(_project(tmp_path, table))
-    _one_error(run("locate", "qwen3", "--vllm-root", str(MINI)), "pyproject.toml", needle)
+    _one_error(run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI)), "pyproject.toml", needle)
 
 
 def test_this_repository_has_no_table(run):
@@ -350,7 +350,7 @@ def test_verbose_says_the_trees_and_how_the_query_resolved(run, tmp_path):
     assert "model: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in r.stderr
     zh = run("Qwen/Qwen3-8B", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "q.md"), "-v")
     assert "模型: 'Qwen/Qwen3-8B' -> Qwen3ForCausalLM (vllm/model_executor/models/qwen3.py L" in zh.stderr  # --lang's
-    assert run("locate", "qwen3", "--vllm-root", str(MINI), "-v").stderr.count("model: 'qwen3' -> Qwen3ForCausalLM") == 1
+    assert run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI), "-v").stderr.count("model: 'qwen3' -> Qwen3ForCausalLM") == 1
 
 
 def test_debug_is_documented_and_shows_the_traceback(run):

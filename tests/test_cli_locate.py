@@ -10,7 +10,7 @@ from .conftest import MINI
 
 
 def _locate(run, *args):
-    return run("locate", *args, "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "json")
+    return run("locate", "--lang", "en", *args, "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--format", "json")
 
 
 def _ok(result) -> dict:
@@ -52,7 +52,7 @@ def test_marketing_name_needs_evidence_in_the_file(run):
 def test_alias_without_evidence_is_refused(run, mini):
     path = mini / "vllm/model_executor/models/glm4_moe.py"
     path.write_text(path.read_text().replace("GLM-4.5, GLM-4.6, GLM-4.7", "GLM-4.5"))
-    result = run("locate", "GLM-4.7", "--vllm-root", str(mini))
+    result = run("locate", "--lang", "en", "GLM-4.7", "--vllm-root", str(mini))
     assert result.exit_code == 2
     assert "no line of that file names it" in result.stderr
     assert "Traceback" not in result.output
@@ -97,7 +97,7 @@ def test_patches_are_listed(run):
 
 
 def test_without_ascend_root(run):
-    result = run("locate", "qwen3", "--vllm-root", str(MINI))
+    result = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI))
     assert result.exit_code == 0
     assert "not given (Ascend status unknown)" in result.stdout
 
@@ -136,25 +136,25 @@ def test_bad_roots(run, tmp_path, kind):
     else:
         root = tmp_path
         expect = "not a vLLM tree"
-    result = run("locate", "qwen3", "--vllm-root", str(root))
+    result = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(root))
     assert result.exit_code == 2
     assert expect in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_ascend_root_not_ascend(run, tmp_path):
-    result = run("locate", "qwen3", "--vllm-root", str(MINI), "--ascend-root", str(tmp_path))
+    result = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI), "--ascend-root", str(tmp_path))
     assert result.exit_code == 2
     assert "not a vllm-ascend tree" in result.stderr
 
 
 def test_package_dir_itself_is_accepted(run):
-    data = _ok(run("locate", "qwen3", "--vllm-root", str(MINI / "vllm"), "--format", "json"))
+    data = _ok(run("locate", "--lang", "en", "qwen3", "--vllm-root", str(MINI / "vllm"), "--format", "json"))
     assert data["file"] == "vllm/model_executor/models/qwen3.py"
 
 
 def test_list_models(run):
-    result = run("list-models", "--vllm-root", str(MINI), "--format", "json")
+    result = run("list-models", "--lang", "en", "--vllm-root", str(MINI), "--format", "json")
     assert result.exit_code == 0
     rows = {r["architecture"]: r for r in json.loads(result.stdout)}
     assert rows["NewForCausalLM"]["file"] == "vllm/models/newpkg/__init__.py"
@@ -164,14 +164,14 @@ def test_list_models(run):
 
 def test_unparsable_registry(run, mini):
     (mini / "vllm/model_executor/models/registry.py").write_text("X = {\n")
-    result = run("list-models", "--vllm-root", str(mini))
+    result = run("list-models", "--lang", "en", "--vllm-root", str(mini))
     assert result.exit_code == 2
     assert "registry" in result.stderr
 
 
 def test_registry_without_tables(run, mini):
     (mini / "vllm/model_executor/models/registry.py").write_text("MODELS = []\n")
-    result = run("list-models", "--vllm-root", str(mini))
+    result = run("list-models", "--lang", "en", "--vllm-root", str(mini))
     assert result.exit_code == 2
     assert "no architecture table" in result.stderr
 
@@ -189,7 +189,7 @@ def test_fetch_failure_is_one_line(run, tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("FUSION_ANALYZE_PIP", str(fake))
     monkeypatch.setenv("FUSION_ANALYZE_CACHE", str(tmp_path / "cache"))
-    result = run("fetch", "vllm==9.9.9")
+    result = run("fetch", "--lang", "en", "vllm==9.9.9")
     assert result.exit_code == 2
     progress, error = result.stderr.strip().splitlines()  # the fetch says it starts (it takes seconds), then why not
     assert progress.startswith("fetching vllm==9.9.9 with pip into ")
@@ -197,12 +197,12 @@ def test_fetch_failure_is_one_line(run, tmp_path, monkeypatch):
         "error: cannot fetch vllm==9.9.9: ERROR: No matching distribution found for vllm==9.9.9 "
         "(no network, or no such release?); pass a local tree instead"
     )
-    result = run("locate", "qwen3", "--vllm-root", "vllm==9.9.9")
+    result = run("locate", "--lang", "en", "qwen3", "--vllm-root", "vllm==9.9.9")
     assert result.exit_code == 2 and "vllm==9.9.9" in result.stderr
 
 
 def test_fetch_bad_spec(run):
-    result = run("fetch", "torch==2.0")
+    result = run("fetch", "--lang", "en", "torch==2.0")
     assert result.exit_code == 2
     assert "write it as vllm==VERSION" in result.stderr
 
@@ -213,7 +213,7 @@ def test_fetch_reuses_cache(run, tmp_path, monkeypatch):
     shutil_copy(MINI, tree)
     monkeypatch.setenv("FUSION_ANALYZE_CACHE", str(cache))
     monkeypatch.setenv("FUSION_ANALYZE_PIP", "false")  # a download attempt would fail
-    result = run("fetch", "vllm==9.9.9")
+    result = run("fetch", "--lang", "en", "vllm==9.9.9")
     assert result.exit_code == 0
     assert result.stdout.strip() == str(tree)
 

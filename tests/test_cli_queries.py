@@ -29,7 +29,7 @@ def _one_error(r, *needles) -> str:
 
 
 def _locate(run, query, root=MINI, *extra):
-    return run("locate", query, "--vllm-root", str(root), "--format", "json", *extra)
+    return run("locate", "--lang", "en", query, "--vllm-root", str(root), "--format", "json", *extra)
 
 
 def _ok(r) -> dict:
@@ -252,11 +252,11 @@ def test_real_tree_queries(run, v030):
 
 
 def test_real_mismatched_pair(run, real_tree):
-    r = run("locate", "qwen3", "--vllm-root", str(real_tree("vllm==0.13.0")),
+    r = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(real_tree("vllm==0.13.0")),
             "--ascend-root", str(real_tree("vllm-ascend==0.30.0rc2")))
     assert r.exit_code == 0
     assert ("warning: vllm-ascend 0.30.0rc2 is built against vLLM 0.30.0 (Dockerfile L34: ARG VLLM_TAG=v0.30.0), "
             "but the vLLM tree is 0.13.0") in r.stderr
-    r = run("locate", "qwen3", "--vllm-root", str(real_tree("vllm==0.30.0")),
+    r = run("locate", "--lang", "en", "qwen3", "--vllm-root", str(real_tree("vllm==0.30.0")),
             "--ascend-root", str(real_tree("vllm-ascend==0.30.0rc2")))
     assert r.exit_code == 0 and r.stderr == ""

@@ -200,11 +200,14 @@ def locate_cmd(
     ascend_root: Optional[str] = AscendRoot,
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text (for people) or json."),
     hf_root: Optional[str] = HfRoot,
+    lang: Lang = LangOpt,
 ) -> None:
     """Resolve a model to its file and class, with the lines that prove it."""
     from .analysis.session import Session, warn_pair
 
     try:
+        _check_choices(lang=lang)
+        _speak(lang)
         session = Session.open(vllm_root, ascend_root)
         hf = session.hf_tree(hf_root)
         if hf is not None:  # a model type's causal-LM class, from transformers' auto mapping
@@ -239,11 +242,14 @@ def list_models_cmd(
     vllm_root: Optional[str] = VllmRoot,
     ascend_root: Optional[str] = AscendRoot,
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text (for people) or json."),
+    lang: Lang = LangOpt,
 ) -> None:
     """List every architecture of the tree's registry with its file."""
     from .analysis.session import Session, warn_pair
 
     try:
+        _check_choices(lang=lang)
+        _speak(lang)
         session = Session.open(vllm_root, ascend_root)
         warn_pair(session, no_ascend=False)
     except UserError as exc:
@@ -263,10 +269,16 @@ def list_models_cmd(
 
 
 @app.command("fetch")
-def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION, vllm-ascend==VERSION or transformers==VERSION.")) -> None:
+def fetch_cmd(specs: list[str] = typer.Argument(..., help="vllm==VERSION, vllm-ascend==VERSION or transformers==VERSION."),
+              lang: Lang = LangOpt) -> None:
     """Download released source trees into the user cache (once) and print their paths."""
     from .sources.fetch import fetch_spec
 
+    try:
+        _check_choices(lang=lang)
+    except UserError as exc:
+        _fail(exc)
+    _speak(lang)
     for spec in specs:
         try:
             typer.echo(str(fetch_spec(spec)))
@@ -559,12 +571,15 @@ def calibrate_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="The device's id in the file (default: from its name)."),
     quick: bool = typer.Option(False, "--quick", help="Smaller sizes, fewer repeats: seconds, rougher numbers."),
     cpu: bool = typer.Option(False, "--cpu", hidden=True, help="Run on the CPU at tiny sizes (tests)."),
+    lang: Lang = LangOpt,
 ) -> None:
     """Measure this machine's NPU or GPU into a device profile for --device-profile (needs PyTorch and Triton)."""
     from .commands.calibrate import calibrate
 
     try:
-        text = calibrate(out, name, quick, cpu, say=lambda message: typer.echo(message, err=True))
+        _check_choices(lang=lang)
+        _speak(lang)
+        text = calibrate(out, name, quick, cpu, say=lambda message: typer.echo(message, err=True), lang=lang)
     except UserError as exc:
         _fail(exc)
     if out in (None, "-"):

@@ -146,11 +146,11 @@ def measure(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> Calib
     reps, ran = sizes.repeats, f"median of {sizes.repeats} timed runs after warm-up"
     dtype = str(acc.dtype).removeprefix("torch.")
     hbm = _copy_gb_s(acc, sizes.copy_mib << 20, reps)
-    say(f"HBM: {hbm:.0f} GB/s (copy of {sizes.copy_mib} MiB)")
+    say(_said("hbm", hbm=f"{hbm:.0f}", mib=sizes.copy_mib))
     tflops = _matmul_tflops(acc, sizes.matmul, reps)
-    say(f"matmul: {tflops:.1f} TFLOP/s ({sizes.matmul}^3, {dtype})")
+    say(_said("matmul", tflops=f"{tflops:.1f}", n=sizes.matmul, dtype=dtype))
     eager, graph = _launch_us(acc, sizes.launch_ops, reps)
-    say(f"launch: {eager:.2f} µs eager, " + (f"{graph:.2f} µs in a graph" if graph else "no graphs here"))
+    say(_said("launch", eager=f"{eager:.2f}", graph=_said("launch_graph", us=f"{graph:.2f}") if graph else _said("no_graphs")))
     m = sizes.matmul
     how = {"hbm_gb_s": f"device-to-device copy of {sizes.copy_mib} MiB, (bytes read + written) / {ran}",
            "tflops": f"{m}x{m}x{m} {dtype} matmul on random data, 2n^3 / {ran}",
@@ -158,7 +158,7 @@ def measure(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> Calib
                         f"and replayed from one captured graph; {ran}"}
     link = "not measured: one device" if acc.count == 1 else f"not measured: calibrate times one of {acc.count} devices"
     if acc.kind == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        say("fused scenarios: not measured (Triton runs on the CPU only with TRITON_INTERPRET=1)")
+        say(_said("no_interpreter"))
         measured = []
     else:
         measured = scenarios(acc, sizes, say)
@@ -258,7 +258,7 @@ def scenarios(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> lis
     try:
         fused_norm, fused_silu = build_kernels()
     except ImportError:
-        say("fused scenarios: not measured (Triton is not installed: pip install triton)")
+        say(_said("no_triton"))
         return []
     kernel = "Triton kernel of fusion-analyze calibrate"
     rms_norm, silu, nan = getattr(t.nn.functional, "rms_norm", None), t.nn.functional.silu, float("nan")
@@ -312,7 +312,7 @@ def timed(acc: Accelerator, name: str, shape: dict[str, int], mode: str, sets: l
         run = acc.capture(loop) if mode == "graph" else loop
         assert run is not None
         times.append(round(acc.median_us(run, repeats) / CALLS, 2))
-    say(f"{name} {shape} {mode}: {times[0]:.2f} -> {times[1]:.2f} µs ({times[0] / times[1]:.2f}x)")
+    say(_said("scenario", name=name, shape=shape, mode=mode, before=f"{times[0]:.2f}", after=f"{times[1]:.2f}", x=f"{times[0] / times[1]:.2f}"))
     return {"name": name, "shape": dict(shape), "mode": mode, "reference_us": times[0], "fused_us": times[1],
             "source": f"{source}; {acc.software}; median of {repeats} loops of {CALLS} calls"
                       f"{' replayed from one captured graph' if mode == 'graph' else ''}, per call"}
@@ -372,15 +372,27 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+_LANG = ["en"]  # the language of calibrate's progress lines (its --lang), for _said
+
+
+def _said(key: str, **args) -> str:
+    """One progress line of calibrate in its language (templates/labels.yaml `calibrate`)."""
+    from ..render.markdown import labels
+
+    return labels(_LANG[0])["calibrate"][key].format(**args)
+
+
 def calibrate(out: str | None, name: str | None, quick: bool, cpu: bool = False,
-              say: Callable[[str], None] = _stderr) -> str:
-    """Detect, measure, write the profile to `out` (stdout for None or -); the YAML text."""
+              say: Callable[[str], None] = _stderr, lang: str = "en") -> str:
+    """Detect, measure, write the profile to `out` (stdout for None or -); the YAML text. Progress lines go to
+    `say`, in `lang`."""
     from ..catalog import catalog
 
+    _LANG[0] = lang
     acc = detect(cpu)
     sizes = TINY if acc.kind == "cpu" else QUICK if quick else FULL
-    label = "tiny CPU" if sizes is TINY else "--quick" if quick else "full"
-    say(f"calibrating {acc.name} ({acc.kind}, {acc.software}), {label} sizes")
+    label = "sizes_tiny" if sizes is TINY else "sizes_quick" if quick else "sizes_full"
+    say(_said("start", name=acc.name, kind=acc.kind, software=acc.software, sizes=_said(label)))
     cal = measure(acc, sizes, say)
     text = to_yaml(profile(cal, name or device_id(acc.name), catalog().devices["scenarios"]))
     if out and out != "-":
@@ -390,5 +402,5 @@ def calibrate(out: str | None, name: str | None, quick: bool, cpu: bool = False,
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--out {out}: cannot write it ({exc.strerror or exc})")
-        say(f"wrote {path}")
+        say(_said("wrote", path=path))
     return text
