@@ -114,3 +114,43 @@ def test_moe_sizes_per_rank():
     assert gather["o1"].comm == 0 and gather["o5"].comm == 2 * 3 / 4 * n * h * 2
     # MC2 / all-to-all: the pairs of other ranks' experts sent at dispatch, and back at combine
     assert a2a["o1"].comm == a2a["o5"].comm == 3 / 4 * n * k * h * 2
+
+
+def test_a_graph_replayed_kernel_costs_at_least_the_profiles_measured_kernels():
+    """calibrate's launch loop (a 1-element multiply, in L2) is below what a kernel that reads HBM takes replayed
+    from a graph; the profile's measured kernels of that mode give the floor (docs/calibration/h100.yaml: 1.54 µs,
+    the SwiGLU kernel at 32 tokens, against the loop's 1.163 µs); eager keeps the loop's figure."""
+    from pathlib import Path
+
+    import yaml
+
+    from fusion_analyze.estimate.cost import launch_us
+
+    profile = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "calibration" / "h100.yaml").read_text())
+    h100 = profile["devices"]["h100"]
+    graph_kernels = [m["fused_us"] for m in h100["measured"] if m["mode"] == "graph"]
+    assert launch_us(h100, "graph") == min(graph_kernels) > h100["launch_us"]["graph"]
+    assert launch_us(h100, "eager") == h100["launch_us"]["eager"]
+    assert launch_us(DEVICE, "graph") == 2.0  # no measured kernels: the launch figure
+
+
+def test_a_measured_kernel_that_does_not_pay_is_found_by_pattern_mode_and_shape():
+    """A device profile's `measured` entry named after the pattern, at the scenario's mode, token count and
+    dimensions, where the fused kernel was not faster: the estimate says so (estimate/benefit.py)."""
+    from types import SimpleNamespace
+
+    from fusion_analyze.estimate.benefit import _measured_slower
+
+    entry = {"name": "matmul_swiglu", "mode": "eager", "shape": {"num_tokens": 4096, "hidden_size": 4096,
+                                                                 "intermediate_size": 12288},
+             "reference_us": 1500.0, "fused_us": 1600.0, "source": "bench"}
+    prefill = SimpleNamespace(mode="eager", n=4096, d={"hidden_size": 4096, "intermediate_size": 12288})
+    other = SimpleNamespace(mode="eager", n=4096, d={"hidden_size": 4096, "intermediate_size": 14336})
+    decode = SimpleNamespace(mode="graph", n=32, d={"hidden_size": 4096, "intermediate_size": 12288})
+    device = {"measured": [entry]}
+    got = _measured_slower("matmul_swiglu", {"prefill": prefill, "decode": decode}, device)
+    assert set(got) == {"prefill"} and got["prefill"]["fused_us"] == 1600.0
+    assert _measured_slower("matmul_swiglu", {"prefill": other}, device) == {}  # another shape
+    assert _measured_slower("add_rmsnorm", {"prefill": prefill}, device) == {}  # another pattern
+    faster = {"measured": [dict(entry, fused_us=1400.0)]}
+    assert _measured_slower("matmul_swiglu", {"prefill": prefill}, faster) == {}  # it pays: nothing said

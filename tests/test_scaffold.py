@@ -91,9 +91,14 @@ def test_every_family_kernel_matches_its_reference_on_cpu(tmp_path, torch):
     res = write_examples(str(tmp_path / "examples"), load_patterns())
     out = _run_generated_tests(res.out_dir)
     assert " passed" in out and "failed" not in out
-    r = subprocess.run([sys.executable, str(res.out_dir / "bench_fused_add_rmsnorm.py"), "--smoke"],
-                       cwd=res.out_dir, env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True)
-    assert r.returncode == 0 and "smoke run ok" in r.stdout, r.stdout + r.stderr
+    # every bench's --smoke runs the kernel, the reference and the deployment's stand-in (`baseline`) once: a
+    # stand-in that calls a kernel with another signature fails here, on the CPU
+    benches = sorted(p.name for p in res.out_dir.glob("bench_*.py"))
+    assert len(benches) == len(res.kernels)
+    for name in benches:
+        r = subprocess.run([sys.executable, name, "--smoke"], cwd=res.out_dir, env=dict(os.environ, TRITON_INTERPRET="1"),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "smoke run ok" in r.stdout, (name, r.stdout[-2000:] + r.stderr[-3000:])
 
 
 # -- the command on the mini tree ------------------------------------------------------------------------------------
@@ -297,8 +302,18 @@ def test_no_launch_grid_exceeds_triton_ascends_limit_at_the_configuration_shapes
                         programs *= g
                     assert 0 < programs <= 65535, (config, name, scenario, grid)
                 seen[(config, name, scenario)] = grids
-    assert seen[("Qwen3-8B", "fused_rope_kvcache", "prefill")] == [[65535]]  # 163,840 rows, looped over
-    assert seen[("Qwen3-8B", "fused_rope_kvcache", "decode")] == [[32 * 40]]  # one program per row where they fit
+    # RoPE + KV cache: token rows, every head of a token in its program (4096 programs at prefill, not 163,840
+    # (token, head) ones); one program per row where they fit
+    assert seen[("Qwen3-8B", "fused_rope_kvcache", "prefill")] == [[4096]]
+    assert seen[("Qwen3-8B", "fused_rope_kvcache", "decode")] == [[32]]
+    # more rows than the cap: 65,535 programs, each looping over its rows
+    manifest, folder = integrations["Qwen3-8B"]
+    code = ("import json, fused_rope_kvcache as m; d = m.scenario_dims('prefill'); d['num_tokens'] = 200000;"
+            "print(json.dumps(m.launch_grids(d)))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                       env=dict(os.environ, TRITON_INTERPRET="1"), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [[65535]]
 
 
 # -- the benchmark's baseline and its estimate on a device profile (issue 46 items 1 and 2) ------------------------

@@ -155,9 +155,37 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
         priority = 1
     if not numbers and models and opp.status == "open":
         note = say("not_costed")
+    slower = _measured_slower(opp.pattern.id, models, device)
+    if slower and numbers and not rejected:
+        # the device profile holds a measurement of this fusion's kernel at the scenario's shapes that does not pay:
+        # said next to the estimate, and not ranked above what does
+        for name, m in slower.items():
+            if name in numbers:
+                numbers[name]["measured"] = m
+        note = "; ".join(f"measured on {device.get('name') or device.get('id')} ({name}, {m['mode']}): the fused kernel "
+                         f"{m['fused_us']} µs against {m['reference_us']} µs unfused ({m['source']}): it does not pay yet"
+                         for name, m in sorted(slower.items()))
+        priority = 1
     if rejected:
         priority = 1
     return Benefit(priority, formula, numbers, rejected, note)
+
+
+def _measured_slower(pattern_id: str, models: dict, device: dict) -> dict:
+    """Scenario -> the device profile's measured entry of the pattern's kernel (`measured` of a profile, name =
+    the pattern id) at the scenario's mode, token count and dimensions, where the fused kernel was not faster."""
+    out = {}
+    for name, model in models.items():
+        for m in device.get("measured") or []:
+            if not isinstance(m, dict) or m.get("name") != pattern_id or m.get("mode") != model.mode:
+                continue
+            shape = dict(m.get("shape") or {})
+            if shape.pop("num_tokens", None) != int(model.n) or any(model.d.get(k) != v for k, v in shape.items()):
+                continue
+            if float(m["fused_us"]) >= float(m["reference_us"]):
+                out[name] = {"mode": m["mode"], "fused_us": m["fused_us"], "reference_us": m["reference_us"],
+                             "source": m.get("source", "")}
+    return out
 
 
 def _saving(opp, model: StepModel) -> dict | None:

@@ -61,8 +61,18 @@ def _time(nbytes: float, flops: float, comm: float, launches: int, device: dict,
 
 
 def launch_us(device: dict, mode: str) -> float:
+    """The fixed cost of one kernel in `mode`. Replayed from a graph there is no host launch to hide behind: a
+    kernel costs at least what the profile's measured kernels took there (`measured` entries of that mode, a kernel
+    that reads and writes HBM at a few tokens), more than calibrate's launch loop (a 1-element multiply that stays
+    in L2)."""
     launch = device["launch_us"]
-    return float(launch[mode]) if isinstance(launch, dict) else float(launch)
+    base = float(launch[mode]) if isinstance(launch, dict) else float(launch)
+    if mode == "graph":
+        floors = [float(m["fused_us"]) for m in device.get("measured") or []
+                  if isinstance(m, dict) and m.get("mode") == mode and m.get("fused_us")]
+        if floors:
+            return max(base, min(floors))
+    return base
 
 
 @dataclass
