@@ -149,6 +149,10 @@ def test_only_takes_the_queries_the_single_model_command_takes(run, tmp_path):
     r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out), "--only", "qwen3", "--lang", "en")
     assert r.exit_code == 0, r.stderr
     assert sorted(p.name for p in out.glob("*.md")) == ["Qwen3ForCausalLM.md", "index.md"]
+    out = tmp_path / "by-name"  # a marketing name (patterns/catalog/aliases.yaml), as `fusion-analyze Qwen3-8B`
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out), "--only", "Qwen3-8B", "--lang", "en")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in out.glob("*.json")) == ["Qwen3ForCausalLM.json", "index.json"]
     r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "none"),
             "--only", "qwen3-not-a-model")
     assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and "--only qwen3-not-a-model" in r.stderr
