@@ -137,13 +137,22 @@ def test_the_moe_backend_replaces_the_experts_and_routes_as_moe_mixin_decides(se
 
 
 def test_smollm3_rope_stays_under_its_per_layer_condition(session, hf):
+    """SmolLM3Attention.__init__: `self.use_rope = config.no_rope_layers[layer_idx]` (SmolLM3Config builds the
+    list: a NoPE layer every `no_rope_layer_interval` = 4th of 36), its forward `if self.use_rope:`. The index
+    reaches the attention as `layer_idx=layer_idx`: the layers are two kinds, told apart by
+    self_attn.use_rope, and the rope op runs in the RoPE kind only, where the test is decided (no condition)."""
     a = analyze_in(session, "SmolLM3ForCausalLM", Options(hf_root=hf))
-    rope = _op(a, "self_attn:apply_rotary_pos_emb")
-    assert rope.kind == "rope" and rope.condition == "self.use_rope"  # config.no_rope_layers[layer_idx]
-    norm = _op(a, "input_layernorm")
-    assert norm.layer_class == "TPAwareRMSNorm"
-    assert _op(a, "mlp.act_fn").layer_class == "SiluAndMul"
-    assert _op(a, "self_attn.attn", "attention").line == 225
+    kinds = a.walk.layer_kinds
+    assert [kd["differs"] for kd in kinds] == [{"self_attn.use_rope": "1"}, {"self_attn.use_rope": "0"}]
+    assert kinds[0]["layers"] == [i for i in range(36) if (i + 1) % 4] and kinds[1]["layers"] == list(range(3, 36, 4))
+    ropes = [op for op in a.walk.ops if op.id.split("#")[0].endswith("self_attn:apply_rotary_pos_emb")]
+    assert [(op.kind, op.attrs.get("layer_kind"), op.condition) for op in ropes] == [("rope", 0, None)]
+    for k in (0, 1):  # the rest of the layer is the same in both kinds
+        ops = [op for op in a.walk.ops if op.section == "layer" and op.attrs.get("layer_kind") == k]
+        assert [op.layer_class for op in ops if op.path.endswith("input_layernorm")] == ["TPAwareRMSNorm"], k
+        assert [op.layer_class for op in ops if op.path.endswith("mlp.act_fn")] == ["SiluAndMul"], k
+        assert [op.line for op in ops if op.kind == "attention"] == [225], k
+    assert {op.attrs.get("layer_kind") for op in a.walk.ops if op.section == "layer"} == {0, 1}
     validate_report(a.report)
 
 

@@ -677,10 +677,12 @@ class Constructor(AttrSources, OtherChoices):
                         value = self.self_value(inst, name, self.evaluator)
                         shown = _shown_value(value)
                     out.append((path + name, tuple(truths), shown))
-                if built is None or built.cls is None or depth >= _KIND_DEPTH or t == DECODED:
-                    # (a submodule the index decides is told apart by its class or value: not read further)
+                if built is None or built.cls is None or depth >= _KIND_DEPTH:
                     self._sub_decodes.setdefault(key, False)
                     continue
+                # a submodule handed the index itself (`SmolLM3Attention(config, layer_idx=layer_idx)`) is told
+                # apart by its class, and by what its own __init__ decides from it (`self.use_rope =
+                # config.no_rope_layers[layer_idx]`, tested in its forward): read further like a carrier's
                 sub_given = self._sub_given(built, [e for e, _c, _p in found], env, selfenv, t)
                 sub = self.kind_signature(built, sub_given, depth + 1, f"{path}{name}.")
                 self._sub_decodes[key] = self._sub_decodes.get(key, False) or bool(sub)
