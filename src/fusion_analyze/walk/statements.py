@@ -242,10 +242,12 @@ class Statements(WalkerState):
             sigs.append((element, element.cls.qualname, self.ctor.kind_signature(element)))
         # a value that is every layer's own (`self.layer_idx`, a name built from it) tells layers apart, not
         # kinds: left out
+        # (of the layers that hold it: `mlp.experts.layer_name` is each MoE layer's own, the dense ones have none)
         own = set()
         if n > 2:
             for name in {e[0] for _el, _q, sig in sigs for e in sig}:
-                if len({next((e for e in sig if e[0] == name), None) for _el, _q, sig in sigs}) == n:
+                held = [e for _el, _q, sig in sigs for e in sig if e[0] == name]
+                if len(held) > 2 and len(set(held)) == len(held):
                     own.add(name)
         groups: dict[tuple, dict] = {}
         for i, (element, qualname, sig) in enumerate(sigs):
