@@ -66,27 +66,32 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
     norm, cache write, attention kernel and batched matmul is an op at its mla_v1.py call line; the kv norm +
     RoPE + cache write is reported fused by npu_kv_rmsnorm_rope_cache."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
-    mla = [op for op in a.walk.ops if op.file == "vllm_ascend/attention/mla_v1.py"]
-    by_name = {}
-    for op in mla:
-        by_name.setdefault(op.name if not op.layer_class else op.path.rsplit(".", 1)[-1], op)
-    for name, kind in (("fused_qkv_a_proj", "matmul"), ("q_a_layernorm", "rmsnorm"), ("kv_b_proj", "matmul"),
-                       ("o_proj", "matmul"), ("npu_kv_rmsnorm_rope_cache", "kernel"),
-                       ("npu_transpose_batchmatmul", "kernel"), ("npu_fused_infer_attention_score", "kernel")):
-        assert name in by_name, name
-        op = by_name[name]
-        assert op.kind == kind, (name, op.kind)
-        statement = " ".join(_text(session, op.file, op.line + i) for i in range(4))  # a call over several lines
-        assert f"{name}(" in statement, name
-        assert not _text(session, op.file, op.line).lstrip().startswith("def "), name
-    # at the report's deployment on A2 MLAPO is off (enabling_mlapo: no kv-consumer, kv_transfer_config None;
-    # enable_fa_quant: cache dtype auto): _mla_preprocess is the path that runs, mla_preprocess_only_decode not
-    assert by_name["fused_qkv_a_proj"].steady and not by_name["fused_qkv_a_proj"].attrs.get("other_branch")
-    assert not [op for op in mla if op.steady and "mla_prolog" in op.name]
-    assert len([op for op in a.walk.ops if op.kind == "mla_attention"]) == 1  # use_mha decided: one arm
-    # the modules are the model's: DeepseekV2MLAAttention's, handed down through MLAModules and **kwargs
-    assert by_name["kv_b_proj"].layer_class == "ColumnParallelLinear"
-    assert by_name["o_proj"].layer_class == "RowParallelLinear"
+    # the preset's layers are two kinds (dense first_k_dense_replace = 3, then MoE): both run the MLA layer
+    assert [kd["differs"] for kd in a.walk.layer_kinds] == [{"mlp": "DeepseekV2MLP"}, {"mlp": "DeepseekV2MoE"}]
+    for k in (0, 1):
+        mla = [op for op in a.walk.ops if op.file == "vllm_ascend/attention/mla_v1.py" and op.attrs.get("layer_kind") == k]
+        by_name = {}
+        for op in mla:
+            by_name.setdefault(op.name if not op.layer_class else op.path.rsplit(".", 1)[-1], op)
+        for name, kind in (("fused_qkv_a_proj", "matmul"), ("q_a_layernorm", "rmsnorm"), ("kv_b_proj", "matmul"),
+                           ("o_proj", "matmul"), ("npu_kv_rmsnorm_rope_cache", "kernel"),
+                           ("npu_transpose_batchmatmul", "kernel"), ("npu_fused_infer_attention_score", "kernel")):
+            assert name in by_name, (k, name)
+            op = by_name[name]
+            assert op.kind == kind, (k, name, op.kind)
+            statement = " ".join(_text(session, op.file, op.line + i) for i in range(4))  # a call over several lines
+            assert f"{name}(" in statement, name
+            assert not _text(session, op.file, op.line).lstrip().startswith("def "), name
+        # at the report's deployment on A2 MLAPO is off (enabling_mlapo: no kv-consumer, kv_transfer_config None;
+        # enable_fa_quant: cache dtype auto): _mla_preprocess is the path that runs, mla_preprocess_only_decode not
+        assert by_name["fused_qkv_a_proj"].steady and not by_name["fused_qkv_a_proj"].attrs.get("other_branch")
+        assert not [op for op in mla if op.steady and "mla_prolog" in op.name]
+        # use_mha decided: one arm, one MLA layer in each kind
+        assert len([op for op in a.walk.ops if op.kind == "mla_attention" and op.attrs.get("layer_kind") == k]) == 1
+        # the modules are the model's: DeepseekV2MLAAttention's, handed down through MLAModules and **kwargs
+        assert by_name["kv_b_proj"].layer_class == "ColumnParallelLinear"
+        assert by_name["o_proj"].layer_class == "RowParallelLinear"
+    assert {op.attrs.get("layer_kind") for op in a.walk.ops if op.kind == "mla_attention"} == {0, 1}
     fused = [o for o in a.opportunities if o.scenario == "rmsnorm_rope" and o.scope.startswith("AscendMLAImpl.")]
     assert fused and all(o.status.value == "fused_by_ascend_kernel" for o in fused)
     assert all("npu_kv_rmsnorm_rope_cache" in str(o.evidence) for o in fused)
@@ -200,18 +205,25 @@ def test_a_native_activation_inside_the_experts_is_walked(session, hf):
     (vllm_ascend/ops/activation.py), whose PyTorch ops (clamps, sigmoid, multiplies, add) are listed under the
     activation step, each at its line in vLLM's activation.py, and the chain on them is open with a note."""
     a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
-    ops = a.walk.ops
-    i = next(i for i, op in enumerate(ops) if op.kind == "expert_act")
-    native = [op for op in ops if op.attrs.get("native_of") == "act (SwigluOAIAndMul)"]
-    assert native and ops[i + 1] is native[0]
-    assert {op.file for op in native} == {"vllm/model_executor/layers/activation.py"}
-    assert {"sigmoid", "mul", "add"} <= {op.kind for op in native}
-    rows = [o for o in a.opportunities if set(o.ops) & {op.id for op in native}]
-    assert rows and all(o.status.value == "open" and "native forward of act (SwigluOAIAndMul)" in (o.note or "")
-                        for o in rows)
-    # the experts part is at the runner's call of the comm method, not at a kernel of one of its steps
-    (experts,) = [op for op in ops if op.kind == "moe_experts"]
-    assert "fused_experts(" in _text(session, experts.file, experts.line)
+    # the preset's layers are two kinds, told apart by the sliding window (`if self.layer_idx % 2 == 0`):
+    # every layer is a MoE layer
+    kinds = a.walk.layer_kinds
+    assert [kd["layers"] for kd in kinds] == [list(range(0, 36, 2)), list(range(1, 36, 2))]
+    assert [list(kd["differs"]) for kd in kinds] == [["attn.attn.sliding_window"]] * 2
+    for k in (0, 1):
+        ops = [op for op in a.walk.ops if op.attrs.get("layer_kind") == k]
+        i = next(i for i, op in enumerate(ops) if op.kind == "expert_act")
+        native = [op for op in ops if op.attrs.get("native_of") == "act (SwigluOAIAndMul)"]
+        assert native and ops[i + 1] is native[0], k
+        assert {op.file for op in native} == {"vllm/model_executor/layers/activation.py"}
+        assert {"sigmoid", "mul", "add"} <= {op.kind for op in native}
+        rows = [o for o in a.opportunities if set(o.ops) & {op.id for op in native}]
+        assert rows and all(o.status.value == "open" and "native forward of act (SwigluOAIAndMul)" in (o.note or "")
+                            for o in rows), k
+        # the experts part is at the runner's call of the comm method, not at a kernel of one of its steps
+        (experts,) = [op for op in ops if op.kind == "moe_experts"]
+        assert "fused_experts(" in _text(session, experts.file, experts.line)
+    assert len([op for op in a.walk.ops if op.kind == "moe_experts"]) == 2  # one per kind, none outside them
 
 
 def test_the_cuda_column_reads_what_vllm_runs_for_a_moe_layer(session, hf):

@@ -215,15 +215,21 @@ def test_a_module_called_under_a_test_runs_under_it(session, hf):
     (`config.model_type == "deepseek" or all(dim == 0 for dim in (qk_nope_head_dim, qk_rope_head_dim))` is
     false for DeepSeek-V3), so the MLA layer is walked once, in the arm that runs."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+    # the preset's layers are two kinds: dense (first_k_dense_replace = 3), then MoE; each runs the MLA layer once
+    assert [kd["differs"] for kd in a.walk.layer_kinds] == [{"mlp": "DeepseekV2MLP"}, {"mlp": "DeepseekV2MoE"}]
     layer = [op for op in a.walk.ops if op.section == "layer"]
-    attn = [op for op in layer if op.kind == "mla_attention"]
-    assert len(attn) == 1 and "self.use_mha" not in (attn[0].condition or "")
-    moe = [op for op in layer if op.path.startswith("model.layers.mlp")]
+    for k in (0, 1):
+        attn = [op for op in layer if op.kind == "mla_attention" and op.attrs.get("layer_kind") == k]
+        assert len(attn) == 1 and "self.use_mha" not in (attn[0].condition or ""), k
+    assert {op.attrs.get("layer_kind") for op in layer if op.kind == "mla_attention"} == {0, 1}
+    moe = [op for op in layer if op.path.startswith("model.layers.mlp") and op.attrs.get("layer_kind") == 1]
     assert moe and all(op.condition.startswith(("self.use_sequence_parallel_moe and ",
                                                 "not (self.use_sequence_parallel_moe) and ")) for op in moe)
     for arm in ("self", "not (self"):  # each arm runs the whole MoE layer: the runner and both of its parts
         kinds = [op.kind for op in moe if op.condition.startswith(arm + ".use_sequence_parallel_moe")]
         assert kinds.count("moe") == 1 and "moe_gating" in kinds and "moe_experts" in kinds, arm
+    # the dense kind runs no MoE op
+    assert not [op for op in layer if op.kind.startswith("moe") and op.attrs.get("layer_kind") != 1]
 
 
 def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf):
@@ -251,15 +257,23 @@ def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(
     """vllm-ascend's MoE MLP branches on `mlp_compute_input.activation == MoEActivation.X` (an if/elif chain);
     the part's walk reads it as the activation the MoE layer was built with (composites.yaml `fields`)."""
     a = analyze_in(session, arch, Options(hf_root=hf))
-    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
-    by = {k.name: k for k in part.kernels}
-    assert never not in by
-    assert not any("MoEActivation" in (k.condition or "") for k in part.kernels)  # the chain is decided
-    assert _line(session, by[runs]).strip() == code
-    assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
-    assert "torch_npu.npu_grouped_matmul" in by  # the expert GEMMs run either way
-    (act,) = [op for op in a.walk.ops if op.attrs.get("step") == "act"]  # the experts' activation step
-    assert [k.name for k in act.kernels] == [runs] and (act.file, act.line) == (by[runs].file, by[runs].line)
+    # one experts part per kind of decoder layer (GPT-OSS: two, by the sliding window; Qwen3-MoE: one), each
+    # with the same kernels
+    kinds = [kd["differs"] for kd in a.walk.layer_kinds]
+    assert kinds == ([] if arch == "Qwen3MoeForCausalLM" else [{"attn.attn.sliding_window": "128"}, {
+        "attn.attn.sliding_window": "not known: assigned under a condition that is not decided"}])
+    parts = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    acts = [op for op in a.walk.ops if op.attrs.get("step") == "act"]  # the experts' activation step
+    assert [op.attrs.get("layer_kind") for op in parts] == [op.attrs.get("layer_kind") for op in acts] == (
+        [None] if not kinds else list(range(len(kinds))))
+    for part, act in zip(parts, acts):
+        by = {k.name: k for k in part.kernels}
+        assert never not in by
+        assert not any("MoEActivation" in (k.condition or "") for k in part.kernels)  # the chain is decided
+        assert _line(session, by[runs]).strip() == code
+        assert "quant_method.supports_fused_activation" in by[runs].condition  # a quant method's own fused form
+        assert "torch_npu.npu_grouped_matmul" in by  # the expert GEMMs run either way
+        assert [k.name for k in act.kernels] == [runs] and (act.file, act.line) == (by[runs].file, by[runs].line)
     (o,) = [o for o in a.opportunities if o.id.startswith("matmul_swiglu@") and o.evidence[0]["what"].startswith("experts")]
     assert str(o.status) == "open"  # a forward_native covers no scenario: never a fused claim
 

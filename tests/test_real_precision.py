@@ -150,9 +150,13 @@ def test_gpt_oss_rope_is_yarn_from_its_own_dict_literal(session, hf):
     """gpt_oss.py passes get_rope a rope_parameters dict whose "rope_type" is the literal "yarn" (its other
     items are configuration values): YaRNScalingRotaryEmbedding, AscendYaRNRotaryEmbedding on Ascend."""
     a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
-    (rope,) = [op for op in a.walk.ops if op.kind == "rope"]
-    assert rope.layer_class == "YaRNScalingRotaryEmbedding" and rope.attrs["ascend_class"] == "AscendYaRNRotaryEmbedding"
-    assert rope.condition is None
+    # one rope op per kind of decoder layer (the preset's two: sliding-window layers and the others), the same
+    assert [kd["layers"] for kd in a.walk.layer_kinds] == [list(range(0, 36, 2)), list(range(1, 36, 2))]
+    ropes = [op for op in a.walk.ops if op.kind == "rope"]
+    assert [op.attrs.get("layer_kind") for op in ropes] == [0, 1]
+    for rope in ropes:
+        assert rope.layer_class == "YaRNScalingRotaryEmbedding" and rope.attrs["ascend_class"] == "AscendYaRNRotaryEmbedding"
+        assert rope.condition is None
 
 
 def test_one_row_per_fusion_across_the_layer_boundary(session, hf):
