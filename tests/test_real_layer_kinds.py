@@ -119,7 +119,12 @@ def test_gemma3_sliding_window_decided_in_the_attention_class(session, hf, tmp_p
         "intermediate_size": 6912, "vocab_size": 262144})
     kinds = a.report["layer_kinds"]
     assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]
-    assert [k["differs"] for k in kinds] == [{"self_attn.is_sliding": "True"}, {"self_attn.is_sliding": "False"}]
+    # told apart by `is_sliding`; what follows from it in the attention class is said too (the sliding layers'
+    # window from the configuration, each kind's rotary base)
+    assert [k["differs"]["self_attn.is_sliding"] for k in kinds] == ["True", "False"]
+    assert kinds[0]["differs"].get("self_attn.attn.sliding_window") == "512"
+    assert all(set(k["differs"]) <= {"self_attn.is_sliding", "self_attn.attn.sliding_window", "self_attn.rotary_emb.base"}
+               for k in kinds), [k["differs"] for k in kinds]
     validate_report(a.report)
 
 
