@@ -156,3 +156,18 @@ def test_only_takes_the_queries_the_single_model_command_takes(run, tmp_path):
     r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "none"),
             "--only", "qwen3-not-a-model")
     assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and "--only qwen3-not-a-model" in r.stderr
+
+
+def test_only_leaves_out_a_name_this_release_lacks_beside_names_it_has(run, tmp_path):
+    """One `--only` list over two releases (the release diff, tests/test_diff_release.py): a name one tree's
+    registry lacks is left out there, said once on stderr, while the list's other names run; alone, or with no
+    other item selecting anything, it is the one-line error."""
+    out = tmp_path / "two"
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(out),
+            "--only", "Qwen3ForCausalLM,NanbeigeForCausalLM", "--lang", "en")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in out.glob("*.json")) == ["Qwen3ForCausalLM.json", "index.json"]
+    assert "--only names not in this release pair's registry, not run: NanbeigeForCausalLM" in r.stderr
+    r = run("all", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "-o", str(tmp_path / "none"),
+            "--only", "Nope*,NanbeigeForCausalLM")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--only NanbeigeForCausalLM" in r.stderr

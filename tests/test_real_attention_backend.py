@@ -78,22 +78,27 @@ def test_deepseek_v32_runs_the_sparse_backend_and_its_indexer(session, hf, tmp_p
 
 
 def test_deepseek_v32_without_configuration_lists_both_backends(session, hf):
-    """No configuration at all: whether the model has an indexer (use_sparse) is open, so the selector's table
-    lookup may give the dense or the sparse backend: the report lists both, the choice not decided. With
-    transformers' DeepseekV32Config defaults (it declares index_topk) the sparse backend is decided."""
+    """No configuration file: whether the model has an indexer (use_sparse, `hasattr(config, "index_topk")`) is
+    open, so the selector's table lookup may give the dense or the sparse backend: the report lists both, the
+    choice not decided. That holds with transformers' tree too: vLLM's _CONFIG_REGISTRY maps deepseek_v32 to
+    DeepseekV3Config (vllm/transformers_utils/config.py, registered over transformers' DeepseekV32Config, whose
+    defaults declare index_topk), and DeepseekV3Config's defaults have no index_topk, so only a checkpoint's
+    config.json says whether the attribute is there (test_deepseek_v32_runs_the_sparse_backend_and_its_indexer:
+    with index_topk the sparse backend is decided)."""
     b = analyze_in(session, "DeepseekV32ForCausalLM", Options(hf_root=hf))
-    chosen, _layer = _chosen(b)
-    assert chosen["decided"] and chosen["impl"] == "AscendSFAImpl"
+    assert b.report["configuration"]["class"]["class"] == "DeepseekV3Config"
+    assert b.report["configuration"]["class"]["registered"]["by"] == "vllm"
     a = analyze_in(session, "DeepseekV32ForCausalLM", Options())
-    chosen, _layer = _chosen(a)
-    assert not chosen["decided"] and "use_sparse" in chosen["why"]
-    names = {chosen["impl"], *(o["impl"] for o in chosen.get("alternatives", ()))}
-    assert {"AscendMLAImpl", "AscendSFAImpl"} <= names
-    alts = [x for x in a.walk.alternatives if x["path"].endswith(".mla_attn.impl")]
-    assert alts and not alts[0]["decided"]
-    assert any("AscendSFAImpl" in o[0] or "AscendMLAImpl" in o[0] for o in alts[0]["others"])
-    (att,) = a.report["deployment"]["attention"]
-    assert not att["decided"] and att["selector"]
+    for r in (a, b):
+        chosen, _layer = _chosen(r)
+        assert not chosen["decided"] and "use_sparse" in chosen["why"]
+        names = {chosen["impl"], *(o["impl"] for o in chosen.get("alternatives", ()))}
+        assert {"AscendMLAImpl", "AscendSFAImpl"} <= names
+        alts = [x for x in r.walk.alternatives if x["path"].endswith(".mla_attn.impl")]
+        assert alts and not alts[0]["decided"]
+        assert any("AscendSFAImpl" in o[0] or "AscendMLAImpl" in o[0] for o in alts[0]["others"])
+        (att,) = r.report["deployment"]["attention"]
+        assert not att["decided"] and att["selector"]
 
 
 def test_dense_mla_and_plain_attention_keep_their_implementations(session, hf):

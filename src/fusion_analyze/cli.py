@@ -403,7 +403,9 @@ def all_cmd(
         session = Session.open(vllm_root, ascend_root, backend.value if backend else None, patterns, cache=not no_cache)
         archs = [e.architecture for e in session.resolver.entries
                  if tables == "all" or e.table == TEXT_TABLE or served_text_model(e)]
-        archs = select(sorted(set(archs)), only, resolve=lambda q: session.resolver.resolve(q).architecture)
+        skipped: list[str] = []
+        archs = select(sorted(set(archs)), only, resolve=lambda q: session.resolver.resolve(q).architecture,
+                       skipped=skipped)
         out = Path(output)
         if out.exists() and not out.is_dir():
             raise UserError(f"-o {output}: exists and is not a folder; give a folder for the reports")
@@ -414,6 +416,11 @@ def all_cmd(
     except UserError as exc:
         _fail(exc)
     warn_pair(session)  # before the run: it takes minutes
+    if skipped:
+        from .errors import note
+        from .render.markdown import labels
+
+        note(labels(lang)["all_only_skipped"].format(names=", ".join(skipped)))
     progress = None
     bar = None
     if sys.stderr.isatty():

@@ -57,25 +57,36 @@ class BatchJob:
                        device_profile=self.device_profile, hf_root=self.hf_root)
 
 
-def select(architectures: list[str], only: list[str] | None, resolve=None) -> list[str]:
+def select(architectures: list[str], only: list[str] | None, resolve=None,
+           skipped: list[str] | None = None) -> list[str]:
     """The architectures `--only` names: globs over the registry's architectures, and any query the single-model
-    command takes (a model type, a marketing name, an HF repo id: `resolve(query)` gives its architecture)."""
+    command takes (a model type, a marketing name, an HF repo id: `resolve(query)` gives its architecture).
+    A query this tree does not resolve is an error when it is the only one, or when no item of the list selects
+    anything; beside items that do select, it is left out and appended to `skipped` (`--only` with one list over
+    two releases, each lacking an architecture the other has: the release diff of tests/test_diff_release.py)."""
     if not only:
         return sorted(architectures)
     wanted = [w.strip() for item in only for w in item.split(",") if w.strip()]
     out = set()
+    errors: list[tuple[str, str]] = []
     for w in wanted:
         hits = {a for a in architectures if fnmatch.fnmatchcase(a, w)}
         if not hits and resolve is not None and not any(ch in w for ch in "*?["):
             try:
                 arch = resolve(w)
             except UserError as exc:
-                raise UserError(f"--only {w}: {exc.message}") from None
+                errors.append((w, f"--only {w}: {exc.message}"))
+                continue
             hits = {arch} & set(architectures)
             if not hits:
-                raise UserError(f"--only {w}: resolves to {arch}, which is not among the architectures `all` runs "
-                                f"here (--tables all runs every table)")
+                errors.append((w, f"--only {w}: resolves to {arch}, which is not among the architectures `all` "
+                                  f"runs here (--tables all runs every table)"))
+                continue
         out |= hits
+    if errors and (len(wanted) == 1 or not out):
+        raise UserError(errors[0][1])
+    if skipped is not None:
+        skipped.extend(w for w, _ in errors)
     if not out:
         raise UserError(f"--only {','.join(wanted)}: matches no architecture of the registry; see `fusion-analyze list-models`")
     return sorted(out)

@@ -896,11 +896,14 @@ def _integration(k: Kernel, params: list[dict], dims: dict, trees: Trees, locati
             elif kind == "layer":
                 found.append(layer_swap(trees, o.matches[0], k.family, k.name, len(swaps), o, walk_ops, op_expr))
             else:
-                # where the matched ops run (vllm-ascend's call site), then the model's own method of the same layers
-                at = split_swaps(trees, o.matches[0], k.name, len(swaps), o, op_expr)
-                found += at if isinstance(at, list) else []
-                found.append(method_swap(trees, o.matches[0], k.family, k.name, len(swaps) + len(found), o,
-                                         location_files, op_expr))
+                # each match of the opportunity (a MoE model's dense layers' MLP and its MoE layers' shared experts
+                # are two matches of one opportunity): where the matched ops run (vllm-ascend's call site), then
+                # the model's own method of the same layers
+                for match in o.matches:
+                    at = split_swaps(trees, match, k.name, len(swaps) + len(found), o, op_expr)
+                    found += at if isinstance(at, list) else []
+                    found.append(method_swap(trees, match, k.family, k.name, len(swaps) + len(found), o,
+                                             location_files, op_expr))
             for sw in found:
                 if isinstance(sw, str):
                     if not any(not isinstance(s, str) for s in found):
