@@ -396,17 +396,23 @@ def test_enforce_eager_advises_no_graph_pass(session, hf):
 
 
 def test_compare_tp1_tp4_lists_the_all_reduce_fusions(run, real_tree, tmp_path):
-    """At TP 1 the all-reduce rows are ruled out (no all-reduce); at TP 4 they are the top rows: a change."""
+    """At TP 1 there is no all-reduce: RowParallelLinear.forward's `if self.reduce_results and self.tp_size > 1`
+    (vllm/model_executor/layers/linear.py:1775) is decided False at the stated TP, so the walk has no all-reduce
+    op and the all-reduce rows do not exist (they used to be rows ruled out by the deployment, when the test was
+    undecided); at TP 4 the all-reduce ops and their rows are there: rows and ops added, a change."""
     out = tmp_path / "cmp.json"
     r = run("compare", "Qwen3-8B", *_pair(real_tree), "--base-args", "-tp 1", "--head-args", "-tp 4",
             "--format", "json", "--fail-on", "none", "-o", str(out))
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["summary"]["changed"] == 1
-    dep = doc["models"][0]["deployment"]
-    only_new = {c["id"] for c in dep["applies_changed"] if c["applies_in"] == "new"}
+    model = doc["models"][0]
+    dep = model["deployment"]
+    added = {c["id"]: c["status"] for c in model["opportunities"]["added"]}
     assert {"matmul_allreduce@Qwen2MLP.forward", "matmul_allreduce@Qwen3Attention.forward",
-            "allreduce_norm@Qwen3DecoderLayer.forward"} <= only_new
+            "allreduce_norm@Qwen3DecoderLayer.forward"} <= added.keys()
+    assert not model["opportunities"]["removed"]
+    assert {o["kind"] for o in model["ops"]["added"]} == {"allreduce"} and not model["ops"]["removed"]
     assert any("torch.ops.vllm.all_reduce" in c["added"] for c in dep["kernels_changed"])
     assert dep["steps"]["decode"]["new_step_us"] < dep["steps"]["decode"]["old_step_us"]
     md = tmp_path / "cmp.md"
