@@ -184,14 +184,32 @@ def test_deepseek_a3_shared_experts_run_dequant_swiglu_quant(deepseek_a3):
     acts = [o for o in deepseek_a3.walk.ops if o.attrs.get("role") == "shared_expert" and o.kind == "silu_mul"]
     assert acts and all(_names(o) == ["npu_dequant_swiglu_quant"] for o in acts)
     assert all(o.attrs["shared_path"] == "SharedExpertMLPPath.A8_INT_FUSED" for o in acts)
-    assert _status(deepseek_a3, "act_quant@") == {"act_quant@DeepseekV2MLP.forward": "fused_by_ascend_kernel"}
+    # Two layer kinds (first_k_dense_replace = 3): the MoE layers' shared experts (a DeepseekV2MLP under
+    # AscendSharedExperts) run the one fused kernel; the dense layers 0-2's DeepseekV2MLP runs AscendSiluAndMul's
+    # npu_swiglu then W8A8_DYNAMIC's npu_dynamic_quant for down_proj (ops/activation.py, w8a8_dynamic.py), and no
+    # graph pass of 0.30.0rc2 rewrites swiglu + quant: open. The old single row stood for the MoE layers only.
+    rows = {o.id: o for o in deepseek_a3.opportunities if o.id.startswith("act_quant@")}
+    assert {oid: o.status for oid, o in rows.items()} == {
+        "act_quant@DeepseekV2MLP.forward": "open", "act_quant@DeepseekV2MLP.forward#2": "fused_by_ascend_kernel"}
+    assert all(".shared_experts." in op for op in rows["act_quant@DeepseekV2MLP.forward#2"].ops)
+    assert not any("shared_experts" in op for op in rows["act_quant@DeepseekV2MLP.forward"].ops)
+    assert "npu_swiglu" in (rows["act_quant@DeepseekV2MLP.forward"].note or "")
 
 
 def test_deepseek_a3_norm_quant_inside_the_moe_custom_op_is_not_claimed(deepseek_a3):
     """The shared experts' input quantisation runs inside torch.ops.vllm.moe_forward_shared (vLLM's MoE runner,
-    an opaque custom op): AddRMSNormQuantFusionPass never sees it."""
-    o = next(o for o in deepseek_a3.opportunities if o.id == "norm_quant@DeepseekV2DecoderLayer.forward")
-    assert o.status == "open" and "moe_forward" in (o.note or "")
+    an opaque custom op): AddRMSNormQuantFusionPass never sees it. The dense layers 0-2 (a layer kind of their
+    own) quantise the MLP's input in the compiled graph, right after post_attention_layernorm's
+    npu_add_rms_norm_bias: AddRMSNormDynamicQuantPatternWithBias (passes/norm_quant_fusion_pass.py) rewrites it."""
+    rows = {o.id: o for o in deepseek_a3.opportunities if o.id.startswith("norm_quant@DeepseekV2DecoderLayer.")}
+    assert rows.keys() == {"norm_quant@DeepseekV2DecoderLayer.forward", "norm_quant@DeepseekV2DecoderLayer.forward#2"}
+    moe = rows["norm_quant@DeepseekV2DecoderLayer.forward#2"]
+    assert any(".shared_experts." in op for op in moe.ops)
+    assert moe.status == "open" and "moe_forward" in (moe.note or "")
+    dense = rows["norm_quant@DeepseekV2DecoderLayer.forward"]
+    assert not any("shared_experts" in op for op in dense.ops)
+    assert dense.status == "fused_by_ascend_graph_pass"
+    assert any("AddRMSNormDynamicQuantPatternWithBias" in e["what"] for e in dense.evidence)
 
 
 def test_deepseek_a3_with_fused_mc2_runs_dispatch_ffn_combine(session, hf, deepseek_ckpt):
