@@ -184,14 +184,32 @@ def test_deepseek_a3_shared_experts_run_dequant_swiglu_quant(deepseek_a3):
     acts = [o for o in deepseek_a3.walk.ops if o.attrs.get("role") == "shared_expert" and o.kind == "silu_mul"]
     assert acts and all(_names(o) == ["npu_dequant_swiglu_quant"] for o in acts)
     assert all(o.attrs["shared_path"] == "SharedExpertMLPPath.A8_INT_FUSED" for o in acts)
-    assert _status(deepseek_a3, "act_quant@") == {"act_quant@DeepseekV2MLP.forward": "fused_by_ascend_kernel"}
+    # Two layer kinds (first_k_dense_replace = 3): the MoE layers' shared experts (a DeepseekV2MLP under
+    # AscendSharedExperts) run the one fused kernel; the dense layers 0-2's DeepseekV2MLP runs AscendSiluAndMul's
+    # npu_swiglu then W8A8_DYNAMIC's npu_dynamic_quant for down_proj (ops/activation.py, w8a8_dynamic.py), and no
+    # graph pass of 0.30.0rc2 rewrites swiglu + quant: open. The old single row stood for the MoE layers only.
+    rows = {o.id: o for o in deepseek_a3.opportunities if o.id.startswith("act_quant@")}
+    assert {oid: o.status for oid, o in rows.items()} == {
+        "act_quant@DeepseekV2MLP.forward": "open", "act_quant@DeepseekV2MLP.forward#2": "fused_by_ascend_kernel"}
+    assert all(".shared_experts." in op for op in rows["act_quant@DeepseekV2MLP.forward#2"].ops)
+    assert not any("shared_experts" in op for op in rows["act_quant@DeepseekV2MLP.forward"].ops)
+    assert "npu_swiglu" in (rows["act_quant@DeepseekV2MLP.forward"].note or "")
 
 
 def test_deepseek_a3_norm_quant_inside_the_moe_custom_op_is_not_claimed(deepseek_a3):
     """The shared experts' input quantisation runs inside torch.ops.vllm.moe_forward_shared (vLLM's MoE runner,
-    an opaque custom op): AddRMSNormQuantFusionPass never sees it."""
-    o = next(o for o in deepseek_a3.opportunities if o.id == "norm_quant@DeepseekV2DecoderLayer.forward")
-    assert o.status == "open" and "moe_forward" in (o.note or "")
+    an opaque custom op): AddRMSNormQuantFusionPass never sees it. The dense layers 0-2 (a layer kind of their
+    own) quantise the MLP's input in the compiled graph, right after post_attention_layernorm's
+    npu_add_rms_norm_bias: AddRMSNormDynamicQuantPatternWithBias (passes/norm_quant_fusion_pass.py) rewrites it."""
+    rows = {o.id: o for o in deepseek_a3.opportunities if o.id.startswith("norm_quant@DeepseekV2DecoderLayer.")}
+    assert rows.keys() == {"norm_quant@DeepseekV2DecoderLayer.forward", "norm_quant@DeepseekV2DecoderLayer.forward#2"}
+    moe = rows["norm_quant@DeepseekV2DecoderLayer.forward#2"]
+    assert any(".shared_experts." in op for op in moe.ops)
+    assert moe.status == "open" and "moe_forward" in (moe.note or "")
+    dense = rows["norm_quant@DeepseekV2DecoderLayer.forward"]
+    assert not any("shared_experts" in op for op in dense.ops)
+    assert dense.status == "fused_by_ascend_graph_pass"
+    assert any("AddRMSNormDynamicQuantPatternWithBias" in e["what"] for e in dense.evidence)
 
 
 def test_deepseek_a3_with_fused_mc2_runs_dispatch_ffn_combine(session, hf, deepseek_ckpt):
@@ -396,17 +414,23 @@ def test_enforce_eager_advises_no_graph_pass(session, hf):
 
 
 def test_compare_tp1_tp4_lists_the_all_reduce_fusions(run, real_tree, tmp_path):
-    """At TP 1 the all-reduce rows are ruled out (no all-reduce); at TP 4 they are the top rows: a change."""
+    """At TP 1 there is no all-reduce: RowParallelLinear.forward's `if self.reduce_results and self.tp_size > 1`
+    (vllm/model_executor/layers/linear.py:1775) is decided False at the stated TP, so the walk has no all-reduce
+    op and the all-reduce rows do not exist (they used to be rows ruled out by the deployment, when the test was
+    undecided); at TP 4 the all-reduce ops and their rows are there: rows and ops added, a change."""
     out = tmp_path / "cmp.json"
     r = run("compare", "Qwen3-8B", *_pair(real_tree), "--base-args", "-tp 1", "--head-args", "-tp 4",
             "--format", "json", "--fail-on", "none", "-o", str(out))
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["summary"]["changed"] == 1
-    dep = doc["models"][0]["deployment"]
-    only_new = {c["id"] for c in dep["applies_changed"] if c["applies_in"] == "new"}
+    model = doc["models"][0]
+    dep = model["deployment"]
+    added = {c["id"]: c["status"] for c in model["opportunities"]["added"]}
     assert {"matmul_allreduce@Qwen2MLP.forward", "matmul_allreduce@Qwen3Attention.forward",
-            "allreduce_norm@Qwen3DecoderLayer.forward"} <= only_new
+            "allreduce_norm@Qwen3DecoderLayer.forward"} <= added.keys()
+    assert not model["opportunities"]["removed"]
+    assert {o["kind"] for o in model["ops"]["added"]} == {"allreduce"} and not model["ops"]["removed"]
     assert any("torch.ops.vllm.all_reduce" in c["added"] for c in dep["kernels_changed"])
     assert dep["steps"]["decode"]["new_step_us"] < dep["steps"]["decode"]["old_step_us"]
     md = tmp_path / "cmp.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_analyze.analysis.pipeline import analyze_in
+from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.analysis.session import Session
 
 
@@ -87,11 +87,22 @@ def test_vllm_ascend_environment_variables_are_read_at_their_defaults(real_tree)
 
 
 def test_a_larger_pass_rewrite_fuses_the_scenarios_it_takes_in(real_tree):
-    """vllm-ascend 0.23's MatmulAllReduceAddRMSNormPass rewrites row-parallel GEMM + all-reduce + add + RMSNorm
-    (on by default): the all-reduce + norm and the GEMM + all-reduce scenarios inside that chain are fused by it,
-    as part of it; an explicit residual add it does not rewrite is not; 0.30.0rc2 has no such pass."""
+    """vllm-ascend 0.23's MatmulAllReduceAddRMSNormPass rewrites row-parallel GEMM + all-reduce + add + RMSNorm:
+    the all-reduce + norm and the GEMM + all-reduce scenarios inside that chain are fused by it, as part of it,
+    where it runs; an explicit residual add it does not rewrite is not; 0.30.0rc2 has no such pass.
+    It is off by default: AscendCompilationConfig declares fuse_allreduce_rms=False (ascend_config.py:613) and
+    platform.py:496 copies vars() of that config into additional_config["ascend_compilation_config"], so the
+    manager's `.get("fuse_allreduce_rms", True)` (graph_fusion_pass_manager.py:64) reads False. (This test once
+    took the .get's own True as the default; the compile-path change reads the declared field first.)"""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     opps = {o.id: o for o in analyze_in(s23, "Qwen3ForCausalLM").opportunities}
+    for oid in ("allreduce_norm@Qwen3DecoderLayer.forward", "matmul_allreduce@Qwen3Attention.forward"):
+        o = opps[oid]
+        assert str(o.status) == "open", oid
+        assert "fuse_allreduce_rms is False by default" in (o.note or ""), oid
+        assert any(c.startswith("as part of MiddleLayerMatmulAllReduceAddRMSNormPattern") for c in o.conditions)
+    on = Options(additional_config='{"ascend_compilation_config": {"fuse_allreduce_rms": true}}')
+    opps = {o.id: o for o in analyze_in(s23, "Qwen3ForCausalLM", on).opportunities}
     for oid in ("allreduce_norm@Qwen3DecoderLayer.forward", "matmul_allreduce@Qwen3Attention.forward"):
         o = opps[oid]
         assert str(o.status) == "fused_by_ascend_graph_pass", oid
