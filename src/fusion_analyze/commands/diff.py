@@ -124,7 +124,8 @@ TREE_NAMES = (("vllm", "vLLM"), ("vllm_ascend", "vllm-ascend"), ("transformers",
 
 def release_label(sources: dict | None) -> str:
     """'vLLM 0.30.0 + vllm-ascend 0.30.0rc2': the releases of one side, from its reports' sources."""
-    parts = [f"{name} {sources[key]['version']}" for key, name in TREE_NAMES if (sources or {}).get(key)]
+    given = sources or {}
+    parts = [f"{name} {given[key]['version']}" for key, name in TREE_NAMES if given.get(key)]
     return " + ".join(parts)
 
 
