@@ -72,6 +72,29 @@ class ModuleIndex:
     def tree_for(self, module: str) -> SourceTree | None:
         return self.trees.get(module.split(".", 1)[0])
 
+    def decorated_classes(self, package: str, decorator: str):
+        """(module info, class Definition, decorator call) of each class under `package` (a module or a package,
+        all its files) decorated by a call whose name ends in `decorator` (`@register_scheme("W8A8", "linear")`,
+        `@register_quantization_config(ASCEND_QUANTIZATION_METHOD)`); files that never name it are not parsed."""
+        found = self.module_path(package) if package else None
+        if found is None:
+            return
+        root, is_pkg = found
+        folder = root.parent if is_pkg else root
+        for path in sorted(folder.rglob("*.py")):
+            name = self.module_name_for(path)
+            info = self.get(name) if name else None
+            if info is None or decorator not in info.text():
+                continue
+            for defs in info.defs.values():
+                for d in defs:
+                    if d.kind != "class":
+                        continue
+                    for dec in d.node.decorators:
+                        call = dec.decorator
+                        if type(call) is cst.Call and _call_name(call) == decorator:
+                            yield info, d, call
+
     def module_path(self, module: str) -> tuple[Path, bool] | None:
         """The file (or package directory) of a module; asked for again and again by name lookups (an
         attribute of a package may be a submodule), so each answer is kept: the trees do not change."""
@@ -301,3 +324,10 @@ def _reason(exc: Exception) -> str:
     """The exception's name and first line (the parser's own words: shown as code)."""
     text = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
     return say("parser_said", text=text)
+
+
+def _call_name(call: cst.Call) -> str:
+    """The last name of what a call calls (`a.b.register(...)`: register)."""
+    func = call.func
+    return func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+

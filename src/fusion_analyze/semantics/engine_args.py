@@ -567,30 +567,16 @@ def _registered(index: Any) -> list:
     out: list = []
     if index is None:
         return out
-    found = index.module_path(QUANT_PACKAGE)
-    if found is None:
-        return out
-    root, is_pkg = found
-    folder = root.parent if is_pkg else root
-    for path in sorted(folder.rglob("*.py")):
-        name = index.module_name_for(path)
-        info = index.get(name) if name else None
-        if info is None or QUANT_REGISTER not in info.text():
+    for info, _d, call in index.decorated_classes(QUANT_PACKAGE, QUANT_REGISTER):
+        if not call.args:
             continue
-        for defs in info.defs.values():
-            for d in defs:
-                if d.kind != "class":
-                    continue
-                for dec in d.node.decorators:
-                    call = dec.decorator
-                    if type(call) is cst.Call and _dotted(call.func).rpartition(".")[2] == QUANT_REGISTER and call.args:
-                        arg = call.args[0].value
-                        lit = literal(arg)
-                        if lit is None and type(arg) in (cst.Name, cst.Attribute):
-                            target = index.resolve_expr(info, arg)
-                            lit = literal(target.node) if getattr(target, "kind", None) == "assign" else None
-                        if lit is not None and isinstance(lit.value, str):
-                            out.append((lit.value, f"{info.rel}:{info.line_of(dec)}"))
+        arg = call.args[0].value
+        lit = literal(arg)
+        if lit is None and type(arg) in (cst.Name, cst.Attribute):
+            target = index.resolve_expr(info, arg)
+            lit = literal(target.node) if getattr(target, "kind", None) == "assign" else None
+        if lit is not None and isinstance(lit.value, str):
+            out.append((lit.value, f"{info.rel}:{info.line_of(call)}"))
     return out
 
 

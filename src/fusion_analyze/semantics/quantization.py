@@ -91,27 +91,12 @@ class Quantization:
     def schemes(self) -> dict[tuple[str, str], object]:
         """(quant type, layer kind) -> the class the trees register for it (`@register_scheme("W8A8", "linear")`)."""
         package, decorator = self.spec.get("schemes_in", ""), self.spec.get("register", "register_scheme")
-        found = self.index.module_path(package) if package else None
         out: dict = {}
-        if found is None:
-            return out
-        root, is_pkg = found
-        folder = root.parent if is_pkg else root
-        for path in sorted(folder.rglob("*.py")):
-            name = self.index.module_name_for(path)
-            info = self.index.get(name) if name else None
-            if info is None or decorator not in info.text():
-                continue
-            for defs in info.defs.values():
-                for d in defs:
-                    if d.kind != "class":
-                        continue
-                    for dec in d.node.decorators:
-                        call = dec.decorator
-                        if type(call) is cst.Call and _called_name(call) == decorator and len(call.args) >= 2:
-                            qt, kind = literal(call.args[0].value), literal(call.args[1].value)
-                            if qt is not None and kind is not None:
-                                out.setdefault((qt.value, kind.value), d)
+        for _info, d, call in self.index.decorated_classes(package, decorator):
+            if len(call.args) >= 2:
+                qt, kind = literal(call.args[0].value), literal(call.args[1].value)
+                if qt is not None and kind is not None:
+                    out.setdefault((qt.value, kind.value), d)
         return out
 
     @cached_property
@@ -173,13 +158,6 @@ def _common_suffix(a: list[str], b: list[str]) -> int:
     while n < len(a) and n < len(b) and a[-1 - n] == b[-1 - n]:
         n += 1
     return n
-
-
-def _called_name(call: cst.Call) -> str:
-    func = call.func
-    while type(func) is cst.Attribute:
-        return func.attr.value
-    return func.value if type(func) is cst.Name else ""
 
 
 def _literal_dict(node) -> dict | None:
