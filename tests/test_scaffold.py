@@ -145,8 +145,7 @@ LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B config.json as published
 }
 
 REAL = [("Qwen3-8B", "Qwen3-8B", {"fused_matmul_swiglu", "fused_rope_kvcache"}),
-        ("Glm4MoeForCausalLM", "GLM-4.7", {"fused_matmul_swiglu", "fused_rope_kvcache", "fused_moe_combine_add_rmsnorm",
-                                           "fused_shared_routed_combine"}),
+        ("Glm4MoeForCausalLM", "GLM-4.7", {"fused_matmul_swiglu", "fused_rope_kvcache", "fused_moe_combine_add_rmsnorm"}),
         ("LlamaForCausalLM", "llama-3.1-8b.json", {"fused_matmul_swiglu", "fused_rope"})]  # Llama-3's RoPE runs natively
 
 
@@ -180,6 +179,8 @@ def test_scaffold_of_a_released_model(model, config, kernels, real_tree, tmp_pat
             assert (root / rel).is_file(), i
     reasons = {r["id"]: r["reason"] for r in manifest["reference_only"]}
     assert all("rejected" in why or "no kernel" in why or "template" in why for why in reasons.values()), reasons
+    if config == "GLM-4.7":  # the shared + routed join already runs as one kernel (torch._foreach_add): saves 0 µs
+        assert "saves nothing" in reasons["shared_routed@Glm4MoeMLP.forward"], reasons
     _run_generated_tests(folder)
     # the same inputs write the same bytes
     again = tmp_path / "again"
@@ -353,8 +354,10 @@ def test_bench_names_the_deployed_kernels_and_recomputes_the_estimate(model, con
             if instances == 1:  # one match: the recomputed estimate is the report's
                 for key in ("before_us", "after_us", "saving_us"):
                     assert abs(est[key] - rep[key]) <= 0.02 + 1e-3 * rep[key], (name, scenario, key, est, rep)
+        # as a user types it: no TRITON_INTERPRET in the environment (the bench sets it where no GPU or NPU is)
+        plain = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}
         smoke = subprocess.run([sys.executable, f"bench_{name}.py", "--smoke", "--device-profile", str(H100)],
-                               capture_output=True, text=True, timeout=300, cwd=folder, env=env)
+                               capture_output=True, text=True, timeout=300, cwd=folder, env=plain)
         assert smoke.returncode == 0 and "smoke run ok on cpu" in smoke.stdout, smoke.stderr[-3000:]
         assert all(k in smoke.stdout for k in wanted), smoke.stdout
 

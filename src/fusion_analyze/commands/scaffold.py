@@ -645,7 +645,7 @@ def write_scaffold(a, out_dir: str) -> Scaffold:
 def _cost_terms(a) -> dict:
     """Opportunity id -> scenario -> what its first match's estimate is made of (estimate/cost.py fused_terms),
     each op with the kernels the deployment runs for it (the report's `kernels` of the op, on that path)."""
-    from ..estimate.cost import fused_terms
+    from ..estimate.cost import fused_terms, native_span
 
     rows = {op["id"]: op for op in a.report.get("ops") or []}
     out: dict = {}
@@ -656,11 +656,14 @@ def _cost_terms(a) -> dict:
         takes = (o.pattern.estimate or {}).get("takes") or {}
         parts = {m.ops[n].id: part for n, part in takes.items() if n in m.ops}
         for scen, model in sorted((a.steps or {}).items()):
-            terms = fused_terms(model, m.op_list, parts)
+            terms = fused_terms(model, native_span(model, m.op_list), parts)
             if terms is None:
                 continue
+            native = {op.id for op in model.ops if op.attrs.get("native_of")}
             for t in terms:
                 t["kernels"] = _deployed_kernels(rows.get(t["op"]) or {}, scen, t["part"])
+                if not t["kernels"] and t["op"] in native:  # a layer's forward_native: PyTorch's own op
+                    t["kernels"] = [f"PyTorch {(rows.get(t['op']) or {}).get('name') or t['kind']}"]
             out.setdefault(o.id, {})[scen] = {"mode": model.mode, "num_tokens": int(model.n), "ops": terms}
     return out
 
@@ -698,6 +701,14 @@ def write_examples(out_dir: str, patterns, ids: list[str] | None = None) -> Scaf
                  out_dir)
 
 
+def _saves_nothing(row: dict) -> bool:
+    """The report's estimate of the opportunity is 0 µs at every scenario it costs (the fused kernel would take
+    the place of as many launches and bytes as it removes: a join that already runs as one kernel)."""
+    numbers = ((row.get("benefit") or {}).get("numbers") or {}).values()
+    layers = [n.get("per_layer") for n in numbers if isinstance(n, dict) and isinstance(n.get("per_layer"), dict)]
+    return bool(layers) and all(not layer.get("time_us") and layer.get("before_us") for layer in layers)
+
+
 def write(src: Source, out_dir: str) -> Scaffold:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -730,6 +741,8 @@ def write(src: Source, out_dir: str) -> Scaffold:
             if triton_expression(_reference_body(o.pattern, match), [p["name"] for p in params if p["kind"] == "tensor"],
                                  [p["name"] for p in params if p["kind"] in ("float", "int")]) is None:
                 fam, why = None, "the reference is not one element-wise expression"
+        if fam is not None and _saves_nothing(rows.get(o.id) or {}):
+            fam, why = None, "the estimate saves nothing at any scenario (before = after): no kernel to build"
         if fam is None:
             result.reference_only.append({"id": o.id, "scenario": o.scenario, "reason": why})
             leftovers.append((o.pattern, match))

@@ -16,7 +16,7 @@ import yaml
 from ..errors import UserError
 from ..resources import load_yaml
 from ..ir.texts import say
-from .cost import Parallel, StepModel, counted, fused_saving, is_moe_op
+from .cost import Parallel, StepModel, counted, fused_saving, is_moe_op, native_span
 from .shapes import Shapes
 
 STARS = {3: "⭐⭐⭐", 2: "⭐⭐", 1: "⭐"}
@@ -195,12 +195,13 @@ def _saving(opp, model: StepModel) -> dict | None:
     found = []
     takes = (opp.pattern.estimate or {}).get("takes") or {}  # node -> the one kernel of its op the fusion replaces
     for m in opp.matches:
-        r = fused_saving(model, m.op_list, {m.ops[n].id: part for n, part in takes.items() if n in m.ops},
+        ops = native_span(model, m.op_list)  # a layer's native forward: the kernel replaces all of it
+        r = fused_saving(model, ops, {m.ops[n].id: part for n, part in takes.items() if n in m.ops},
                          overlap=bool((opp.pattern.estimate or {}).get("needs_tp")))
         if r is None:
             continue
-        ids = frozenset(o.id for o in m.op_list)
-        sides = {(t, side) for o in m.op_list for t, side in o.branches}
+        ids = frozenset(o.id for o in ops)
+        sides = {(t, side) for o in ops for t, side in o.branches}
         branches = dict(sides)
         if len(branches) < len(sides):  # ops on two sides of one test: they never run together
             continue
@@ -259,5 +260,8 @@ def _ops_of(opp, ids: frozenset) -> list:
     """The ops of the opportunity's match whose op ids are `ids`."""
     for m in opp.matches:
         if frozenset(o.id for o in m.op_list) == ids:
+            return m.op_list
+    for m in opp.matches:  # a match costed over its layer's native forward (cost.native_span)
+        if frozenset(o.id for o in m.op_list) <= ids:
             return m.op_list
     return []

@@ -300,6 +300,8 @@ class StepModel:
             w = sum(self.width[v] for v in ins)
             hd = self._dim("head_dim") or 128
             return OpCost(self.n, self.n * (2 * w + hd) * self.b, self.n * w * 3)
+        if kind == "gather":  # index_select of rows: one row per index (a token's position), read and written
+            return self._gather(op)
         if kind == "attention":
             return self._attention(op)
         if kind == "mla_attention":
@@ -373,6 +375,18 @@ class StepModel:
         for v in op.outputs:
             self._set(v, rows, w)
         return OpCost(rows, rows * (w * bytes_per + per_row), rows * w * flops_per)
+
+    def _gather(self, op: Op) -> OpCost:
+        src = op.inputs[0] if op.inputs else None
+        w = self.width.get(src) if src else None
+        if not w and src and src.split("#")[0] == "cos_sin_cache":  # the rotary layer's [max_position, rotary_dim]
+            w = self._dim("head_dim")  # rotary_dim <= head_dim: at most
+        if not w:
+            return self._unknown(op, "gathered row width unknown")
+        rows = self.n  # the index: one row per token
+        for v in op.outputs:
+            self._set(v, rows, w)
+        return OpCost(rows, (2 * rows * w) * self.b + rows * 8, 0)
 
     def _elementwise(self, op: Op) -> OpCost:
         ins = [v for v in op.inputs if self.width.get(v)]
@@ -583,6 +597,20 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
     after = min((max(work, link) if overlap else work + link) + launch_us(device, mode), before)
     saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
     return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
+
+
+def native_span(model: StepModel, ops: list[Op]) -> list[Op]:
+    """The ops a fused kernel takes the place of: a match all of whose ops are the forward_native of one layer
+    (walk/frame.py `nest_native`) is served by a kernel for that forward (it replaces the layer's method, the
+    native_rope family), so the estimate counts every op the forward surely runs, as the walk counts them
+    (`native_ops`: steady, on no undecided branch, casts aside); any other match is its own ops."""
+    layers = {o.attrs.get("native_of") for o in ops}
+    if len(layers) != 1 or None in layers:
+        return ops
+    (layer,) = layers
+    span = [o for o in model.ops if o.attrs.get("native_of") == layer and o.steady and not o.attrs.get("other_branch")
+            and not o.condition and o.kind != "cast"]
+    return span if {o.id for o in ops} <= {o.id for o in span} else ops
 
 
 def fused_terms(model: StepModel, ops: list[Op], parts: dict | None = None) -> list[dict] | None:
