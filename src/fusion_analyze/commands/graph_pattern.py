@@ -142,7 +142,7 @@ def layer_context(custom_ops, kernel_name: str) -> dict | None:
     targets are the cache and the slot mapping; None where the function does not read them so."""
     func = custom_ops.get(kernel_name.rsplit(".", 1)[-1]) if custom_ops is not None else None
     node = func.node if func is not None else None
-    if node is None or type(node) is not cst.FunctionDef:
+    if func is None or node is None or type(node) is not cst.FunctionDef:
         return None
     calls, fetch = [], None
     for stmt in node.body.body:

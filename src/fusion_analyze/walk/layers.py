@@ -22,7 +22,7 @@ from ..catalog.taxonomy import leaf_class_for, leaf_ops
 from ..semantics.function_bodies import class_method, tables
 from ..semantics.signatures import bind_arguments, none_defaults
 from ..semantics.values import Bindings, Known, selecting
-from ..ir.conditions import as_text, contradicts, join
+from ..ir.conditions import Condition, as_text, contradicts, join
 from ..ir.texts import say
 
 
@@ -487,10 +487,12 @@ class Layers(WalkerState):
                     continue
                 got = (self.backends.kernels_of_instance(built, target, method) if built is not None
                        else self.backends.kernels_of(target, Bindings(), method=method))
+                base = k.cond if isinstance(k.cond, Condition) else None
                 for g in got:  # (a kernel reached on several paths keeps each path's condition: alts)
-                    text = " and ".join(t for t in (as_text(k.cond), g.condition) if t) or None
-                    out.append(replace(g, condition=text, cond=join(k.cond, g.cond), paths=None,
-                                       alts=tuple(join(k.cond, a) for a in g.alts)))
+                    own = g.cond if isinstance(g.cond, Condition) else None
+                    text = " and ".join(t for t in (as_text(base), g.condition) if t) or None
+                    out.append(replace(g, condition=text, cond=join(base, own), paths=None,
+                                       alts=tuple(join(base, a) for a in g.alts)))
         return out
 
     def _attention_backend(self, sub: Instance, impl: Definition, kind: str):

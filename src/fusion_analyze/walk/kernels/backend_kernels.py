@@ -385,9 +385,11 @@ class Backends:
                 picked = [(cls, test) for cls, test in selected_classes(self.index, module, func.value)
                           if self.ctor.method(cls, func.attr.value) is not None]
                 for cls, test in picked:
-                    found = self.ctor.method(cls, func.attr.value)
+                    meth = self.ctor.method(cls, func.attr.value)
+                    if meth is None:
+                        continue
                     start = len(out)
-                    self._collect(found[0], found.module, found[1], facts.for_call(found[1], call, vo), out,
+                    self._collect(meth[0], meth.module, meth[1], facts.for_call(meth[1], call, vo), out,
                                   depth + 1, seen, join(cond, test))
                     for i in range(start, len(out)):
                         if out[i].note is None:
