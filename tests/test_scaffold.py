@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import os
+import py_compile
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -258,19 +259,66 @@ def test_glm47_gemm_swiglu_patch_replaces_vllm_ascends_shared_experts_methods(in
 
 
 def test_qwen3_rope_kvcache_pattern_holds_the_walks_ops(integrations):
+    """On A2 vllm-ascend's attention backend keeps forward_includes_kv_cache_update (vllm/v1/attention/backend.py:70):
+    the KV-cache write runs inside torch.ops.vllm.unified_attention_with_output, one node of the compiled graph, so
+    no pattern claims its torch_npu kernel as a node of the graph, and the notes say where it runs."""
     manifest, folder = integrations["Qwen3-8B"]
+    k = next(k for k in manifest["kernels"] if k["name"] == "fused_rope_kvcache")
+    for steps in k["integration"]["graph_ops"]:
+        assert all(not s["kernel"].startswith("torch_npu.") for s in steps), steps
+    notes = " ".join(k["integration_notes"])
+    assert "npu_scatter_pa_kv_cache" in notes and "run inside torch.ops.vllm.unified_attention_with_output" in notes
+    text = (folder / "pass_fused_rope_kvcache.py").read_text(encoding="utf-8")
+    assert "torch_npu.npu_scatter_pa_kv_cache(" not in text
+    py_compile.compile(str(folder / "pass_fused_rope_kvcache.py"), doraise=True)
+
+
+def test_qwen3_rope_kvcache_pattern_over_the_kv_cache_update_op(session, tmp_path):
+    """A device with no SoC family (the H100 profile) leaves the attention backend and DeviceOperator undecided:
+    the KV-cache write is vLLM's unified_kv_cache_update (where the backend splits it out), which reaches the
+    backend's do_kv_cache_update and DeviceOperator.reshape_and_cache's npu_scatter_pa_kv_cache, each family's
+    adaptor a candidate under its key. The pattern holds the graph's custom ops with the configuration's scalars
+    and the layer's name as vLLM's RopeKVCacheFusionPass holds it; the bench names the deployed scatter kernel."""
+    from fusion_analyze.analysis.pipeline import Options, analyze_in
+    from fusion_analyze.commands.scaffold import write_scaffold
+
+    folder = tmp_path / "qwen3"
+    analysis = analyze_in(session, "Qwen3ForCausalLM", Options(config="Qwen3-8B", device="h100", device_profile=str(H100)))
+    attn = next(op for op in analysis.walk.ops if op.kind == "attention")
+    scatter = [kk for kk in attn.kernels if kk.name == "torch_npu.npu_scatter_pa_kv_cache"]
+    assert any("DeviceAdaptorFamily.STANDARD" in (kk.condition or "") for kk in scatter), [kk.condition for kk in scatter]
+    assert any("forward_includes_kv_cache_update" in (kk.condition or "") for kk in scatter)  # through do_kv_cache_update
+    assert any(kk.name == "torch_npu._npu_reshape_and_cache" and "COMPATIBILITY" in (kk.condition or "")
+               for kk in attn.kernels)  # the 310P adaptor: a candidate, not dropped
+    write_scaffold(analysis, str(folder))
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     k = next(k for k in manifest["kernels"] if k["name"] == "fused_rope_kvcache")
     graphs = k["integration"]["graph_ops"]
     assert graphs
     for steps in graphs:
-        assert [s["node"] for s in steps] == ["rope", "attn"]
-        assert steps[0]["kernel"] == "torch.ops.vllm.npu_rotary_embedding"
-        assert steps[1]["kernel"] in ("torch_npu.npu_scatter_pa_kv_cache", "torch.ops._C_ascend.npu_scatter_pa_kv_cache")
+        assert [(s["node"], s["kernel"]) for s in steps] == [("rope", "torch.ops.vllm.npu_rotary_embedding"),
+                                                             ("attn", "torch.ops.vllm.unified_kv_cache_update")]
     text = (folder / "pass_fused_rope_kvcache.py").read_text(encoding="utf-8")
-    # the same scalars as the kernel: head_dim from the configuration, full rotary, NeoX
+    # head size from the configuration, full rotary, NeoX as the layer was built (is_neox_style recorded True)
     assert "torch.ops.vllm.npu_rotary_embedding(positions, q, k, cos_sin_cache, head_dim, head_dim, True)" in text
-    assert "torch_npu.npu_scatter_pa_kv_cache(key=k.contiguous(), value=v.contiguous(), key_cache=kv_cache[0]" in text
+    assert "torch.ops.vllm.unified_kv_cache_update(k, v, layer_name)" in text
+    assert "layer_name = _encode_layer_name(self.layer_name)" in text
+    assert "get_layers_from_vllm_config(vllm_config, Attention)" in text
+    assert "_, attn_layer, kv_cache, layer_slot_mapping = get_attention_context(layer_name)" in text
     assert "'head_dim': 128" in text
+    assert not [i for i in k["integration"]["imports"] if i["where"].startswith("MISSING")]
+    py_compile.compile(str(folder / "pass_fused_rope_kvcache.py"), doraise=True)
+    bench = (folder / "fused_rope_kvcache.py").read_text(encoding="utf-8")
+    deployed = [kk for s in ("decode", "prefill") for o in _module_value(bench, "DEPLOYMENT")[s]["ops"]
+                for kk in o["kernels"]]
+    assert "torch_npu.npu_scatter_pa_kv_cache" in deployed, deployed
+
+
+def _module_value(text: str, name: str):
+    """A module-level literal of a generated file, read without running it."""
+    tree = ast.parse(text)
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == name)
+    return ast.literal_eval(node.value)
 
 
 _GRIDS = """
@@ -321,7 +369,7 @@ def test_no_launch_grid_exceeds_triton_ascends_limit_at_the_configuration_shapes
 # -- the benchmark's baseline and its estimate on a device profile (issue 46 items 1 and 2) ------------------------
 H100 = Path(__file__).resolve().parents[1] / "docs" / "calibration" / "h100.yaml"
 DEPLOYED = {"Qwen3-8B": {"fused_matmul_swiglu": {"torch_npu.npu_swiglu", "torch.ops.vllm.unquantized_gemm"},
-                         "fused_rope_kvcache": {"torch.ops.vllm.npu_rotary_embedding"}},
+                         "fused_rope_kvcache": {"torch.ops.vllm.npu_rotary_embedding", "torch_npu.npu_scatter_pa_kv_cache"}},
             "GLM-4.7": {"fused_matmul_swiglu": {"torch_npu.npu_swiglu"},
                         "fused_moe_combine_add_rmsnorm": {"torch.ops._C_ascend.npu_add_rms_norm_bias"}}}
 

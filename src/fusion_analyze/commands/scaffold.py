@@ -945,19 +945,51 @@ def _integration(k: Kernel, params: list[dict], dims: dict, trees: Trees, locati
     wanted = [("vllm.compilation.passes.vllm_inductor_pass", "VllmInductorPass"), ("vllm.config", "VllmConfig"),
               ("vllm_ascend.compilation.graph_fusion_pass_manager", "GraphFusionPassManager"),
               ("vllm_ascend.compilation.passes.base_pattern", "BasePattern")]
-    imports, lines = _checked_imports(wanted + wanted_reg, trees)
     tensors = [p["name"] for p in params if p["kind"] == "tensor"]
     match0 = k.opps[0][0].matches[0] if k.opps[0][0].matches else None
     scalars = _scalar_values(params, dims, match0)
     graph, gnotes = _graph_patterns(trees, match0, params)
     notes += gnotes
+    layered = _layer_imports(graph, match0)
+    used = {t for g in graph if g.get("layer") for t in g["tensors"]}
+    layer_tensors = [t for t in tensors if t in used]
+    imports, lines = _checked_imports(wanted + layered + wanted_reg, trees)
     returned = [r["name"][:-len("_out")] if r["name"].endswith("_out") else r["name"] for r in k.pattern.interface["returns"]]
     return {"kind": "pass", "flag": flag, "imports": imports, "import_lines": lines, "camel": _camel(k.name),
             "register": register, "graph": graph, "graph_returns": ", ".join(returned), "notes": notes,
             "torch_npu": any(s["kernel"].startswith("torch_npu.") for g in graph for s in g["steps"]),
             "scalar_names": [p["name"] for p in params if p["kind"] in ("int", "float", "bool", "str")],
             "scalars": _lit(scalars), "tensors": _lit(tuple(tensors)), "tensors_sig": ", ".join(tensors),
-            "tensors_kw": ", ".join(f"{t}={t}" for t in tensors)}, notes
+            "tensors_kw": ", ".join(f"{t}={t}" for t in tensors),
+            "layered": bool(layered), "layer_class": layered[0][1] if layered else None,
+            "layer_tensors": _lit(tuple(layer_tensors)), "layer_sig": ", ".join(layer_tensors),
+            "layer_kw": ", ".join(f"{t}={t}" for t in layer_tensors),
+            # the layer op's signature with its types (direct_register_custom_op infers the schema from them)
+            "layer_typed": ", ".join([f"{t}: torch.Tensor" for t in layer_tensors]
+                                     + [f"{p['name']}: {p['kind']}" for p in params if p["kind"] in ("int", "float", "bool", "str")]
+                                     + ["layer_name: LayerNameType"]),
+            "context": next((g["context"] for g in graph if g.get("context")), None),
+            }, notes
+
+
+def _layer_imports(graph: list[dict], match) -> list[tuple[str, str]]:
+    """What a pattern over a custom op that takes the layer's name needs (as vLLM's rope_kvcache_fusion.py
+    imports it): the attention layer class the walk matched (one pattern per layer of it), vLLM's config reader
+    of those layers, the layer-name encoding of the registration module, and the names the custom op's own
+    function calls on the layer name (read from the trees: graph_pattern.layer_context)."""
+    ctx = next((g["context"] for g in graph if g.get("context")), None)
+    if ctx is None or match is None:
+        return []
+    from .callsite import REGISTER_MODULE
+
+    node = next(st["node"] for g in graph for st in g["steps"] if st["layer"])
+    op = match.ops[node]
+    cls_file = (op.attrs or {}).get("class_file") or ""
+    if not op.layer_class or not cls_file.endswith(".py"):
+        return []
+    module = cls_file[:-3].replace("/", ".").removesuffix(".__init__")
+    return ([(module, op.layer_class), ("vllm.config", "get_layers_from_vllm_config"),
+             (REGISTER_MODULE, "_encode_layer_name"), (REGISTER_MODULE, "LayerNameType")] + [(ctx["module"], n) for n in ctx["names"]])
 
 
 def _graph_patterns(trees: Trees, match, params: list[dict]) -> tuple[list[dict], list[str]]:

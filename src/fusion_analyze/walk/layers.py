@@ -22,7 +22,7 @@ from ..catalog.taxonomy import leaf_class_for, leaf_ops
 from ..semantics.function_bodies import class_method, tables
 from ..semantics.signatures import bind_arguments, none_defaults
 from ..semantics.values import Bindings, Known, selecting
-from ..ir.conditions import as_text, contradicts, join
+from ..ir.conditions import Condition, as_text, contradicts, join
 from ..ir.texts import say
 
 
@@ -465,9 +465,35 @@ class Layers(WalkerState):
                          if sub is not None and sub.call is not None else None)
                 kernels = kernels + (self.backends.kernels_of_instance(built, target, "forward") if built is not None
                                      else self.backends.kernels_of(target, Bindings(), method="forward"))
+                kernels = kernels + self._impl_hops(kernels, target, built)
             # which of them run on decode and on prefill: the claim cites the path that runs, not the first found
             kernels = place_on_paths(kernels, attention_paths(self.index, self.ctor.evaluator), self.ctor.evaluator)
         return kernels
+
+    def _impl_hops(self, kernels: list[Kernel], target: Definition, built) -> list[Kernel]:
+        """The implementation's methods other than forward that the layer's custom ops run: a
+        `torch.ops.vllm.<name>` the layer calls whose registered function calls `<layer>.impl.<method>(...)` on
+        the layer it takes from the forward context (vLLM's unified_kv_cache_update ->
+        `attn_layer.impl.do_kv_cache_update(...)`): that method's kernels, under the custom op's condition."""
+        out: list[Kernel] = []
+        for k in kernels:
+            if not k.name.startswith("torch.ops.vllm."):
+                continue
+            fn = self.backends.custom_ops.get(k.name.rsplit(".", 1)[-1])
+            if fn is None or type(fn.node) is not cst.FunctionDef:
+                continue
+            for method in _impl_methods(fn.node):
+                if method == "forward" or self.ctor.method(target, method) is None:
+                    continue
+                got = (self.backends.kernels_of_instance(built, target, method) if built is not None
+                       else self.backends.kernels_of(target, Bindings(), method=method))
+                base = k.cond if isinstance(k.cond, Condition) else None
+                for g in got:  # (a kernel reached on several paths keeps each path's condition: alts)
+                    own = g.cond if isinstance(g.cond, Condition) else None
+                    text = " and ".join(t for t in (as_text(base), g.condition) if t) or None
+                    out.append(replace(g, condition=text, cond=join(base, own), paths=None,
+                                       alts=tuple(join(base, a) for a in g.alts)))
+        return out
 
     def _attention_backend(self, sub: Instance, impl: Definition, kind: str):
         """The backend the runtime selects for an attention layer and the implementation it names
@@ -514,6 +540,17 @@ class Layers(WalkerState):
                     impl = self.backends.implementation(sub.cls)
                     out[f"self.{name}"] = [c2.name for c2 in self.ctor.mro(impl)]
         return out
+
+
+def _impl_methods(fn: cst.FunctionDef) -> list[str]:
+    """Names m of the calls `<x>.impl.m(...)` in a custom op's function, in order."""
+    out: list[str] = []
+    for c in find_all(fn, cst.Call):
+        f = c.func
+        if (type(f) is cst.Attribute and type(f.value) is cst.Attribute and f.value.attr.value == "impl"
+                and f.attr.value not in out):
+            out.append(f.attr.value)
+    return out
 
 
 _TESTED = re.compile(rb"isinstance\(\s*self\.(\w+)")

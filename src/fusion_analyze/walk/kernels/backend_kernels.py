@@ -25,6 +25,7 @@ from ...ir.texts import say
 from ..own_calls import own_call
 from ...catalog.taxonomy import collective_kind, is_kernel
 from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
+from .selected_class import selected_classes
 
 KERNELS_OF = FactTable("kernels_of", "a device -> {(implementation, method, bindings): the kernels its forward runs}")
 KERNELS_BY_INSTANCE = FactTable("kernels_by_instance", "a device -> kernels_of_instance's walks, with what each read")
@@ -379,6 +380,21 @@ class Backends:
                         start = len(out)
                         self._collect(owner_cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
                         self._native(owner.value.definition, fn, module, call, cond, out, start)
+                    return
+                # not decided (a device with no SoC family): each class the selector may return, under its key
+                picked = [(cls, test) for cls, test in selected_classes(self.index, module, func.value)
+                          if self.ctor.method(cls, func.attr.value) is not None]
+                for cls, test in picked:
+                    meth = self.ctor.method(cls, func.attr.value)
+                    if meth is None:
+                        continue
+                    start = len(out)
+                    self._collect(meth[0], meth.module, meth[1], facts.for_call(meth[1], call, vo), out,
+                                  depth + 1, seen, join(cond, test))
+                    for i in range(start, len(out)):
+                        if out[i].note is None:
+                            out[i] = replace(out[i], note=say("selected_class", name=func.value.value))
+                if picked:
                     return
         # f = dispatch(...); f(...): the function the dispatcher returns for these arguments
         # (fused_topk: `topk_func = dispatch_topk_softmax_func(use_rocm_aiter=...)`, vllm_topk_softmax off ROCm)
