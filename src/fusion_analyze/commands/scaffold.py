@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..estimate.cost import ELEMENTWISE, VIEWS  # moe_join: the MoE runner's add of the shared experts' output
 from ..errors import UserError
 from ..resources import data_dir, load_yaml
 from ..estimate.shapes import SMALL, evaluate, shape_dims
@@ -736,6 +737,11 @@ def write(src: Source, out_dir: str) -> Scaffold:
             fam, why = o.family, ""
         else:
             fam, why = family_of(o.pattern.id, form, match)
+        if fam is not None and fam.id == "elementwise" and match is not None \
+                and (other := sorted({op.kind for op in match.op_list} - ELEMENTWISE - VIEWS - {"moe_join"})):
+            # the kernel computes the reference's expression: a match that also holds other ops (an unpermute the
+            # estimate counts) is not what it replaces
+            fam, why = None, f"the match also holds {', '.join(other)}, which the element-wise kernel does not compute"
         if fam is not None and fam.id == "elementwise":
             params, _roles_, _ = _params(o.pattern, match, fam, dims)
             if triton_expression(_reference_body(o.pattern, match), [p["name"] for p in params if p["kind"] == "tensor"],
