@@ -57,7 +57,9 @@ class Evaluator:
         self._hiding = 0
         self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
         self._one_return: dict = {}  # (class, method) -> (class, the expression of its one return or None)
-        self._decisions: dict = {}  # a decision function's call on plain arguments -> (function, call, its value)
+        # a decision function's call on plain arguments -> (function, call, its value); also what readers of this
+        # analysis decide from values alone (attention_choice: the platform's selector run on its fields)
+        self.decided_calls: dict = {}
         self._too_deep = 0  # how often a step limit cut a reading short (a memo keeps only what none cut)
 
     # -- truth ----------------------------------------------------------------------------------
@@ -652,14 +654,14 @@ class Evaluator:
         table = tables(fn, target.module)
         if _decision_function(fn, target.module):
             key = self._decision_key(fn, call, scope, depth, item)
-            kept = self._decisions.get(key) if key is not None else None
+            kept = self.decided_calls.get(key) if key is not None else None
             if kept is not None and kept[1] is call and getattr(self.attrs, "reads", None) is None:
                 got = kept[2]
             else:
                 deep = self._too_deep
                 got = self._run_decision(fn, table, call, scope, depth, item)
                 if key is not None and self._too_deep == deep:  # no step limit met: the same anywhere
-                    self._decisions[key] = (fn, call, got)
+                    self.decided_calls[key] = (fn, call, got)
             if got is not None:
                 return got
         if item is not None:
