@@ -330,3 +330,37 @@ def test_a_dict_literal_with_unknown_values_still_reads_its_known_items():
     assert isinstance(ev.infer(cst.parse_expression(f'({d})["factor"]'), scope), Unknown)
     assert isinstance(ev.infer(cst.parse_expression(f'({d}).values()'), scope), Unknown)
     assert ev.infer(cst.parse_expression(f'({d}).get("missing", 2)'), scope) == Known(2)
+
+
+def test_a_decision_function_is_run_once_per_call_site_and_argument_values(tmp_path, monkeypatch):
+    """A layer's construction asks the same decision function from every copy of its __init__'s scope: the
+    evaluator keeps its value per call site and plain argument values (constants, the configuration), never
+    across other values, and runs it again where an argument is not a plain value."""
+    from fusion_analyze.semantics import function_bodies
+    from fusion_analyze.walk.construction.constructor import Scope
+
+    from .conftest import tree_index
+
+    module = tree_index(tmp_path, {"calls.py": CALLS}).get("vllm.calls")
+    ev = evaluator(None)
+    call = cst.parse_expression("check(k, topk_group=g)")
+    runs: list = []
+    run = function_bodies.FunctionTables.returns_decided
+    monkeypatch.setattr(function_bodies.FunctionTables, "returns_decided",
+                        lambda self, *a, **kw: runs.append(1) or run(self, *a, **kw))
+
+    def at(k: str, g: str) -> Scope:
+        where = Scope(module=module)
+        return Scope(module=module, params={"k": (cst.parse_expression(k), where), "g": (cst.parse_expression(g), where)})
+
+    assert ev.infer(call, at("2", "3")) == Known(False)  # 1 <= 3 <= 2
+    assert ev.infer(call, at("4", "3")) == Known(True)
+    assert ev.infer(call, at("True", "1")) == Known(True)  # True is not 1: its own run
+    assert len(runs) == 3
+    assert ev.infer(call, at("2", "3")) == Known(False)  # the same values from another scope: kept
+    assert ev.infer(call, at("4", "3")) == Known(True)
+    assert len(runs) == 3
+    unbound = Scope(module=module)  # k and g not known: run each time
+    assert not isinstance(ev.infer(call, unbound), Known)
+    ev.infer(call, unbound)
+    assert len(runs) == 5

@@ -79,6 +79,21 @@ def select_backend(env, evaluator, call: cst.Call, scope, spec) -> BackendChoice
     module = getattr(scope, "module", None)
     entry = index.resolve_expr(module, call.func) if module is not None else None
     config, backend, heads = _selector_config(env, evaluator, entry, call, scope, spec)
+    # the selector sees only these values (and the platform): a layer list's every layer asks it the same
+    key = ("select_backend", id(platform), id(fn), repr(config), repr(backend), repr(heads))
+    memo = getattr(evaluator, "decided_calls", None)
+    kept = memo.get(key) if memo is not None else None
+    if kept is not None and kept[0] is fn and kept[1] is platform and getattr(evaluator.attrs, "reads", None) is None:
+        return kept[2]
+    choice = _run_selector(evaluator, index, platform, owner, fn, spec, config, backend, heads)
+    if memo is not None:
+        memo[key] = (fn, platform, choice)
+    return choice
+
+
+def _run_selector(evaluator, index, platform, owner, fn, spec, config, backend, heads) -> BackendChoice:
+    """The platform's selector method run on the selector configuration's fields, the backend asked for
+    and the head count."""
     inner = Scope(module=owner.module, values={"cls": Known(ClassRef(platform)), "selected_backend": backend,
                                                 "attn_selector_config": Known(config), "num_heads": heads})
     for p in fn.params.params:
@@ -285,9 +300,16 @@ def _raw(value: Value):
 
 
 def _calls(fn):
+    """The calls of `get_attn_backend`, found once (every attention layer's selector reads them)."""
     from ..index.nodes import find_all
 
-    return find_all(fn, cst.Call)
+    kept = _CALLS.get(id(fn))
+    if kept is None or kept[0] is not fn:
+        kept = _CALLS[id(fn)] = (fn, find_all(fn, cst.Call))
+    return kept[1]
+
+
+_CALLS: dict = {}  # id(function) -> (the function, its calls): the trees do not change
 
 
 def _names_read(fn, owner, evaluator) -> set[str]:

@@ -57,6 +57,10 @@ class Evaluator:
         self._hiding = 0
         self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
         self._one_return: dict = {}  # (class, method) -> (class, the expression of its one return or None)
+        # a decision function's call on plain arguments -> (function, call, its value); also what readers of this
+        # analysis decide from values alone (attention_choice: the platform's selector run on its fields)
+        self.decided_calls: dict = {}
+        self._too_deep = 0  # how often a step limit cut a reading short (a memo keeps only what none cut)
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -216,6 +220,7 @@ class Evaluator:
         if expr is None:
             return Unknown("no expression")
         if depth > _MAX_INFER:
+            self._too_deep += 1
             return Unknown("too many steps to follow")
         lit = literal(expr)
         if lit is not None:
@@ -620,7 +625,6 @@ class Evaluator:
         function (only ifs, assignments and returns) run on its arguments; a factory whose every return builds
         an object; else unknown. `item`: only item k of the tuple the decision function returns (`return None,
         rank, size`: the size is known where the rank is not)."""
-        from .scope import Scope, bind_params
         from .function_bodies import tables
 
         module = getattr(scope, "module", None)
@@ -643,33 +647,74 @@ class Evaluator:
         if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
             return NotNone(index.dotted(module, call.func))
         if kind != "function" or depth > _MAX_INFER // 2:
+            if kind == "function":
+                self._too_deep += 1
             return Unknown("the result of a call")
         fn = target.node
         table = tables(fn, target.module)
         if _decision_function(fn, target.module):
-            inner = Scope(module=target.module)
-            bind_params(fn, call, scope, inner, skip_self=False)
-            for name, value, cond, _pos in table.local_assignments:
-                inner.locals.setdefault(name, []).append((value, cond))
-            returns = table.returns_decided(_EMPTY, self, inner)
-            if item is not None:
-                returns = [(_tuple_item(v, item), c) for v, c in returns]
-                if not all(v is not None for v, _c in returns):
-                    return Unknown("an item of a return that is not a tuple")
-            if returns and returns[0][1] is None:  # the first return that can run does
-                return self.infer(returns[0][0], inner, depth)
-            # a function that ends in a return always returns one of the returns left: when they all give one
-            # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
-            last = fn.body.body[-1] if fn.body.body else None  # (ending in a raise: it returns one of them or none)
-            if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Return, cst.Raise):
-                got = [self.infer(v, inner, depth) for v, _c in returns]
-                if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
-                    return got[0]
+            key = self._decision_key(fn, call, scope, depth, item)
+            kept = self.decided_calls.get(key) if key is not None else None
+            if kept is not None and kept[1] is call and getattr(self.attrs, "reads", None) is None:
+                got = kept[2]
+            else:
+                deep = self._too_deep
+                got = self._run_decision(fn, table, call, scope, depth, item)
+                if key is not None and self._too_deep == deep:  # no step limit met: the same anywhere
+                    self.decided_calls[key] = (fn, call, got)
+            if got is not None:
+                return got
         if item is not None:
             return Unknown("an item of the result of a call")
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
+
+    def _run_decision(self, fn, table, call: cst.Call, scope, depth: int, item: int | None) -> Value | None:
+        """A small decision function run on the call's arguments: its value, else None (not decided)."""
+        from .scope import Scope, bind_params
+
+        inner = Scope(module=table.module)
+        bind_params(fn, call, scope, inner, skip_self=False)
+        for name, value, cond, _pos in table.local_assignments:
+            inner.locals.setdefault(name, []).append((value, cond))
+        returns = table.returns_decided(_EMPTY, self, inner)
+        if item is not None:
+            returns = [(_tuple_item(v, item), c) for v, c in returns]
+            if not all(v is not None for v, _c in returns):
+                return Unknown("an item of a return that is not a tuple")
+        if returns and returns[0][1] is None:  # the first return that can run does
+            return self.infer(returns[0][0], inner, depth)
+        # a function that ends in a return always returns one of the returns left: when they all give one
+        # value, that is its value (`if a: return False` undecided, `if crf is not None: return False` decided)
+        last = fn.body.body[-1] if fn.body.body else None  # (ending in a raise: it returns one of them or none)
+        if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Return, cst.Raise):
+            got = [self.infer(v, inner, depth) for v, _c in returns]
+            if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
+                return got[0]
+        return None
+
+    def _decision_key(self, fn, call: cst.Call, scope, depth: int, item: int | None):
+        """The memo key of a decision function's call: the function, the argument expressions (a test of a
+        parameter may read its argument's text) and their values, where every value is a plain constant or the
+        configuration, so that what the function decides depends on nothing else (a local hidden while its own
+        value is read changes only what the arguments give, and they are the key); else None. A layer's
+        construction asks the same (`_should_skip_indexer_init(config, prefix, _skip_topk)`) from every
+        copy of its __init__'s scope."""
+        deep = self._too_deep
+        parts = []
+        for a in call.args:
+            if a.star:
+                return None
+            value = self.infer(a.value, scope, depth)
+            if not _plain(value):
+                return None
+            # (by repr: Known(1), Known(1.0) and Known(True) are equal as dataclasses)
+            parts.append((a.keyword.value if a.keyword is not None else None, id(a.value),
+                          repr(value) if isinstance(value, Known) else value))
+        if self._too_deep != deep:
+            return None
+        return (id(fn), id(call), depth, item, tuple(parts))
 
     def _dict_item(self, sub: cst.Subscript, scope, depth: int) -> cst.BaseExpression | None:
         """The value expression of a module-level dict literal's entry whose key the index equals
@@ -754,6 +799,8 @@ class Evaluator:
         cls = getattr(scope, "cls", None) or getattr(getattr(scope, "owner", None), "cls", None)
         if call.args or not (type(func) is cst.Attribute and type(func.value) is cst.Name
                              and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
+            if depth > _MAX_INFER // 2:
+                self._too_deep += 1
             return Unknown("the result of a call")
         key = (id(cls), func.attr.value)
         if key not in self._one_return:  # per class and method: the expression of its one return, if any
@@ -891,3 +938,20 @@ def _layer_index_functions() -> frozenset[str]:
     from ..catalog import catalog
 
     return frozenset(catalog().typed.walk.runtime.layer_index)
+
+
+def _plain(value) -> bool:
+    """A value a memo may key on: the configuration, or a constant (None, a flag, a number, a string, a
+    library symbol, a tuple of those)."""
+    if isinstance(value, ConfigRef):
+        return True
+    if not isinstance(value, Known):
+        return False
+    stack = [value.value]
+    while stack:
+        v = stack.pop()
+        if type(v) is tuple:
+            stack.extend(v)
+        elif not (v is None or type(v) in (bool, int, float, str, Symbol)):
+            return False
+    return True

@@ -106,6 +106,7 @@ class Constructor(AttrSources, OtherChoices):
         self._quiet = 0  # > 0 while building what another configuration value would: its own choices unlisted
         self._taints: dict = {}  # (class, given) -> what of its __init__ chain reads the layer index (layer_index.py)
         self._sub_decodes: dict = {}  # (class, given, __init__, name) -> whether that submodule reads the index
+        self._originals: dict = {}  # (patched __init__, its module) ids -> (both, the original's call it makes)
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -283,7 +284,7 @@ class Constructor(AttrSources, OtherChoices):
                 scope = Scope(module=pmod, owner=inst)
                 bind_params(pfn, call, call_scope, scope, skip_self=True)
                 out.append((_in_module(c, pmod), pfn, scope))
-                orig = _original_call(self.index, pfn, pmod)
+                orig = self._original_call(pfn, pmod)
                 if orig is not None:  # `_orig_init(self, *args, **kwargs)`: the class's own __init__ runs next
                     if not _forwards(pfn, orig):
                         call, call_scope = orig, scope
@@ -310,6 +311,14 @@ class Constructor(AttrSources, OtherChoices):
                     later = [j for j in range(i, len(mro)) if mro[j] is base]
                     mro, i = (mro, later[0]) if later else (self.mro(base), 0)
         return out
+
+    def _original_call(self, fn: cst.FunctionDef, module):
+        """_original_call of a patched __init__, read once per walk (every layer's instance asks it)."""
+        key = (id(fn), id(module))
+        kept = self._originals.get(key)
+        if kept is None or kept[0] is not fn or kept[1] is not module:
+            kept = self._originals[key] = (fn, module, _original_call(self.index, fn, module))
+        return kept[2]
 
     def _patched_init(self, c: Definition):
         """(function node, module) of the patch that replaces `c.__init__` on this backend, else None."""

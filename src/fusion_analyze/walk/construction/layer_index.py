@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ...index.nodes import children, iter_nodes
+
 CARRIER, DECODED = "carrier", "decoded"
 
 
@@ -72,19 +74,17 @@ class Taint:
         if t in (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation):
             # a test of a value handed on (`if self.fused_enabled`, the result of a function given the name) is
             # not followed: only a decoded value decides
-            return DECODED if any(self.of(c) == DECODED for c in node.children if isinstance(c, cst.CSTNode)) else None
+            return DECODED if any(self.of(c) == DECODED for c in children(node)) else None
         if t in (cst.Subscript, cst.BinaryOperation):
             out = None
-            for child in node.children:
-                if isinstance(child, cst.CSTNode):
-                    out = _join(out, self.of(child))
+            for child in children(node):
+                out = _join(out, self.of(child))
             return DECODED if out else None
         if t in (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp, cst.Lambda):
             return DECODED if self._any(node) else None
         out = None
-        for child in node.children:
-            if isinstance(child, cst.CSTNode):
-                out = _join(out, self.of(child))
+        for child in children(node):
+            out = _join(out, self.of(child))
         return out
 
     def _any(self, node) -> bool:
@@ -93,7 +93,7 @@ class Taint:
             return node.value in self.env
         if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
             return node.attr.value in self.selfenv
-        return any(self._any(c) for c in node.children if isinstance(c, cst.CSTNode))
+        return any(self._any(c) for c in children(node))
 
     def condition(self, cond) -> str | None:
         """A Condition (ir.conditions) of an assignment: decoded where one of its tests reads the index."""
@@ -106,7 +106,5 @@ class Taint:
 
 
 def contains(root, node) -> bool:
-    """Whether `node` is `root` or inside it (by identity)."""
-    if root is node:
-        return True
-    return any(contains(c, node) for c in root.children if isinstance(c, cst.CSTNode))
+    """Whether `node` is `root` or inside it (by identity; punctuation and whitespace are not looked into)."""
+    return any(n is node for n in iter_nodes(root))
