@@ -412,63 +412,71 @@ def test_bench_names_the_deployed_kernels_and_recomputes_the_estimate(model, con
         assert all(k in smoke.stdout for k in wanted), smoke.stdout
 
 
-# -- the committed GPU run: the estimate against the measured baseline (docs/calibration/scaffold-h100.jsonl) -----
-RUN = Path(__file__).resolve().parents[1] / "docs" / "calibration" / "scaffold-h100.jsonl"
+# -- the committed GPU runs: the estimate against the measured baseline (docs/calibration/scaffold-<device>.jsonl,
+# measured with the profile docs/calibration/<device>.yaml that `fusion-analyze calibrate` wrote on that machine) ---
+CALIBRATION = Path(__file__).resolve().parents[1] / "docs" / "calibration"
 MEMORY_BOUND = {"add_rmsnorm", "gated_act", "rope_kvcache", "qknorm_rope", "native_rope", "elementwise"}
 
 
-def _committed_run() -> list[dict]:
-    if not RUN.is_file():
-        pytest.skip(f"{RUN.name} not committed: no GPU run of the scaffolds yet")
-    return [json.loads(line) for line in RUN.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _committed_runs() -> dict[str, list[dict]]:
+    """Device id -> the rows of its committed run."""
+    runs = {p.stem.removeprefix("scaffold-"): [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines()
+                                               if line.strip()] for p in sorted(CALIBRATION.glob("scaffold-*.jsonl"))}
+    if not runs:
+        pytest.skip("no docs/calibration/scaffold-<device>.jsonl committed: no GPU run of the scaffolds yet")
+    return runs
 
 
 def test_committed_gpu_run_is_whole():
-    """The committed run holds, for each of the three models, every kernel its folder had, both scenarios, both
-    modes, the kernel checked against the reference on the GPU, and names the device and the stand-in."""
-    rows = _committed_run()
-    assert {r["model"] for r in rows} >= {"Qwen3ForCausalLM", "Glm4MoeForCausalLM", "LlamaForCausalLM"}
-    for r in rows:
-        assert r["matches_reference"], (r["model"], r["kernel"], r["scenario"], r["mode"])
-        assert "H100" in r["device"] and r["stand_in"] and r["before_us"] > 0 and r["after_us"] > 0, r
-    keys = {(r["model"], r["kernel"], r["scenario"], r["mode"]) for r in rows}
-    for model, kernel in {(r["model"], r["kernel"]) for r in rows}:
-        assert {(model, kernel, s, m) for s in ("decode", "prefill") for m in ("eager", "graph")} <= keys, (model, kernel)
+    """Each committed run holds, for each of the three models, every kernel its folder had, both scenarios, both
+    modes, the kernel checked against the reference on the GPU, the device's profile beside it."""
+    for dev, rows in _committed_runs().items():
+        assert (CALIBRATION / f"{dev}.yaml").is_file(), dev
+        assert {r["model"] for r in rows} >= {"Qwen3ForCausalLM", "Glm4MoeForCausalLM", "LlamaForCausalLM"}, dev
+        for r in rows:
+            assert r["matches_reference"], (dev, r["model"], r["kernel"], r["scenario"], r["mode"])
+            assert dev.upper() in r["device"] and r["stand_in"] and r["before_us"] > 0 and r["after_us"] > 0, r
+        keys = {(r["model"], r["kernel"], r["scenario"], r["mode"]) for r in rows}
+        for model, kernel in {(r["model"], r["kernel"]) for r in rows}:
+            assert {(model, kernel, s, m) for s in ("decode", "prefill") for m in ("eager", "graph")} <= keys, \
+                (dev, model, kernel)
 
 
 def test_committed_gpu_run_estimate_within_1_5x_of_the_measured_baseline(real_tree, tmp_path, torch):
     """For the memory-bound families, per scenario in its own mode (decode in a graph, prefill eager): the
     estimate's before, after and saving, recomputed now (the scaffold the tool writes today for the run's model and
-    configuration, its bench's `recompute` on docs/calibration/h100.yaml), within 1.5x of the measured ones against
+    configuration, its bench's `recompute` on the run's device profile), within 1.5x of the measured ones against
     the deployment's stand-in. A change of the cost model is checked against the kernels' measurement."""
     _triton()
-    rows = [r for r in _committed_run() if r["family"] in MEMORY_BOUND and r["mode"] == r["scenario_mode"]]
     vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
-    code = ("import json, sys, importlib; b = importlib.import_module(sys.argv[1]); p = b.load_profile(sys.argv[2], 'h100');"
+    code = ("import json, sys, importlib; b = importlib.import_module(sys.argv[1]); p = b.load_profile(sys.argv[2], sys.argv[3]);"
             "print(json.dumps({s: b.recompute(s, v['mode'], p) for s, v in b.m.DEPLOYMENT.items()}))")
-    estimates: dict = {}
-    for model, configuration in sorted({(r["model"], r["configuration"]) for r in rows}):
-        preset = re.match(r"preset (\S+) ", configuration).group(1)  # the run's folders were made from presets
-        folder = tmp_path / preset
-        cmd = [sys.executable, "-c", "from fusion_analyze.cli import main; main()", model, "--vllm-root", str(vllm),
-               "--ascend-root", str(ascend), "--config", preset, "--lang", "en", "-o", str(tmp_path / f"{preset}.md"),
-               "--device-profile", str(H100), "--device", "h100", "--scaffold", str(folder)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder))
-        for kernel in sorted({r["kernel"] for r in rows if r["model"] == model}):
-            out = subprocess.run([sys.executable, "-c", code, f"bench_{kernel}", str(H100)], capture_output=True,
-                                 text=True, timeout=300, cwd=folder, env=env)
-            assert out.returncode == 0, (kernel, out.stderr[-3000:])
-            estimates[model, kernel] = json.loads(out.stdout.strip().splitlines()[-1])
     checked, misses = 0, []
-    for row in rows:
-        est = estimates[row["model"], row["kernel"]].get(row["scenario"])
-        assert est is not None, (row["model"], row["kernel"], row["scenario"])
-        checked += 1
-        for key in ("before_us", "after_us", "saving_us"):
-            got = row[key]
-            if est[key] <= 0 or got <= 0 or max(est[key], got) / min(est[key], got) > 1.5:
-                misses.append((row["model"], row["kernel"], row["scenario"], key, est[key], got))
+    for dev, rows in _committed_runs().items():
+        profile = CALIBRATION / f"{dev}.yaml"
+        rows = [r for r in rows if r["family"] in MEMORY_BOUND and r["mode"] == r["scenario_mode"]]
+        estimates: dict = {}
+        for model, configuration in sorted({(r["model"], r["configuration"]) for r in rows}):
+            preset = re.match(r"preset (\S+) ", configuration).group(1)  # the run's folders were made from presets
+            folder = tmp_path / dev / preset
+            cmd = [sys.executable, "-c", "from fusion_analyze.cli import main; main()", model, "--vllm-root", str(vllm),
+                   "--ascend-root", str(ascend), "--config", preset, "--lang", "en", "-o", str(folder) + ".md",
+                   "--device-profile", str(profile), "--device", dev, "--scaffold", str(folder)]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr[-3000:]
+            env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder))
+            for kernel in sorted({r["kernel"] for r in rows if r["model"] == model}):
+                out = subprocess.run([sys.executable, "-c", code, f"bench_{kernel}", str(profile), dev],
+                                     capture_output=True, text=True, timeout=300, cwd=folder, env=env)
+                assert out.returncode == 0, (kernel, out.stderr[-3000:])
+                estimates[model, kernel] = json.loads(out.stdout.strip().splitlines()[-1])
+        for row in rows:
+            est = estimates[row["model"], row["kernel"]].get(row["scenario"])
+            assert est is not None, (dev, row["model"], row["kernel"], row["scenario"])
+            checked += 1
+            for key in ("before_us", "after_us", "saving_us"):
+                got = row[key]
+                if est[key] <= 0 or got <= 0 or max(est[key], got) / min(est[key], got) > 1.5:
+                    misses.append((dev, row["model"], row["kernel"], row["scenario"], key, est[key], got))
     assert checked >= 6, checked
     assert not misses, misses
