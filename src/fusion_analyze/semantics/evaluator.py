@@ -512,6 +512,15 @@ class Evaluator:
         for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == attr:
                 return self.infer(arg.value, scope, depth + 1)
+        if any(arg.keyword is None for arg in expr.args):
+            return None  # passed by position or through `**`: which field it fills is not read here
+        # not passed: the field's default in the class body (`g_proj: nn.Module | None = None`), a literal only
+        from .runtime_defaults import _declared
+
+        value = _declared(cls).get(attr)
+        if value is not None and type(value) is not cst.Call:
+            got = self.infer(value, Scope(module=cls.module), depth + 1)
+            return got if isinstance(got, Known) else None
         return None
 
     def _class_attribute(self, cls, attr: str, depth: int) -> Value:

@@ -43,8 +43,8 @@ class AttrSources:
         from ...semantics.values import Known, NotNone
 
         built = self.attr(inst, name)
-        if built is None or built.condition:
-            return unknown
+        if built is None or built.condition or any(a.cls is None for a in built.alternatives):
+            return unknown  # built under a test, or None on another path
         return Known(None) if built.cls is None else NotNone(built.cls.name)
 
     def _init_self_calls(self, inst: Instance):

@@ -423,8 +423,11 @@ class Constructor(AttrSources, OtherChoices):
                 t = evaluator.condition_truth(cond, scope=scope)
                 if t is Truth.TRUE:
                     result = evaluator.infer(expr, scope, depth)
-                    if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
-                        result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+                    if isinstance(result, Unknown) and (type(expr) is cst.Call or (
+                            type(expr) is cst.Subscript and type(expr.value) is cst.Call)):
+                        # `self.rotary_emb = get_rope(...)`, `self.op, ... = factory(...)`: what the construction
+                        # builds there, where it is certain (an object, never None; or None)
+                        result = self._built_value(inst, name, result)
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
             break
