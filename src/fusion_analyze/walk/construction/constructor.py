@@ -434,6 +434,90 @@ class Constructor(AttrSources, OtherChoices):
         self._values[key] = (inst, result)
         return result
 
+    def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
+        """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
+        `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
+        the attribute waits on."""
+        from ...semantics.values import Unknown
+
+        held = [inst for (_i, n), (inst, value) in list(self._values.items())
+                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+        return [self.value_sources(inst, name) for inst in held[:limit]]
+
+    def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
+        """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
+        assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
+        and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
+        `AscendMLAImpl` is `num_heads // tp_size` of the model's attention), `kwargs["k"]` included."""
+        out: list[str] = []
+        seen: set = set()
+
+        def attr(owner: Instance, attr_name: str, left: int) -> None:
+            key = (id(owner), attr_name)
+            if left <= 0 or key in seen or owner.cls is None or len(out) > 60:
+                return
+            seen.add(key)
+            scopes = owner.value_chain
+            if scopes is None:  # its own scopes, as self_value reads them (attr()'s builds are not disturbed)
+                scopes = owner.value_chain = self.init_scopes(owner)
+            for c, fn, scope in scopes:
+                found = tables(fn, c.module).self_assignments.get(attr_name, ())
+                for expr, cond, pos in found:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    code(expr, scope, left - 1)
+                    for term in (cond.terms if cond is not None else ()):
+                        if term.expr is not None:
+                            code(term.expr, scope, left - 1)
+                if found:
+                    return
+
+        def code(expr, scope: Scope, left: int) -> None:
+            if left <= 0 or len(out) > 60 or scope is None:
+                return
+            try:
+                out.append(" ".join(scope.module.code(expr).split()))
+            except Exception:  # an expression of another module's tree: its names say nothing here
+                return
+            got = star_kwarg(expr, scope)
+            if got is not None:
+                code(got[0], got[1], left - 1)
+                return
+            names(expr, scope, left)
+
+        def names(node, scope: Scope, left: int) -> None:
+            """The names an expression reads, followed to what they hold (an attribute's own name is none)."""
+            t = type(node)
+            if t is cst.Attribute:
+                if _is_self(node.value) and scope.owner is not None:
+                    attr(scope.owner, node.attr.value, left - 1)
+                else:
+                    names(node.value, scope, left)
+                return
+            if t is cst.Name:
+                if (node.value, id(scope)) in seen:
+                    return
+                seen.add((node.value, id(scope)))
+                if node.value in scope.locals:
+                    for value, _cond in scope.locals[node.value]:
+                        code(value, scope, left - 1)
+                elif node.value in scope.params:
+                    value, where = scope.params[node.value]
+                    code(value, where, left - 1)
+                return
+            if t in (cst.Subscript, cst.Call):
+                sub = star_kwarg(node, scope)
+                if sub is not None:
+                    code(sub[0], sub[1], left - 1)
+                    return
+            if t is cst.Lambda:
+                return
+            for child in node.children:
+                if isinstance(child, cst.CSTNode):
+                    names(child, scope, left)
+
+        attr(inst, name, depth)
+        return list(dict.fromkeys(out))
+
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
         scope.version += 1
