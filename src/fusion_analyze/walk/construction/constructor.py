@@ -490,8 +490,13 @@ class Constructor(AttrSources, OtherChoices):
             if t is cst.Attribute:
                 if _is_self(node.value) and scope.owner is not None:
                     attr(scope.owner, node.attr.value, left - 1)
-                else:
-                    names(node.value, scope, left)
+                    return
+                if type(node.value) is cst.Name:  # mla_modules.rotary_emb of `MLAModules(rotary_emb=..., ...)`
+                    got = _field_of_built(node.value.value, node.attr.value, scope, self._local_of)
+                    if got is not None:
+                        code(got[0], got[1], left - 1)
+                        return
+                names(node.value, scope, left)
                 return
             if t is cst.Name:
                 if (node.value, id(scope)) in seen:
@@ -509,6 +514,10 @@ class Constructor(AttrSources, OtherChoices):
                 if sub is not None:
                     code(sub[0], sub[1], left - 1)
                     return
+            if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
+                built = self.index.resolve_expr(scope.module, node.func)
+                if isinstance(built, Definition) and built.kind == "class":
+                    return  # an object the code builds: what it is built with does not make it None or not
             if t is cst.Lambda:
                 return
             for child in node.children:
