@@ -403,7 +403,7 @@ class Constructor(AttrSources, OtherChoices):
         return result
 
     def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
-        from ...semantics.values import Unknown
+        from ...semantics.values import NotNone, Unknown
 
         key = (id(inst), name)
         kept = self._values.get(key)
@@ -423,11 +423,13 @@ class Constructor(AttrSources, OtherChoices):
                 t = evaluator.condition_truth(cond, scope=scope)
                 if t is Truth.TRUE:
                     result = evaluator.infer(expr, scope, depth)
-                    if isinstance(result, Unknown) and (type(expr) is cst.Call or (
-                            type(expr) is cst.Subscript and type(expr.value) is cst.Call)):
-                        # `self.rotary_emb = get_rope(...)`, `self.op, ... = factory(...)`: what the construction
-                        # builds there, where it is certain (an object, never None; or None)
-                        result = self._built_value(inst, name, result)
+                    if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
+                        result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+                    elif isinstance(result, Unknown) and type(expr) is cst.Call:
+                        # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
+                        # class there on every path (a value that is no module says nothing: not taken as None)
+                        built = self._built_value(inst, name, result)
+                        result = built if isinstance(built, NotNone) else result
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
             break
