@@ -76,7 +76,7 @@ def test_qwen3_5_linear_kind_walks_only_the_linear_branch(session, hf, tmp_path)
     path.write_text(json.dumps(cfg), encoding="utf-8")
     a = analyze_in(session, "Qwen3_5ForCausalLM", Options(config=str(path), hf_root=hf))
     kinds = a.report["layer_kinds"]
-    assert [k["layers"] for k in kinds] == [[0, 1, 2, 4, 5, 6], [3, 7]]
+    assert [k["layers"] for k in kinds] == [[0, 1, 2, 4, 5, 6], [3, 7]], json.dumps([k["differs"] for k in kinds[1:]])
     assert [k["differs"]["layer_type"] for k in kinds] == ["'linear_attention'", "'full_attention'"]
     assert not [c for c in _conditions(a) if "layer_type" in c or "model_type" in c]
     linear = {op["attrs"].get("layer_kind") for op in a.report["ops"] if op["kind"] == "linear_attention"}
