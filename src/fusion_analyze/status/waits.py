@@ -72,7 +72,7 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
     tool's debt)."""
     for attr in dict.fromkeys(re.findall(r"self((?:\.\w+)+)", test)):
         for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
-            held = sources(name)
+            held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
             if not held:
                 continue
             found = [_not_given(texts, config, deployment) for texts in held]
@@ -103,7 +103,7 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
     return None
 
 
-_GETATTR = re.compile(r"getattr\((?:\w+\.)*\w*config, \"(\w+)\"")
+_GETATTR = re.compile(r"(?:get|has)attr\((?:\w+\.)*\w*config, \"(\w+)\"")
 
 
 def _short(text: str) -> str:
