@@ -465,6 +465,14 @@ class Evaluator:
         carried = _carried(scope, attr, self.env) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
         if carried is not None:
             return carried
+        holder = expr.value.attr.value if type(expr.value) is cst.Attribute else \
+            expr.value.value if type(expr.value) is cst.Name else None
+        if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
+            from .runtime_defaults import vllm_config_default
+
+            got = vllm_config_default(self.env.index, holder, attr, lambda e, sc: self.infer(e, sc, depth + 1))
+            if got is not None:  # `cache_config.kv_sharing_fast_prefill`: vLLM's default, no argument changes it
+                return got
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
