@@ -125,3 +125,32 @@ def test_an_attribute_read_from_given_inputs_stays_the_tools_debt():
                      lambda name: [['getattr(config, "use_flag", False)'], ["config.hidden_size > 4"]])
     assert mixed[:2] == ("construction", True)
     assert classify("self.flag", "self.flag", facts, None, lambda name: [])[:2] == ("construction", True)
+
+
+def test_cache_config_fields_at_vllm_defaults(session, hf):
+    """`self.fast_prefill_enabled = cache_config.kv_sharing_fast_prefill` (vllm/model_executor/models/gemma3n.py:926)
+    and Mamba2's `self.use_replayssm = cache_config.use_replayssm if cache_config is not None else False`
+    (vllm/model_executor/layers/mamba/mamba_mixer2.py:521): CacheConfig declares both False (vllm/config/cache.py:221,
+    :197), EngineArgs passes its own field whose default is CacheConfig's (vllm/engine/arg_utils.py:768, :745 ->
+    :2110, :2120) and no start-up code assigns them: decided False, their branches not walked. `mamba_cache_mode`,
+    which vllm-ascend's platform patches set (vllm_ascend/patch/platform/patch_mamba_config.py), is not read at
+    its class default."""
+    from fusion_analyze.semantics.runtime_defaults import vllm_config_default
+    from fusion_analyze.semantics.values import Known
+
+    gemma = analyze_in(session, "Gemma3nForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(gemma) if "fast_prefill" in t]
+    assert not [c for c in _conditions(gemma) if "fast_prefill" in c]
+    mamba = analyze_in(session, "Mamba2ForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(mamba) if "use_replayssm" in t]
+    assert not [c for c in _conditions(mamba) if "use_replayssm" in c]
+
+    def infer(expr, scope):
+        from fusion_analyze.semantics.values import literal
+
+        return literal(expr) or Known(None)
+
+    assert vllm_config_default(session.index, "cache_config", "use_replayssm", infer) == Known(False)
+    assert vllm_config_default(session.index, "cache_config", "mamba_cache_mode", infer) is None
+    assert vllm_config_default(session.index, "mamba_config", "backend", infer) is None  # arg_utils sets it
+    validate_report(gemma.report)
