@@ -56,7 +56,7 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None) -
         if rx.search(test) or (name == "layer_index" and rx.search(full)):
             return name, *_given(name, test, config, deployment)
     if "self." in test:
-        if getattr(config, "values", None) is None:
+        if _no_configuration(config):
             return "construction", False, "an attribute the module's construction sets; no configuration given"
         found = _attribute_input(test, config, deployment, sources) if sources is not None else None
         if found is not None:
@@ -131,13 +131,21 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         return False, "a configuration field not given (dtype)"
     if name == "config_field":
         fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)", test) + _GETATTR.findall(test)))
-        if getattr(config, "values", None) is None:
+        if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
         missing = [f for f in fields if not _holds(config, f)]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
         return True, "the configuration gives " + ", ".join(fields)
     return None, "not traced"
+
+
+def _no_configuration(config) -> bool:
+    """No configuration: none given and no configuration class found for the model type (the report's
+    "no configuration: branches listed as alternatives")."""
+    if getattr(config, "values", None) is None:
+        return True
+    return not config.values and getattr(config, "cls", None) is None
 
 
 def _holds(config, field: str) -> bool:
