@@ -286,8 +286,9 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
             if arg.keyword is not None and arg.keyword.value == "default_factory":
                 factory = arg.value
     cls = index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
-    if getattr(cls, "kind", None) != "class":
+    if cls is None or getattr(cls, "kind", None) != "class":
         return None
+    name_of, module_of = getattr(cls, "name", ""), getattr(cls, "module", None)
     value = _declared(cls).get(name)
     if value is None or type(value) is cst.Call:  # no default, or one a factory builds
         return None
@@ -310,7 +311,7 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
                 return None  # EngineArgs builds it from something else
             engine = index.lookup(*ENGINE_ARGS_CLASS)
             own = _declared(engine).get(name) if getattr(engine, "kind", None) == "class" else None
-            if own is None or _dotted_text(own) != f"{cls.name}.{name}":
+            if own is None or _dotted_text(own) != f"{name_of}.{name}":
                 return None  # the engine argument's own default may differ from the class's
-    found = infer(value, Scope(module=cls.module))
+    found = infer(value, Scope(module=module_of))
     return found if isinstance(found, Known) else None

@@ -76,8 +76,9 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
             if not held:
                 continue
             found = [_not_given(texts, config, deployment) for texts in held]
-            if all(f is not None for f in found):
-                category, why, text = found[0]
+            first = found[0]
+            if first is not None and all(f is not None for f in found):
+                category, why, text = first
                 return category, False, f"{why} (self.{name} is computed from `{_short(text)}`)"
             break
     return None

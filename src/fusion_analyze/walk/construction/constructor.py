@@ -24,7 +24,7 @@ from .layer_index import CARRIER, DECODED, Taint, _join, contains
 from .alternatives import OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
-from ...ir.conditions import Condition, Truth, join
+from ...ir.conditions import Condition, Truth, code_of, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -477,7 +477,7 @@ class Constructor(AttrSources, OtherChoices):
             if left <= 0 or len(out) > 60 or scope is None:
                 return
             try:
-                out.append(" ".join(scope.module.code(expr).split()))
+                out.append(" ".join(code_of(scope.module, expr).split()))
             except Exception:  # an expression of another module's tree: its names say nothing here
                 return
             got = star_kwarg(expr, scope)
@@ -490,8 +490,9 @@ class Constructor(AttrSources, OtherChoices):
             """The names an expression reads, followed to what they hold (an attribute's own name is none)."""
             t = type(node)
             if t is cst.Attribute:
-                if _is_self(node.value) and scope.owner is not None:
-                    attr(scope.owner, node.attr.value, left - 1)
+                owner = scope.owner
+                if _is_self(node.value) and isinstance(owner, Instance):
+                    attr(owner, node.attr.value, left - 1)
                     return
                 if type(node.value) is cst.Name:  # mla_modules.rotary_emb of `MLAModules(rotary_emb=..., ...)`
                     got = _field_of_built(node.value.value, node.attr.value, scope, self._local_of)
@@ -517,7 +518,7 @@ class Constructor(AttrSources, OtherChoices):
                     code(sub[0], sub[1], left - 1)
                     return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
-                built = self.index.resolve_expr(scope.module, node.func)
+                built = Callee(self.index, scope.module, node).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
             if t is cst.Lambda:
