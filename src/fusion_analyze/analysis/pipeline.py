@@ -197,7 +197,8 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
                  mc2_capacity=env.mc2_capacity, compile_path=path[1] if path else None, memory=memory)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
     # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
-    a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment)
+    a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment,
+                                      walker.ctor.unknown_sources)
     session.index.save_lines()
     return a
 

@@ -131,8 +131,13 @@ class ConfigFacts:
                 return Unknown(f"the default of config.{name} in {cls.name} is not a literal")
         if self.complete and name == _ROPE:
             return Known({"rope_type": "default"})
-        if name == "model_type" and self.model_type and not text:  # the class's `model_type` (its registry key)
+        if name == "model_type" and self.model_type and (not text or (cls is not None and cls.wrapper)):
+            # the class's `model_type` (its registry key); of the text configuration (`hf_text_config`) where
+            # the facts are that sub-configuration (Qwen3_5ForCausalLM reads Qwen3_5TextConfig's)
             return Known(self.model_type)
+        if name == "model_type" and text and cls is not None and cls.text is not None and cls.text.model_type \
+                and "text_config" not in self.values:
+            return Known(cls.text.model_type)  # a wrapper's text sub-configuration class: its own model_type
         return Unknown(f"config.{name} is not known ({self.describe_source()})")
 
     def getattr(self, name: str, default: Value, text: bool = False) -> Value:

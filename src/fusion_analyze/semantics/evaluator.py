@@ -470,6 +470,14 @@ class Evaluator:
         carried = _carried(scope, attr, self.env) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
         if carried is not None:
             return carried
+        holder = expr.value.attr.value if type(expr.value) is cst.Attribute else \
+            expr.value.value if type(expr.value) is cst.Name else None
+        if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
+            from .runtime_defaults import vllm_config_default
+
+            got = vllm_config_default(self.env.index, holder, attr, lambda e, sc: self.infer(e, sc, depth + 1))
+            if got is not None:  # `cache_config.kv_sharing_fast_prefill`: vLLM's default, no argument changes it
+                return got
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -517,6 +525,15 @@ class Evaluator:
         for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == attr:
                 return self.infer(arg.value, scope, depth + 1)
+        if any(arg.keyword is None for arg in expr.args):
+            return None  # passed by position or through `**`: which field it fills is not read here
+        # not passed: the field's default in the class body (`g_proj: nn.Module | None = None`), a literal only
+        from .runtime_defaults import _declared
+
+        value = _declared(cls).get(attr)
+        if value is not None and type(value) is not cst.Call:
+            got = self.infer(value, Scope(module=cls.module), depth + 1)
+            return got if isinstance(got, Known) else None
         return None
 
     def _class_attribute(self, cls, attr: str, depth: int) -> Value:

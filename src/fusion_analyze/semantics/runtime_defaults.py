@@ -247,3 +247,71 @@ def mc2_capacity(index, deployment) -> int | None:
     tp = deployment.tp_size
     per_rank = min(-(-max_tokens // tp), limit)
     return per_rank * tp
+
+
+# vLLM's configuration objects at their defaults: VllmConfig's fields (`cache_config: CacheConfig =
+# Field(default_factory=CacheConfig)`), the engine arguments that build them, and the modules that may change them
+# after (VllmConfig's checks, the platforms' check_and_update_config)
+VLLM_CONFIG = ("vllm.config.vllm", "VllmConfig")
+ENGINE_ARGS_CLASS = ("vllm.engine.arg_utils", "EngineArgs")
+_SETTERS = ("vllm.engine.arg_utils", "vllm.model_executor.models.config", "vllm_ascend.platform")
+# and every module of these folders: vLLM's configuration classes and platforms, vllm-ascend's platform patches
+_SETTER_FOLDERS = (("vllm", ("config",)), ("vllm", ("platforms",)), ("vllm_ascend", ("patch", "platform")))
+VLLM_CONFIG_DEFAULTS = FactTable("vllm_config_defaults",
+                                 "(VllmConfig field, its field) -> its value at vLLM's defaults, or None")
+
+
+def vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
+    """`cache_config.kv_sharing_fast_prefill`: field `name` of the configuration object VllmConfig holds as
+    `holder`, at its class's declared default (a literal or a module constant), where it is certain no engine
+    argument of the report changes it (the report's deployment states none of the arguments that build these
+    objects): EngineArgs passes it only as its own field whose default is that class's (`kv_sharing_fast_prefill:
+    bool = CacheConfig.kv_sharing_fast_prefill`), and none of the modules that build and check vLLM's
+    configuration (VllmConfig, EngineArgs, the platforms) assigns `.<name> = ...`. None otherwise."""
+    if index is None or not holder.endswith("_config"):
+        return None
+    return VLLM_CONFIG_DEFAULTS.get(index, (holder, name), lambda: _vllm_config_default(index, holder, name, infer))
+
+
+def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
+    import re
+
+    vllm_config = index.lookup(*VLLM_CONFIG)
+    if getattr(vllm_config, "kind", None) != "class":
+        return None
+    made = _declared(vllm_config).get(holder)
+    factory = None
+    if type(made) is cst.Call and _dotted_text(made.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
+        for arg in made.args:
+            if arg.keyword is not None and arg.keyword.value == "default_factory":
+                factory = arg.value
+    cls = index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
+    if cls is None or getattr(cls, "kind", None) != "class":
+        return None
+    name_of, module_of = getattr(cls, "name", ""), getattr(cls, "module", None)
+    value = _declared(cls).get(name)
+    if value is None or type(value) is cst.Call:  # no default, or one a factory builds
+        return None
+    setter = re.compile(rf"\.{re.escape(name)}\s*=(?!=)")
+    passed = re.compile(rf"\b{re.escape(name)}\s*=(?!=)\s*([^,)\n]*)")
+    texts = []
+    for module in _SETTERS:
+        info = index.get(module)
+        texts.append((module, info.text() if info is not None else ""))
+    for package, folder in _SETTER_FOLDERS:  # code that may change vLLM's configuration at start-up
+        tree = index.trees.get(package)
+        if tree is not None:
+            for path in sorted(tree.package_dir.joinpath(*folder).glob("*.py")):
+                texts.append((path.stem, path.read_text(encoding="utf-8", errors="replace")))
+    for module, text in texts:
+        if setter.search(text):
+            return None  # set after the class builds it: not read here
+        if module == ENGINE_ARGS_CLASS[0] and passed.search(text):
+            if any(v.strip() != f"self.{name}" for v in passed.findall(text)):
+                return None  # EngineArgs builds it from something else
+            engine = index.lookup(*ENGINE_ARGS_CLASS)
+            own = _declared(engine).get(name) if getattr(engine, "kind", None) == "class" else None
+            if own is None or _dotted_text(own) != f"{name_of}.{name}":
+                return None  # the engine argument's own default may differ from the class's
+    found = infer(value, Scope(module=module_of))
+    return found if isinstance(found, Known) else None

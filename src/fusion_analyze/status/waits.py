@@ -48,17 +48,67 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def classify(test: str, full: str, config=None, deployment=None) -> tuple[str, bool | None, str]:
+def classify(test: str, full: str, config=None, deployment=None, sources=None) -> tuple[str, bool | None, str]:
     """(category, whether its input was given, why) of one undecided test; `full` is the printed conjunct
-    (a computed-from note names what a local flag reads)."""
+    (a computed-from note names what a local flag reads); `sources(name)`: for each module of the walk whose
+    `self.<name>` stayed unknown, the code that attribute is computed from (Constructor.unknown_sources)."""
     for name, rx in _rules():
         if rx.search(test) or (name == "layer_index" and rx.search(full)):
             return name, *_given(name, test, config, deployment)
     if "self." in test:
-        if getattr(config, "values", None) is None:
+        if _no_configuration(config):
             return "construction", False, "an attribute the module's construction sets; no configuration given"
+        found = _attribute_input(test, config, deployment, sources) if sources is not None else None
+        if found is not None:
+            return found
         return "construction", True, "an attribute the module's construction sets from what was given, not traced"
     return "not_traced", None, "a local value the walk did not trace to its inputs"
+
+
+def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool, str] | None:
+    """What an undecided test on `self.x` waits on where every module holding `x` computes it from an input
+    not given (a configuration field the configuration does not give, --tensor-parallel-size, the runtime path):
+    that input's category, with the code it is read in; None where one of them reads only given inputs (the
+    tool's debt)."""
+    for attr in dict.fromkeys(re.findall(r"self((?:\.\w+)+)", test)):
+        for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
+            held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
+            if not held:
+                continue
+            found = [_not_given(texts, config, deployment) for texts in held]
+            first = found[0]
+            if first is not None and all(f is not None for f in found):
+                category, why, text = first
+                return category, False, f"{why} (self.{name} is computed from `{_short(text)}`)"
+            break
+    return None
+
+
+# what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
+# construction: a name that looks like one there is not read as one; the layer index is decided per kind)
+_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field")
+
+
+def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
+    """(category, why, the code) of the first input these texts read that was not given, in the rules' order."""
+    for name, rx in _rules():
+        if name not in _CONSTRUCTION_INPUTS:
+            continue
+        for text in texts:
+            if name == "config_field" and not (re.search(r"\bconfig\.\w+", text) or _GETATTR.search(text)):
+                continue  # a configuration object read without a named field (`model_config.dtype`): no field
+            if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
+                given, why = _given(name, text, config, deployment)
+                if given is False:
+                    return name, why, text
+    return None
+
+
+_GETATTR = re.compile(r"(?:get|has)attr\((?:\w+\.)*\w*config, \"(\w+)\"")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
@@ -81,14 +131,22 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
             return True, "the model dtype (the configuration's dtype, vLLM's --dtype auto)"
         return False, "a configuration field not given (dtype)"
     if name == "config_field":
-        fields = re.findall(r"config\.(\w+)", test)
-        if getattr(config, "values", None) is None:
+        fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)", test) + _GETATTR.findall(test)))
+        if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
         missing = [f for f in fields if not _holds(config, f)]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
         return True, "the configuration gives " + ", ".join(fields)
     return None, "not traced"
+
+
+def _no_configuration(config) -> bool:
+    """No configuration: none given and no configuration class found for the model type (the report's
+    "no configuration: branches listed as alternatives")."""
+    if getattr(config, "values", None) is None:
+        return True
+    return not config.values and getattr(config, "cls", None) is None
 
 
 def _holds(config, field: str) -> bool:
@@ -100,9 +158,10 @@ def _holds(config, field: str) -> bool:
         return False
 
 
-def undecided(conditions, config=None, deployment=None) -> list[dict]:
+def undecided(conditions, config=None, deployment=None, sources=None) -> list[dict]:
     """The undecided tests of a report's printed conditions, one entry per test: its text, what it waits on
-    (`waits_on`), whether that input was given, why, and how many printed conditions hold it."""
+    (`waits_on`), whether that input was given, why, and how many printed conditions hold it (`sources`: see
+    classify)."""
     seen: dict[str, dict] = {}
     for cond in conditions:
         if not cond:
@@ -110,7 +169,7 @@ def undecided(conditions, config=None, deployment=None) -> list[dict]:
         for part in split_outside(" ".join(cond.split()), " and "):
             test = test_text(part)
             if test not in seen:
-                kind, given, why = classify(test, part, config, deployment)
+                kind, given, why = classify(test, part, config, deployment, sources)
                 seen[test] = {"test": test, "waits_on": kind, "given": given, "why": why, "count": 0}
             seen[test]["count"] += 1
     return sorted(seen.values(), key=lambda e: (e["waits_on"], e["test"]))

@@ -3,6 +3,8 @@ layer loops mark the repeated decoder layer; expressions become ops through the 
 
 from __future__ import annotations
 
+import re
+
 from contextlib import contextmanager
 
 import libcst as cst
@@ -249,6 +251,12 @@ class Statements(WalkerState):
                 held = [e for _el, _q, sig in sigs for e in sig if e[0] == name]
                 if len(held) > 2 and len(set(held)) == len(held):
                     own.add(name)
+        for name in {e[0] for _el, _q, sig in sigs for e in sig} - own:
+            # a module name built from the layer's own prefix ("model.layers.3.self_attn.attn"), however few
+            # layers hold it (the two full-attention layers of eight)
+            held = [(i, e[2]) for i, (_el, _q, sig) in enumerate(sigs) for e in sig if e[0] == name]
+            if len(held) > 1 and all(isinstance(v, str) and re.search(rf"\blayers\.{i}\b", v) for i, v in held):
+                own.add(name)
         groups: dict[tuple, dict] = {}
         for i, (element, qualname, sig) in enumerate(sigs):
             key = (qualname, tuple(e for e in sig if e[0] not in own))

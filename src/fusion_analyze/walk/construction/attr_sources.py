@@ -43,9 +43,11 @@ class AttrSources:
         from ...semantics.values import Known, NotNone
 
         built = self.attr(inst, name)
-        if built is None or built.condition:
-            return unknown
-        return Known(None) if built.cls is None else NotNone(built.cls.name)
+        if built is None or any(a.cls is None for a in built.alternatives):
+            return unknown  # not known, or None on another path
+        if built.cls is not None:  # one of several classes the factory builds (get_rope's by rope type): an object
+            return NotNone(built.cls.name)
+        return unknown if built.condition else Known(None)
 
     def _init_self_calls(self, inst: Instance):
         """(class, __init__, scope, position, call) of each `self.<method>(...)` statement of the __init__ chain."""

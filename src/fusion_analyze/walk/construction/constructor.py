@@ -24,7 +24,7 @@ from .layer_index import CARRIER, DECODED, Taint, _join, contains
 from .alternatives import OtherChoices
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
-from ...ir.conditions import Condition, Truth, join
+from ...ir.conditions import Condition, Truth, code_of, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -412,7 +412,7 @@ class Constructor(AttrSources, OtherChoices):
         return result
 
     def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
-        from ...semantics.values import Unknown
+        from ...semantics.values import NotNone, Unknown
 
         key = (id(inst), name)
         kept = self._values.get(key)
@@ -434,11 +434,110 @@ class Constructor(AttrSources, OtherChoices):
                     result = evaluator.infer(expr, scope, depth)
                     if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
                         result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+                    elif isinstance(result, Unknown) and type(expr) is cst.Call:
+                        # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
+                        # class there on every path (a value that is no module says nothing: not taken as None)
+                        built = self._built_value(inst, name, result)
+                        result = built if isinstance(built, NotNone) else result
                 elif t is Truth.UNKNOWN:
                     result = Unknown(f"self.{name} is assigned under a condition that is not decided")
             break
         self._values[key] = (inst, result)
         return result
+
+    def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
+        """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
+        `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
+        the attribute waits on."""
+        from ...semantics.values import Unknown
+
+        held = [inst for (_i, n), (inst, value) in list(self._values.items())
+                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+        return [self.value_sources(inst, name) for inst in held[:limit]]
+
+    def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
+        """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
+        assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
+        and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
+        `AscendMLAImpl` is `num_heads // tp_size` of the model's attention), `kwargs["k"]` included."""
+        out: list[str] = []
+        seen: set = set()
+
+        def attr(owner: Instance, attr_name: str, left: int) -> None:
+            key = (id(owner), attr_name)
+            if left <= 0 or key in seen or owner.cls is None or len(out) > 60:
+                return
+            seen.add(key)
+            scopes = owner.value_chain
+            if scopes is None:  # its own scopes, as self_value reads them (attr()'s builds are not disturbed)
+                scopes = owner.value_chain = self.init_scopes(owner)
+            for c, fn, scope in scopes:
+                found = tables(fn, c.module).self_assignments.get(attr_name, ())
+                for expr, cond, pos in found:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    code(expr, scope, left - 1)
+                    for term in (cond.terms if cond is not None else ()):
+                        if term.expr is not None:
+                            code(term.expr, scope, left - 1)
+                if found:
+                    return
+
+        def code(expr, scope: Scope, left: int) -> None:
+            if left <= 0 or len(out) > 60 or scope is None:
+                return
+            try:
+                out.append(" ".join(code_of(scope.module, expr).split()))
+            except Exception:  # an expression of another module's tree: its names say nothing here
+                return
+            got = star_kwarg(expr, scope)
+            if got is not None:
+                code(got[0], got[1], left - 1)
+                return
+            names(expr, scope, left)
+
+        def names(node, scope: Scope, left: int) -> None:
+            """The names an expression reads, followed to what they hold (an attribute's own name is none)."""
+            t = type(node)
+            if t is cst.Attribute:
+                owner = scope.owner
+                if _is_self(node.value) and isinstance(owner, Instance):
+                    attr(owner, node.attr.value, left - 1)
+                    return
+                if type(node.value) is cst.Name:  # mla_modules.rotary_emb of `MLAModules(rotary_emb=..., ...)`
+                    got = _field_of_built(node.value.value, node.attr.value, scope, self._local_of)
+                    if got is not None:
+                        code(got[0], got[1], left - 1)
+                        return
+                names(node.value, scope, left)
+                return
+            if t is cst.Name:
+                if (node.value, id(scope)) in seen:
+                    return
+                seen.add((node.value, id(scope)))
+                if node.value in scope.locals:
+                    for value, _cond in scope.locals[node.value]:
+                        code(value, scope, left - 1)
+                elif node.value in scope.params:
+                    value, where = scope.params[node.value]
+                    code(value, where, left - 1)
+                return
+            if t in (cst.Subscript, cst.Call):
+                sub = star_kwarg(node, scope)
+                if sub is not None:
+                    code(sub[0], sub[1], left - 1)
+                    return
+            if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
+                built = Callee(self.index, scope.module, node).named
+                if isinstance(built, Definition) and built.kind == "class":
+                    return  # an object the code builds: what it is built with does not make it None or not
+            if t is cst.Lambda:
+                return
+            for child in node.children:
+                if isinstance(child, cst.CSTNode):
+                    names(child, scope, left)
+
+        attr(inst, name, depth)
+        return list(dict.fromkeys(out))
 
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}

@@ -1,0 +1,156 @@
+"""Tests on something given, decided from the trees or said to wait on what was not given (issue 45, item 5), on
+the 0.30 pair with the configuration class's defaults (as `all` analyses the registry): the text configuration's
+model type, a factory's object never None, a dataclass field left at its default, and an attribute computed
+from an input not given (a configuration field the class does not declare, --tensor-parallel-size)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusion_analyze.analysis.pipeline import Options, analyze_in
+from fusion_analyze.status.waits import classify
+
+from .conftest import validate_report
+
+
+@pytest.fixture(scope="module")
+def dsv3(session, hf):
+    return analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+
+
+@pytest.fixture(scope="module")
+def qwen35(session, hf):
+    return analyze_in(session, "Qwen3_5ForCausalLM", Options(hf_root=hf))
+
+
+def _by_test(a) -> dict:
+    return {e["test"]: e for e in a.report["undecided"]}
+
+
+def _conditions(a) -> list[str]:
+    return [op["condition"] or "" for op in a.report["ops"]]
+
+
+def test_qwen3_5_text_model_type_decides_its_mlp(qwen35):
+    """Qwen3_5ForCausalLM reads `hf_text_config` (vllm/model_executor/models/qwen3_5.py:129), whose class is
+    Qwen3_5TextConfig, `model_type = "qwen3_5_text"` (vllm/transformers_utils/configs/qwen3_5.py:23):
+    `config.model_type == "qwen3_5_moe_text"` (qwen3_5.py:166) is false, `== "qwen3_5_text"` (:171) true, so
+    the layer's MLP is Qwen3NextMLP and no MoE op runs."""
+    assert qwen35.report["configuration"]["model_type"] == "qwen3_5_text"
+    assert not [c for c in _conditions(qwen35) if "model_type" in c]
+    assert not [t for t in _by_test(qwen35) if "model_type" in t]
+    mlp = [op for op in qwen35.report["ops"] if op["path"].startswith("model.layers.mlp")]
+    assert mlp and {op["layer_class"] for op in mlp} >= {"MergedColumnParallelLinear"}, [op["layer_class"] for op in mlp]
+    assert not [op for op in qwen35.report["ops"] if op["kind"] == "moe"]
+    validate_report(qwen35.report)
+
+
+def test_qwen3_5_attributes_from_fields_not_given(qwen35):
+    """With the class's defaults alone, `full_attention_interval` (read through `kwargs.get`, qwen3_5.py
+    configs:90) is not declared, so `layer_types` is not known and each layer's `self.layer_type` (qwen3_5.py:135,
+    bound from `config.layer_types[extract_layer_index(prefix)]` :253) waits on it; `self.layer_scale =
+    getattr(config, "layer_scale", False)` (:187) and `attn_output_gate` wait on fields the class does not
+    declare: open inputs, not the tool's debt."""
+    by = _by_test(qwen35)
+    for test, field in (('self.layer_type == "linear_attention"', "layer_types"),
+                        ('self.layer_type == "full_attention"', "layer_types"),
+                        ("self.layer_scale", "layer_scale"), ("self.attn_output_gate", "attn_output_gate")):
+        e = by[test]
+        assert (e["waits_on"], e["given"]) == ("config_field", False), e
+        assert f"not given: {field}" in e["why"], e
+    assert not [e for e in qwen35.report["undecided"] if e["given"] is True]
+
+
+def test_qwen3_5_linear_kind_walks_only_the_linear_branch(session, hf, tmp_path):
+    """With a config.json whose layer count and `full_attention_interval` are given, Qwen3_5TextConfig builds
+    `layer_types` (configs/qwen3_5.py:89-96): the layers fall into a linear-attention and a full-attention kind,
+    and each kind walks only its own branch of `if self.layer_type == "linear_attention"` (qwen3_5.py:144, the
+    Qwen3-Next forward that runs it, qwen3_next.py:567)."""
+    cfg = {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "num_hidden_layers": 8,
+           "full_attention_interval": 4, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "head_dim": 256, "intermediate_size": 3584, "vocab_size": 248320, "layer_scale": False,
+           "attn_output_gate": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    a = analyze_in(session, "Qwen3_5ForCausalLM", Options(config=str(path), hf_root=hf))
+    kinds = a.report["layer_kinds"]
+    assert [k["layers"] for k in kinds] == [[0, 1, 2, 4, 5, 6], [3, 7]], json.dumps([k["differs"] for k in kinds[1:]])
+    assert [k["differs"]["layer_type"] for k in kinds] == ["'linear_attention'", "'full_attention'"]
+    assert not [c for c in _conditions(a) if "layer_type" in c or "model_type" in c]
+    linear = {op["attrs"].get("layer_kind") for op in a.report["ops"] if op["kind"] == "linear_attention"}
+    full = {op["attrs"].get("layer_kind") for op in a.report["ops"] if op["kind"] == "attention"}
+    assert linear == {0} and full == {1}
+    assert not [e for e in a.report["undecided"] if "layer_type" in e["test"]]
+    validate_report(a.report)
+
+
+def test_deepseek_v3_mla_impl_attributes_decided(dsv3):
+    """vllm-ascend's MLA layer passes `use_mla_rope=mla_modules.rotary_emb is not None` (vllm_ascend/ops/mla.py:
+    240), the model's MLAModules holding `rotary_emb=self.rotary_emb` built by `get_rope(...)`
+    (vllm/model_executor/models/deepseek_v2.py:548, every return an object): AscendMLAImpl's `self.use_mla_rope =
+    kwargs.get("use_mla_rope", True)` (vllm_ascend/attention/mla_v1.py:894) is True, so `if not
+    self.use_mla_rope:` (:1558) is decided; `g_proj` is not passed to MLAModules, whose field defaults to None
+    (vllm/model_executor/layers/mla.py:38): `self.use_output_gate = self.g_proj is not None` (mla_v1.py:893) is
+    False and the output gate (:2283) does not run."""
+    by = _by_test(dsv3)
+    assert not [t for t in by if "use_mla_rope" in t or "use_output_gate" in t], list(by)
+    assert not [c for c in _conditions(dsv3) if "use_mla_rope" in c or "use_output_gate" in c]
+    assert any(op["kind"] == "mla_attention" for op in dsv3.report["ops"])
+    validate_report(dsv3.report)
+
+
+def test_deepseek_v3_head_padding_waits_on_the_tp_size(dsv3):
+    """`self.head_padding = self.num_heads_padded - self.num_heads` (mla_v1.py:924), the impl's `num_heads` the
+    model attention's `num_heads // tp_size` (deepseek_v2.py): without --tensor-parallel-size it waits on it."""
+    e = _by_test(dsv3)["self.head_padding > 0"]
+    assert (e["waits_on"], e["given"]) == ("tp_size", False), e
+    assert "tp_size" in e["why"]
+
+
+def test_an_attribute_read_from_given_inputs_stays_the_tools_debt():
+    """classify: an attribute whose sources read only given inputs (a declared field) stays `given`; one that
+    reads a field the configuration does not give waits on it; no sources: the debt, as before."""
+    from fusion_analyze.config.model_config import ConfigFacts
+
+    facts = ConfigFacts({"hidden_size": 8, "model_type": "x"}, "t", complete=False)
+    given = classify("self.flag", "self.flag", facts, None, lambda name: [["config.hidden_size > 4"]])
+    assert given[:2] == ("construction", True)
+    open_ = classify("self.flag", "self.flag", facts, None,
+                     lambda name: [['getattr(config, "use_flag", False)']])
+    assert open_[:2] == ("config_field", False) and "use_flag" in open_[2]
+    # one module computes it from given inputs only: still the tool's debt
+    mixed = classify("self.flag", "self.flag", facts, None,
+                     lambda name: [['getattr(config, "use_flag", False)'], ["config.hidden_size > 4"]])
+    assert mixed[:2] == ("construction", True)
+    assert classify("self.flag", "self.flag", facts, None, lambda name: [])[:2] == ("construction", True)
+
+
+def test_cache_config_fields_at_vllm_defaults(session, hf):
+    """`self.fast_prefill_enabled = cache_config.kv_sharing_fast_prefill` (vllm/model_executor/models/gemma3n.py:926)
+    and Mamba2's `self.use_replayssm = cache_config.use_replayssm if cache_config is not None else False`
+    (vllm/model_executor/layers/mamba/mamba_mixer2.py:521): CacheConfig declares both False (vllm/config/cache.py:221,
+    :197), EngineArgs passes its own field whose default is CacheConfig's (vllm/engine/arg_utils.py:768, :745 ->
+    :2110, :2120) and no start-up code assigns them: decided False, their branches not walked. `mamba_cache_mode`,
+    which vllm-ascend's platform patches set (vllm_ascend/patch/platform/patch_mamba_config.py), is not read at
+    its class default."""
+    from fusion_analyze.semantics.runtime_defaults import vllm_config_default
+    from fusion_analyze.semantics.values import Known
+
+    gemma = analyze_in(session, "Gemma3nForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(gemma) if "fast_prefill" in t]
+    assert not [c for c in _conditions(gemma) if "fast_prefill" in c]
+    mamba = analyze_in(session, "Mamba2ForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(mamba) if "use_replayssm" in t]
+    assert not [c for c in _conditions(mamba) if "use_replayssm" in c]
+
+    def infer(expr, scope):
+        from fusion_analyze.semantics.values import literal
+
+        return literal(expr) or Known(None)
+
+    assert vllm_config_default(session.index, "cache_config", "use_replayssm", infer) == Known(False)
+    assert vllm_config_default(session.index, "cache_config", "mamba_cache_mode", infer) is None
+    assert vllm_config_default(session.index, "mamba_config", "backend", infer) is None  # arg_utils sets it
+    validate_report(gemma.report)
