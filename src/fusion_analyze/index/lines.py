@@ -188,7 +188,7 @@ class LineTable:
         parents = self._parents
         if parents is None:
             parents = self._parents = {}
-            stack = [self.tree]
+            stack: list[cst.CSTNode] = [self.tree]
             while stack:
                 parent = stack.pop()
                 for kid in children(parent):
@@ -203,7 +203,7 @@ class LineTable:
             self._positions()
             return True
         top = anc
-        if type(anc) in (cst.FunctionDef, cst.ClassDef) and child is not anc.body:  # the body comes last
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef)) and child is not anc.body:  # the body comes last
             top = anc.with_changes(body=cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])]))
         module = self.tree.with_changes(header=(), body=(top,), footer=())
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
