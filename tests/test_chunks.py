@@ -76,6 +76,68 @@ def test_lazy_definitions_parse_on_demand_with_file_lines(tmp_path):
     assert [type(s).__name__ for s in info.tree.body][-3:] == ["ClassDef", "FunctionDef", "SimpleStatementLine"]
 
 
+LOCAL = b'''import torch
+
+
+@decorate(
+    1)
+# between
+@other
+class A(nn.Module,
+        Base):
+    def forward(self, x,
+                y):
+        z = torch.relu(
+            x) + torch.tanh(
+                y)
+        if (x and
+                y):
+            return [z,
+                    x.shape]
+        try:
+            pass
+        except (ValueError,
+                KeyError) as e:
+            raise e
+        return z
+
+
+def f(a, *, b=torch.float16):
+    return a.b.c
+'''
+
+
+def test_a_line_no_statement_or_call_holds_matches_positionprovider_and_reads_only_its_chunk(tmp_path):
+    """Decorators, bases, parameters, names and attributes (what neither `ast` pairing gives) get
+    PositionProvider's line over the whole file, though it runs only over their innermost statement with a
+    known line (the header alone of a class or function), and only in the chunk that holds them."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from fusion_analyze.index.nodes import iter_nodes
+
+    info = _index(tmp_path, LOCAL).get("vllm.m")
+    whole = MetadataWrapper(cst.parse_module(LOCAL)).resolve(PositionProvider)
+    want = {}  # (type, code, nth) -> line, the same nodes found in the tool's chunks
+    for node, pos in whole.items():
+        if isinstance(node, (cst.Decorator, cst.Name, cst.Attribute, cst.Param, cst.Arg, cst.Tuple, cst.List)):
+            key = (type(node).__name__, cst.Module([]).code_for_node(node))
+            want.setdefault(key, []).append(pos.start.line)
+    f = info.defs["f"][-1].node  # parsed first: the fallback for A's nodes must not read f's chunk
+    a = info.defs["A"][-1].node
+    got: dict = {}
+    for node in iter_nodes(a):
+        if isinstance(node, (cst.Decorator, cst.Name, cst.Attribute, cst.Param, cst.Arg, cst.Tuple, cst.List)):
+            key = (type(node).__name__, cst.Module([]).code_for_node(node))
+            got.setdefault(key, []).append(info.line_of(node))
+    assert got["Decorator", "# between\n@other\n"] == [7] and got["Name", "Base"] == [9] and got["Param", "y"] == [11]
+    assert got["Attribute", "x.shape"] == [18] and got["Name", "KeyError"] == [22]
+    for key, lines in got.items():
+        assert lines == [line for line in want[key] if 4 <= line < 26], key
+    f_chunk = next(c for c in info.chunks if c.module is not None and c.module.body and c.module.body[0] is f)
+    assert not f_chunk.lines._full and not f_chunk.lines.lines.get(f.params.params[0])
+    assert info.line_of(f.body.body[0].body[0].value) == 28 and info.line_of(f.params.kwonly_params[0].default) == 27
+
+
 def test_statements_with_parses_only_matching_chunks(tmp_path):
     info = _index(tmp_path, SOURCE).get("vllm.m")
     assert [type(s).__name__ for s in info.statements_with(b"y + 1")] == ["FunctionDef"]

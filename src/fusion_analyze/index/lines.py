@@ -4,7 +4,9 @@ PositionProvider regenerates a whole file's code in Python to learn one line: tw
 parsing it. `ast.parse` runs in C at about a tenth of a libcst parse, and its nodes carry their lines. The two
 trees are paired: statements by walking both statement trees side by side, calls by source order within a
 scope (both trees list the calls of a piece of code in the same order). Whatever cannot be paired falls back
-to PositionProvider, so a line is never guessed.
+to PositionProvider, so a line is never guessed: over the innermost paired statement that holds the node (a
+class's or function's header alone), in the one chunk that holds it, not over the whole chunk (a decorator's
+line cost a generation of its whole class's code, for every chunk of the file parsed before it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import warnings
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .nodes import iter_nodes
+from .nodes import children, iter_nodes
 
 
 class _Mismatch(Exception):
@@ -49,6 +51,7 @@ class LineTable:
         self._paired = False
         self._full = False
         self._scopes: set = set()
+        self._parents: dict | None = None  # node -> its parent, built at the first fallback
 
     def find(self, node: cst.CSTNode, scope: cst.CSTNode | None, step: str) -> int | None:
         """The node's line if this table has it after `step`: "statements" pairs the statement trees,
@@ -68,7 +71,9 @@ class LineTable:
                     return None  # the node is in the chunk that holds its scope
                 self._pair_calls(scope)
             else:
-                self._positions()
+                self._pair_statements()
+                if not self._local(node):
+                    return None  # not a node of this chunk
         except (_Mismatch, SyntaxError, ValueError, RecursionError, MemoryError):
             self._positions()
         return self.lines.get(node)
@@ -175,6 +180,40 @@ class LineTable:
             self.lines.setdefault(e, key.lineno - self._offset)
 
     # -- fallback --------------------------------------------------------------------------------
+    def _local(self, node: cst.CSTNode) -> bool:
+        """The lines of the node and the nodes around it from PositionProvider over its innermost statement
+        whose line is known (paired), not the whole chunk: a line's distance from that statement's line is
+        the same wherever the statement's code is generated. Of a class or function header (decorators,
+        bases, parameters: what comes before the body), over the header alone. False: not in this chunk."""
+        parents = self._parents
+        if parents is None:
+            parents = self._parents = {}
+            stack: list[cst.CSTNode] = [self.tree]
+            while stack:
+                parent = stack.pop()
+                for kid in children(parent):
+                    parents[kid] = parent
+                    stack.append(kid)
+        if node not in parents:
+            return False
+        child, anc = node, parents[node]
+        while anc is not None and not (isinstance(anc, cst.BaseStatement) and anc in self.lines):
+            child, anc = anc, parents.get(anc)
+        if anc is None:
+            self._positions()
+            return True
+        top = anc
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef)) and child is not anc.body:  # the body comes last
+            top = anc.with_changes(body=cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])]))
+        module = self.tree.with_changes(header=(), body=(top,), footer=())
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = self.lines[anc] - positions[top].start.line
+        lines = self.lines
+        for n, pos in positions.items():
+            if n in parents and n not in lines:
+                lines[n] = pos.start.line + shift
+        return True
+
     def _positions(self) -> None:
         self._full = True
         positions = MetadataWrapper(self.tree, unsafe_skip_copy=True).resolve(PositionProvider)

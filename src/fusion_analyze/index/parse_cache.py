@@ -7,10 +7,12 @@ runs sharing the cache never read a half-written entry; an unreadable entry is i
 
 from __future__ import annotations
 
+import copy
 import copyreg
 import dataclasses
 import hashlib
 import keyword
+import operator
 import os
 import pickle
 import sys
@@ -31,7 +33,8 @@ def _libcst_version() -> str:
 
 
 _LIBCST = _libcst_version()
-_FORMAT = 3  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange}; 3: per chunk, lines relative to it)
+_FORMAT = 4  # bump when the entry layout changes (2: {node: line} instead of {node: CodeRange}; 3: per chunk, lines
+# relative to it; 4: whitespace and punctuation nodes of equal fields stored once per entry)
 
 
 class ParseCache:
@@ -76,7 +79,7 @@ class ParseCache:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
                 pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
-                pickler.dispatch_table = _dispatch_table()
+                pickler.dispatch_table = _shared(_dispatch_table())
                 pickler.dump((tree, dict(lines) if lines is not None else None))
             os.replace(tmp, path)
         except Exception:  # a cache that cannot be written only costs time
@@ -109,6 +112,59 @@ def _dispatch_table() -> dict:
             _TABLE[cls] = scope["reduce"]
         _TABLE.update(copyreg.dispatch_table)
     return _TABLE
+
+
+# Nodes that hold only whitespace and punctuation, never asked for by identity (no walk visits them: index/nodes.py
+# _SKIP), which are most of a tree's objects (an empty SimpleWhitespace alone is about a third): an entry stores
+# one of each set of field values, and each further one as a reference to it, so loading creates one object
+# where it created hundreds (unpickling a node runs libcst's __setstate__ in Python: most of a load's cost).
+_WS, _NL = libcst.SimpleWhitespace, libcst.Newline
+
+
+def _plain(node) -> bool:
+    return type(node) is _WS
+
+
+def _shared_key(node):
+    t = type(node)
+    if t is _WS:
+        return t, node.value
+    if t is _NL:
+        return t, node.value
+    if t is libcst.TrailingWhitespace:
+        return (t, node.whitespace.value, node.newline.value) if node.comment is None and _plain(node.whitespace) \
+            and type(node.newline) is _NL else None
+    if _plain(node.whitespace_before) and _plain(node.whitespace_after):  # Dot, Comma, AssignEqual, Colon
+        return t, node.whitespace_before.value, node.whitespace_after.value
+    return None
+
+
+_SHARED_TYPES = (_WS, _NL, libcst.TrailingWhitespace, libcst.Dot, libcst.Comma, libcst.AssignEqual, libcst.Colon)
+
+
+def _shared(table: dict) -> dict:
+    """The dispatch table of one entry: the first node of each key (_shared_key) is stored as a copy, and every
+    node of that key as `operator.getitem((copy,), 0)`, one C call at load, that argument tuple stored once."""
+    seen: dict = {}
+
+    def make(plain):
+        def reduce(node):
+            key = _shared_key(node)
+            if key is None:
+                return plain(node)
+            found = seen.get(key)
+            if found is None:
+                first = copy.copy(node)
+                found = seen[key] = (first, ((first,), 0))
+            if node is found[0]:
+                return plain(node)
+            return operator.getitem, found[1]
+        return reduce
+
+    out = dict(table)
+    for t in _SHARED_TYPES:
+        out[t] = make(table[t])
+    return out
 
 
 def default_cache() -> ParseCache | None:

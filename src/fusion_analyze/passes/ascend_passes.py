@@ -389,6 +389,7 @@ class _PatternsOf:
         self.functions = {n: ds[-1] for n, ds in info.defs.items()
                           if ds[-1].kind == "function" and n.startswith(("pattern", "_pattern"))}
         self._found: dict[str, list[PassPattern]] = {}
+        self._refs: dict = {}  # class node -> _references of it: a base class many pattern classes share, read once
 
     def get(self, name: str) -> list[PassPattern]:
         if name not in self._found:
@@ -410,7 +411,10 @@ class _PatternsOf:
         if not pats and self.whole_class and not name.endswith("Pass"):
             calls, prims = [], set()
             for c in _bases_in_module(d, self.classes):  # matchers are often built in a shared base class
-                cs, ps = _references(index, info, c.node)
+                found = self._refs.get(c.node)
+                if found is None:
+                    found = self._refs[c.node] = _references(index, info, c.node)
+                cs, ps = found
                 calls += [x for x in cs if x not in calls]
                 prims |= ps
             if calls:

@@ -302,7 +302,7 @@ class Backends:
         if c.is_launch:
             target = c.launched
             if target is not None:
-                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call), as_text(cond), cond=cond))
+                out.append(Kernel(f"triton:{target.qualname}", module.rel, module.line_of(call, caller), as_text(cond), cond=cond))
             return
         # SomeFn.apply(...): an autograd Function runs its static forward
         target = c.applied
@@ -317,11 +317,11 @@ class Backends:
         if dotted and not is_kernel(dotted) and self._outside(dotted, func, module):
             # a function of a Python package outside the trees (fla_npu.ops.ascendc.causal_conv1d_fn): its code
             # cannot be read, so the call is the kernel it stands for
-            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond,
+            out.append(Kernel(dotted, module.rel, module.line_of(call, caller), as_text(cond), cond=cond,
                               note=say("outside_the_trees", package=dotted.split(".")[0])))
             return
         if is_kernel(dotted):
-            out.append(Kernel(dotted, module.rel, module.line_of(call), as_text(cond), cond=cond))
+            out.append(Kernel(dotted, module.rel, module.line_of(call, caller), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
                 target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
                 if target is not None:  # a layer_dispatch op runs the calling layer's own method
@@ -411,7 +411,7 @@ class Backends:
             if kind is not None and self._collectives is not None:  # the layer's all-reduce: an op of its own
                 found: list[Kernel] = []
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), found, depth + 1, {})
-                self._collectives.append(Collective(kind, module.rel, module.line_of(call), as_text(cond), _dedupe(found)))
+                self._collectives.append(Collective(kind, module.rel, module.line_of(call, caller), as_text(cond), _dedupe(found)))
                 return
             if isinstance(target, Definition) and target.kind == "function":
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
@@ -439,12 +439,12 @@ class Backends:
         func = call.func
         if not isinstance(func, cst.Name):
             return []
-        line = module.line_of(call)
+        line = module.line_of(call, caller)
         scope = Scope(module=module)
         assigned = [a for a in tables(caller, module).local_assignments  # those a decided test does not skip
-                    if a[0] == func.value and module.line_of(a[1]) <= line
+                    if a[0] == func.value and module.line_of(a[1], caller) <= line
                     and self._evaluator.condition_truth(a[2], scope=scope) is not Truth.FALSE]
-        made = max(assigned, key=lambda a: module.line_of(a[1]))[1] if assigned else None
+        made = max(assigned, key=lambda a: module.line_of(a[1], caller))[1] if assigned else None
         if isinstance(made, (cst.Name, cst.Attribute)):  # `impl = grouped_topk` (else `partial(aiter_impl)`)
             target = self.index.resolve_expr(module, made)
             return [(target, None)] if isinstance(target, Definition) and target.kind == "function" else []
