@@ -706,7 +706,7 @@ def _saves_nothing(row: dict) -> bool:
     """The report's estimate of the opportunity is 0 µs at every scenario it costs (the fused kernel would take
     the place of as many launches and bytes as it removes: a join that already runs as one kernel)."""
     numbers = ((row.get("benefit") or {}).get("numbers") or {}).values()
-    layers = [n.get("per_layer") for n in numbers if isinstance(n, dict) and isinstance(n.get("per_layer"), dict)]
+    layers: list[dict] = [n["per_layer"] for n in numbers if isinstance(n, dict) and isinstance(n.get("per_layer"), dict)]
     return bool(layers) and all(not layer.get("time_us") and layer.get("before_us") for layer in layers)
 
 
