@@ -655,7 +655,46 @@ def _fusion_parts(model: StepModel, ops: list[Op], parts: dict | None):
                 removed[r.id] += size
             if all(r in inside or not counted(r) or r.kind in VIEWS for r in readers):
                 removed[o.id] += size  # its write, when nothing outside reads it
+    io = _native_io_bytes(model, [o for o, _c in pairs])
+    total = sum(c.bytes for _o, c in pairs)
+    if io is not None and 0 < io < total:
+        # a layer's forward as one kernel reads its inputs once and writes what is read outside it once; each op
+        # keeps its share of that traffic
+        removed = {o.id: c.bytes * (1 - io / total) for o, c in pairs}
     return pairs, removed
+
+
+def _native_io_bytes(model: StepModel, span: list[Op]) -> float | None:
+    """The HBM traffic of a layer's forward_native run as one kernel (cost.native_span): each input from outside
+    the layer read once (a gather's rows as many as it takes), each value read outside the layer written once.
+    None when the ops are not one layer's native forward."""
+    layers = {o.attrs.get("native_of") for o in span}
+    if len(layers) != 1 or None in layers:
+        return None
+    (layer,) = layers
+    inside = [o for o in model.ops if o.attrs.get("native_of") == layer]
+    ids = {o.id for o in inside}
+    made = {v for o in inside for v in o.outputs}
+
+    def size(v: str) -> float:
+        return model.rows.get(v, model.n) * model.width.get(v, 0.0) * model.b
+
+    total, read = 0.0, set()
+    for o in span:
+        if o.kind == "gather":  # the rows it takes, not the table
+            total += sum(size(v) for v in o.outputs)
+            continue
+        for v in o.inputs:
+            r = model.root.get(v, v)
+            if v in made or r in made or r in read:
+                continue
+            read.add(r)
+            total += size(r) or size(v)
+    for o in inside:
+        for v in o.outputs:
+            if o.kind not in VIEWS and any(r.id not in ids for r in model.readers_of(v)):
+                total += size(v)
+    return total
 
 
 def expand(model: StepModel, ops: list[Op], parts: dict) -> list[Op]:
