@@ -741,14 +741,14 @@ def write(src: Source, out_dir: str) -> Scaffold:
                 and (other := sorted({op.kind for op in match.op_list} - ELEMENTWISE - VIEWS - {"moe_join"})):
             # the kernel computes the reference's expression: a match that also holds other ops (an unpermute the
             # estimate counts) is not what it replaces
-            fam, why = None, f"the match also holds {', '.join(other)}, which the element-wise kernel does not compute"
+            fam, why = None, f"no kernel: the match also holds {', '.join(other)}, which the element-wise kernel does not compute"
         if fam is not None and fam.id == "elementwise":
             params, _roles_, _ = _params(o.pattern, match, fam, dims)
             if triton_expression(_reference_body(o.pattern, match), [p["name"] for p in params if p["kind"] == "tensor"],
                                  [p["name"] for p in params if p["kind"] in ("float", "int")]) is None:
                 fam, why = None, "the reference is not one element-wise expression"
         if fam is not None and _saves_nothing(rows.get(o.id) or {}):
-            fam, why = None, "the estimate saves nothing at any scenario (before = after): no kernel to build"
+            fam, why = None, "no kernel: the estimate saves nothing at any scenario (before = after)"
         if fam is None:
             result.reference_only.append({"id": o.id, "scenario": o.scenario, "reason": why})
             leftovers.append((o.pattern, match))
