@@ -606,6 +606,10 @@ class Evaluator:
             return _BUILTINS[func.value](self.infer(args[0], scope, depth))
         if type(func) is cst.Attribute:
             name = func.attr.value
+            if not call.args and type(func.value) is cst.Name:  # current_platform.opaque_attention_op()
+                platform = self.env.platform_truth(call)
+                if platform is not Truth.UNKNOWN:
+                    return Known(platform is Truth.TRUE)
             base = self.infer(func.value, scope, depth)
             if isinstance(base, Known) and isinstance(base.value, dict) and f"{name}()" in base.value and not call.args:
                 return _held(base.value[f"{name}()"])  # what a runtime object's method returns (ir/deployment.py)
