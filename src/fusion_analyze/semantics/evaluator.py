@@ -643,7 +643,13 @@ class Evaluator:
             if got is not None:  # all(dim == 0 for dim in (a, b)): each element's test, read in place
                 return got
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
-            return _BUILTINS[func.value](self.infer(args[0], scope, depth))
+            got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
+            if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
+                # bool(x) is x's truth, as a test reads it (`bool(rocm_aiter_ops.is_..._enabled())`: off ROCm)
+                t = self.truth(args[0], scope.module, None, scope)
+                if t is not Truth.UNKNOWN:
+                    return Known(t is Truth.TRUE)
+            return got
         if type(func) is cst.Attribute:
             name = func.attr.value
             if not call.args and type(func.value) is cst.Name:  # current_platform.opaque_attention_op()
