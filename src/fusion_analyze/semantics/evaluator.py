@@ -472,6 +472,10 @@ class Evaluator:
             return carried
         holder = expr.value.attr.value if type(expr.value) is cst.Attribute else \
             expr.value.value if type(expr.value) is cst.Name else None
+        if holder == "vllm_config" and isinstance(base, (Unknown, NotNone)) and self.env is not None:
+            got = _deployment_none(self.env.deployment, attr)
+            if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
+                return got
         if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             from .runtime_defaults import vllm_config_default
 
@@ -1034,3 +1038,16 @@ def _field_order(cls) -> list[str]:
                     continue
                 out.append(small.target.value)
     return out
+
+
+def _deployment_none(deployment, attr: str) -> Value | None:
+    """`vllm_config.<attr>` that the report's deployment says is None (ir/deployment.py `vllm_config`: no
+    --enable-lora option exists, so lora_config is None; speculative_config where --speculative-config is not
+    given); None where it says nothing or states the configuration."""
+    from ..ir.deployment import Deployment
+
+    d = deployment if deployment is not None else Deployment()
+    if attr == "speculative_config" and getattr(d, "speculative_config", None):
+        return None
+    view = d.vllm_config(None)
+    return Known(None) if attr in view and view[attr] is None else None
