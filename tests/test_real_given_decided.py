@@ -245,3 +245,38 @@ def test_vllm_config_fields_the_engine_builds(session, hf):
     printed = _conditions(mamba) + _kernel_conditions(mamba)
     assert not [c for c in printed if "model_config is None" in c or "_updates_replayssm_trackers" in c]
     validate_report(mamba.report)
+
+
+def test_deepseek_v3_shared_experts_and_dense_kind_decided(dsv3):
+    """`self.is_fused_shared_expert_enabled = resolve_layer_fused_shared_expert(...)` (vllm/model_executor/models/
+    deepseek_v2.py:347) is `bool(rocm_aiter_ops.is_fusion_moe_shared_experts_enabled()) and ...`
+    (vllm/model_executor/layers/fused_moe/utils.py:74, :85), the AITER check off ROCm: False, so `if
+    config.n_shared_experts is None or self.is_fused_shared_expert_enabled:` (deepseek_v2.py:359) is decided with
+    the class's n_shared_experts and the shared experts are built. The decoder layer walked per kind knows its
+    own `self.mlp`: `isinstance(self.mlp, DeepseekV2MLP) and hidden_states.dtype == torch.float16` (:1411) keeps
+    only the dtype test in the dense kind (layers 0-2) and is not walked in the MoE kind."""
+    by = _by_test(dsv3)
+    assert not [t for t in by if "is_fused_shared_expert_enabled" in t or "isinstance(self.mlp" in t], list(by)
+    assert any(op["path"].endswith("shared_experts.down_proj") for op in dsv3.report["ops"])
+    kinds = dsv3.report["layer_kinds"]
+    assert [k["differs"].get("mlp") for k in kinds] == ["DeepseekV2MLP", "DeepseekV2MoE"]
+    fp16 = [op for op in dsv3.report["ops"] if op["file"].endswith("deepseek_v2.py") and 1411 < op["line"] <= 1420
+            and "float16" in (op["condition"] or "")]
+    assert fp16 and {op["attrs"].get("layer_kind") for op in fp16} == {0}, [(op["line"], op["condition"]) for op in fp16]
+    assert all("isinstance" not in op["condition"] for op in fp16)
+
+
+def test_lora_off_and_a_helper_item_read_back(session, hf):
+    """`is_lora_enabled = bool(lora_config)` with `lora_config = vllm_config.lora_config` (vllm/model_executor/
+    models/mamba.py:109-110): EngineArgs builds it only `if self.enable_lora` (vllm/engine/arg_utils.py:2458,
+    default False :629), which the tool never states: None, so MambaMixer's `if self.is_lora_enabled:` is decided.
+    Granite's `self.use_rope = rope_theta != 0` (vllm/model_executor/models/granite.py:203), `rope_theta` item 1
+    of `granite_layer_attn_params(...)` (:199), computed from `getattr(config, "layer_rope_theta", None)` (:95):
+    a field GraniteConfig does not declare, so the test waits on it (not the tool's debt)."""
+    mamba = analyze_in(session, "MambaForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(mamba) if "is_lora_enabled" in t]
+    assert not [c for c in _conditions(mamba) if "is_lora_enabled" in c]
+    granite = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    e = _by_test(granite)["self.use_rope"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False), e
+    assert "layer_rope_theta" in e["why"], e
