@@ -315,7 +315,7 @@ def _engine_built(index, name: str) -> Value | None:
             return None
         return NotNone(f"EngineArgs.{func.attr.value}()")
     built = index.resolve_expr(engine.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-    return NotNone(built.name) if getattr(built, "kind", None) == "class" else None
+    return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
 
 
 def iter_returns(fn):

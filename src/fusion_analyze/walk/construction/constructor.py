@@ -553,16 +553,18 @@ class Constructor(AttrSources, OtherChoices):
 
             key = literal(node.slice[0].slice.value) if len(node.slice) == 1 and type(
                 node.slice[0].slice) is cst.Index else None
-            if key is None or type(key.value) is not int:
+            call = node.value
+            if key is None or type(key.value) is not int or not isinstance(call, cst.Call):
                 return False
-            target = Callee(self.index, scope.module, node.value).named
-            if not isinstance(target, Definition) or target.kind != "function":
+            target = Callee(self.index, scope.module, call).named
+            if not isinstance(target, Definition) or target.kind != "function" or not isinstance(target.node, cst.FunctionDef):
                 return False
+            fn: cst.FunctionDef = target.node
             inner = Scope(module=target.module)
-            bind_params(target.node, node.value, scope, inner, skip_self=False)
-            for local, value, cond, _pos in tables(target.node, target.module).local_assignments:
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for local, value, cond, _pos in tables(fn, target.module).local_assignments:
                 inner.locals.setdefault(local, []).append((value, cond))
-            for ret in iter_returns(target.node):
+            for ret in iter_returns(fn):
                 if type(ret.value) is cst.Tuple and key.value < len(ret.value.elements):
                     code(ret.value.elements[key.value].value, inner, left - 1)
             return True

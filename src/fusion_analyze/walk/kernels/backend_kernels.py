@@ -373,7 +373,7 @@ class Backends:
             if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
                 cls = self.index.resolve_expr(maker.module, ret.annotation)
                 found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
-                if found is not None:
+                if found is not None and isinstance(cls, Definition):
                     from ..construction.constructor import Instance
 
                     fn = found[1]
