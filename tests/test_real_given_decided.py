@@ -60,7 +60,11 @@ def test_qwen3_5_attributes_from_fields_not_given(qwen35):
         e = by[test]
         assert (e["waits_on"], e["given"]) == ("config_field", False), e
         assert f"not given: {field}" in e["why"], e
-    assert not [e for e in qwen35.report["undecided"] if e["given"] is True]
+    # the one given input still not traced: the attention implementation's `self.sliding_window` (a kernel
+    # test, attention_v1.py), `cache_config.sliding_window` that EngineArgs sets from the configuration
+    # (vllm/engine/arg_utils.py:2081-2087)
+    assert [e["test"] for e in qwen35.report["undecided"] if e["given"] is True] == ["self.sliding_window is not None"]
+    assert not [c for c in _conditions(qwen35) if "sliding_window" in c]
 
 
 def test_qwen3_5_linear_kind_walks_only_the_linear_branch(session, hf, tmp_path):
@@ -154,3 +158,125 @@ def test_cache_config_fields_at_vllm_defaults(session, hf):
     assert vllm_config_default(session.index, "cache_config", "mamba_cache_mode", infer) is None
     assert vllm_config_default(session.index, "mamba_config", "backend", infer) is None  # arg_utils sets it
     validate_report(gemma.report)
+
+
+def _kernel_conditions(a, kind=None) -> list[str]:
+    return [k.get("condition") or "" for op in a.report["ops"] if kind is None or op["kind"] == kind
+            for k in op.get("kernels") or ()]
+
+
+def test_deepseek_v3_mla_kernels_read_on_the_built_implementation(dsv3):
+    """vllm-ascend's AscendMultiHeadLatentAttention holds `self.mla_attn` (composites.yaml mla_attention.impl.holder),
+    whose MLAAttention builds `impl = impl_cls(...)` then `self.impl = impl` (vllm/model_executor/layers/attention/
+    mla_attention.py:555, :577): AscendMLAImpl's kernels are read with the arguments it is built with, so
+    `if not self.use_mla_rope:` (vllm_ascend/attention/mla_v1.py:1558, :1642, :1688) is decided in the kernels'
+    conditions too (use_mla_rope True, :894), and `_exec_kv_no_rope`'s cache scatter (:1509) is not listed; the
+    fused `npu_kv_rmsnorm_rope_cache` (:1579, :1661) is."""
+    conds = _kernel_conditions(dsv3, "mla_attention")
+    assert conds and not [c for c in conds if "use_mla_rope" in c], [c for c in conds if "use_mla_rope" in c][:2]
+    names = {(k["name"], k["line"]) for op in dsv3.report["ops"] if op["kind"] == "mla_attention" for k in op["kernels"]}
+    assert ("torch_npu.npu_kv_rmsnorm_rope_cache", 1661) in names
+    assert not [n for n in names if n[0].endswith("npu_scatter_pa_kv_cache")], names
+    assert not [t for t in _by_test(dsv3) if "use_mla_rope" in t]
+
+
+@pytest.fixture(scope="module")
+def llama(session, hf):
+    return analyze_in(session, "LlamaForCausalLM", Options(hf_root=hf))
+
+
+def test_platform_methods_and_runtime_objects_decide_kernel_tests(llama):
+    """`self.use_direct_call = not current_platform.opaque_attention_op()` (vllm/model_executor/layers/attention/
+    attention.py:437): NPUPlatform's `opaque_attention_op` returns True (vllm_ascend/platform.py:151), so the
+    layer runs `torch.ops.vllm.unified_attention_with_output` (attention.py:569) under no test on it.
+    GroupCoordinator (what `get_tp_group()` returns) sets `self.use_custom_op_call = current_platform.is_tpu() or
+    current_platform.use_custom_op_collectives()` (vllm/distributed/parallel_state.py:567), True on Ascend
+    (platform.py:163): its all_reduce runs `torch.ops.vllm.all_reduce` (:741) under `self.world_size == 1` only.
+    AscendVocabParallelEmbedding's `self.token_exchange_group = plan.token_exchange_group` (vllm_ascend/ops/
+    vocab_parallel_embedding.py:189), `plan` the last return of `_resolve_vocab_parallel_plan` (:152, no PCP, no
+    embedding TP by default) built without it: the dataclass's default None (:88)."""
+    conds = _kernel_conditions(llama)
+    for attr in ("use_direct_call", "use_custom_op_call", "token_exchange_group"):
+        assert not [c for c in conds if attr in c], (attr, [c for c in conds if attr in c][:2])
+    attn = [k for op in llama.report["ops"] if op["kind"] == "attention" for k in op["kernels"]
+            if k["name"] == "torch.ops.vllm.unified_attention_with_output"]
+    assert attn and attn[0]["condition"] in (None, ""), attn
+    reduce = [k for op in llama.report["ops"] if op["kind"] == "allreduce" for k in op["kernels"]]
+    assert reduce and all(k["name"] == "torch.ops.vllm.all_reduce" for k in reduce), reduce
+    assert {k["condition"] for k in reduce} == {"not (self.world_size == 1)"}
+    # the kernels' own tests are counted among the report's undecided tests (the tp_size wait, not the debt)
+    e = _by_test(llama).get("self.world_size == 1")
+    assert e is not None and e["given"] is not True, e
+    assert not [e for e in llama.report["undecided"] if e["given"] is True], llama.report["undecided"]
+
+
+def test_platform_method_read_from_the_platform_class(session):
+    """`current_platform.<m>()` that leaf_ops.yaml does not list: the platform class's own literal return on
+    Ascend (NPUPlatform, walk.yaml runtime.platform), Platform's where NPUPlatform has none; nothing on a backend
+    without a platform class, nor for a method that computes its answer."""
+    import libcst as cst
+
+    from fusion_analyze.ir.conditions import Truth
+    from fusion_analyze.semantics.environment import Environment
+
+    ascend = Environment("ascend", session.index)
+    assert ascend.platform_truth(cst.parse_expression("current_platform.opaque_attention_op()")) is Truth.TRUE
+    assert ascend.platform_truth(cst.parse_expression("current_platform.use_custom_op_collectives()")) is Truth.TRUE
+    assert ascend.platform_truth(cst.parse_expression("other.opaque_attention_op()")) is Truth.UNKNOWN
+    assert Environment("cuda", session.index).platform_truth(
+        cst.parse_expression("current_platform.opaque_attention_op()")) is Truth.UNKNOWN
+
+
+def test_vllm_config_fields_the_engine_builds(session, hf):
+    """VllmConfig declares `model_config: ModelConfig = None`, but EngineArgs.create_engine_config passes
+    `model_config=model_config` (vllm/engine/arg_utils.py:2648) from `self.create_model_config()` (:2073), whose
+    one return builds ModelConfig (:1820): never None, so Mamba2's `if self.model_config is None:`
+    (vllm/model_executor/layers/mamba/mamba_mixer2.py:625) is decided. `speculative_config` comes from a method
+    that may return None (:1949): not decided. `self._updates_replayssm_trackers = True` (:539), tested beside a
+    local whose None-ness alone decides the test (:1007), is not printed either."""
+    from fusion_analyze.semantics.runtime_defaults import vllm_config_default
+    from fusion_analyze.semantics.values import NotNone
+
+    assert isinstance(vllm_config_default(session.index, "vllm_config", "model_config", None), NotNone)
+    assert vllm_config_default(session.index, "vllm_config", "speculative_config", None) is None
+    mamba = analyze_in(session, "Mamba2ForCausalLM", Options(hf_root=hf))
+    by = _by_test(mamba)
+    assert "self.model_config is None" not in by and "self._updates_replayssm_trackers" not in by, list(by)
+    printed = _conditions(mamba) + _kernel_conditions(mamba)
+    assert not [c for c in printed if "model_config is None" in c or "_updates_replayssm_trackers" in c]
+    validate_report(mamba.report)
+
+
+def test_deepseek_v3_shared_experts_and_dense_kind_decided(dsv3):
+    """`self.is_fused_shared_expert_enabled = resolve_layer_fused_shared_expert(...)` (vllm/model_executor/models/
+    deepseek_v2.py:347) is `bool(rocm_aiter_ops.is_fusion_moe_shared_experts_enabled()) and ...`
+    (vllm/model_executor/layers/fused_moe/utils.py:74, :85), the AITER check off ROCm: False, so `if
+    config.n_shared_experts is None or self.is_fused_shared_expert_enabled:` (deepseek_v2.py:359) is decided with
+    the class's n_shared_experts and the shared experts are built. The decoder layer walked per kind knows its
+    own `self.mlp`: `isinstance(self.mlp, DeepseekV2MLP) and hidden_states.dtype == torch.float16` (:1411) keeps
+    only the dtype test in the dense kind (layers 0-2) and is not walked in the MoE kind."""
+    by = _by_test(dsv3)
+    assert not [t for t in by if "is_fused_shared_expert_enabled" in t or "isinstance(self.mlp" in t], list(by)
+    assert any(op["path"].endswith("shared_experts.down_proj") for op in dsv3.report["ops"])
+    kinds = dsv3.report["layer_kinds"]
+    assert [k["differs"].get("mlp") for k in kinds] == ["DeepseekV2MLP", "DeepseekV2MoE"]
+    fp16 = [op for op in dsv3.report["ops"] if op["file"].endswith("deepseek_v2.py") and 1411 < op["line"] <= 1420
+            and "float16" in (op["condition"] or "")]
+    assert fp16 and {op["attrs"].get("layer_kind") for op in fp16} == {0}, [(op["line"], op["condition"]) for op in fp16]
+    assert all("isinstance" not in op["condition"] for op in fp16)
+
+
+def test_lora_off_and_a_helper_item_read_back(session, hf):
+    """`is_lora_enabled = bool(lora_config)` with `lora_config = vllm_config.lora_config` (vllm/model_executor/
+    models/mamba.py:109-110): EngineArgs builds it only `if self.enable_lora` (vllm/engine/arg_utils.py:2458,
+    default False :629), which the tool never states: None, so MambaMixer's `if self.is_lora_enabled:` is decided.
+    Granite's `self.use_rope = rope_theta != 0` (vllm/model_executor/models/granite.py:203), `rope_theta` item 1
+    of `granite_layer_attn_params(...)` (:199), computed from `getattr(config, "layer_rope_theta", None)` (:95):
+    a field GraniteConfig does not declare, so the test waits on it (not the tool's debt)."""
+    mamba = analyze_in(session, "MambaForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(mamba) if "is_lora_enabled" in t]
+    assert not [c for c in _conditions(mamba) if "is_lora_enabled" in c]
+    granite = analyze_in(session, "GraniteForCausalLM", Options(hf_root=hf))
+    e = _by_test(granite)["self.use_rope"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False), e
+    assert "layer_rope_theta" in e["why"], e

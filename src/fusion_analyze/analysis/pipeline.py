@@ -196,9 +196,11 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
                  models, par.ep, index.errors_touched(), configuration=facts, deployment=deployment,
                  mc2_capacity=env.mc2_capacity, compile_path=path[1] if path else None, memory=memory)
     a.report = to_json(a)  # before save_lines: the line numbers it asks for are cached with the trees
-    # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt
-    a.report["undecided"] = undecided([op.get("condition") for op in a.report["ops"]], facts, deployment,
-                                      walker.ctor.unknown_sources)
+    # every test the walk left open, with what it waits on (status/waits.py): given inputs are the tool's debt;
+    # an op's kernels' own conditions (the tests of its implementation's code) count too
+    printed = [c for op in a.report["ops"]
+               for c in [op.get("condition")] + [k.get("condition") for k in op.get("kernels") or ()]]
+    a.report["undecided"] = undecided(printed, facts, deployment, walker.ctor.unknown_sources)
     session.index.save_lines()
     return a
 

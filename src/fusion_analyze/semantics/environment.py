@@ -77,6 +77,8 @@ class Environment:
             return Truth.UNKNOWN
         answers, any_object, platform_object = _platform(self.backend)
         if name not in answers:
+            if type(on) is cst.Name and on.value == platform_object and self.index is not None:
+                return _platform_method(self.index, self.backend, name)
             return Truth.UNKNOWN
         if name in any_object or (type(on) is cst.Name and on.value == platform_object):
             return Truth.of(answers[name])
@@ -287,6 +289,56 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     else:
         answers = dict(tables.get(backend) or {})
     return answers, frozenset(spec.any_object), spec.platform_object
+
+
+def _platform_method(index, backend: str | None, name: str) -> Truth:
+    """`current_platform.<name>()` on `backend`: the answer of the platform's class (walk.yaml
+    `runtime.platform`: vllm-ascend's NPUPlatform) where the first class of its MRO that defines the method
+    returns a bool literal and nothing else (`def opaque_attention_op(cls) -> bool: return True`, vllm_ascend/
+    platform.py; Platform's own in vllm/platforms/interface.py where NPUPlatform has none). Kept per index."""
+    memo = _PLATFORM_METHODS.setdefault(id(index), (index, {}))
+    if memo[0] is not index:
+        memo = _PLATFORM_METHODS[id(index)] = (index, {})
+    key = (backend, name)
+    if key not in memo[1]:
+        memo[1][key] = _read_platform_method(index, backend, name)
+    return memo[1][key]
+
+
+_PLATFORM_METHODS: dict = {}
+
+
+def _read_platform_method(index, backend: str | None, name: str) -> Truth:
+    from ..catalog import catalog
+    from .function_bodies import class_method
+    from .values import literal
+
+    qualname = (catalog().typed.walk.runtime.platform or {}).get(backend or "") if backend else None
+    if not qualname:
+        return Truth.UNKNOWN
+    mod, _, cls_name = qualname.rpartition(".")
+    cls, seen = index.lookup(mod, cls_name), set()
+    todo = [cls] if getattr(cls, "kind", None) == "class" else []
+    while todo:  # depth-first along the bases, as the MRO of a single-inheritance chain
+        c = todo.pop(0)
+        if c.qualname in seen:
+            continue
+        seen.add(c.qualname)
+        fn = class_method(c, name)
+        if fn is not None:
+            body = [s for s in fn.body.body if not (type(s) is cst.SimpleStatementLine and len(s.body) == 1
+                                                    and type(s.body[0]) is cst.Expr)]  # (its docstring)
+            if (len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and len(body[0].body) == 1
+                    and type(body[0].body[0]) is cst.Return and body[0].body[0].value is not None):
+                got = literal(body[0].body[0].value)
+                if got is not None and isinstance(got.value, bool):
+                    return Truth.of(got.value)
+            return Truth.UNKNOWN
+        for base in c.bases:
+            target = index.resolve_expr(c.module, base.value)
+            if getattr(target, "kind", None) == "class":
+                todo.append(target)
+    return Truth.UNKNOWN
 
 
 def _attention_backend_calls(index, backend: str | None) -> dict:

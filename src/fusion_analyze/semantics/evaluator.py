@@ -472,6 +472,10 @@ class Evaluator:
             return carried
         holder = expr.value.attr.value if type(expr.value) is cst.Attribute else \
             expr.value.value if type(expr.value) is cst.Name else None
+        if holder == "vllm_config" and isinstance(base, (Unknown, NotNone)) and self.env is not None:
+            got = _deployment_none(self.env.deployment, attr)
+            if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
+                return got
         if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             from .runtime_defaults import vllm_config_default
 
@@ -501,32 +505,53 @@ class Evaluator:
     def _dataclass_field(self, expr, attr: str, scope, depth: int) -> Value | None:
         """`x.<attr>` where `x` is bound (a parameter, a local assigned once) to a call of a @dataclass of the
         trees that passes `attr=` by keyword: that argument, read where it was written; else None."""
+        cls = None
         for _ in range(_MAX_INFER):
-            if type(expr) is not cst.Name or scope is None:
-                break
-            name = expr.value
-            if name in scope.locals:
-                values = scope.locals[name]
-                if len(values) != 1 or values[0][1]:
-                    return None
-                expr = values[0][0]
-            elif name in scope.params:
-                expr, scope = scope.params[name]
-            else:
+            if scope is None:
                 return None
-        if type(expr) is not cst.Call or scope is None:
-            return None
-        module = getattr(scope, "module", None)
-        index = getattr(module, "_index", None)
-        cls = index.resolve_expr(module, expr.func) if index is not None else None
-        if cls is None or cls.kind != "class" or not any(
-                "dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
+            if type(expr) is cst.Name:
+                name = expr.value
+                if name in scope.locals:
+                    values = scope.locals[name]
+                    if len(values) != 1 or values[0][1]:
+                        return None
+                    expr = values[0][0]
+                elif name in scope.params:
+                    expr, scope = scope.params[name]
+                else:
+                    return None
+                continue
+            if type(expr) is not cst.Call:
+                return None
+            module = getattr(scope, "module", None)
+            index = getattr(module, "_index", None)
+            target = index.resolve_expr(module, expr.func) if index is not None and isinstance(
+                expr.func, (cst.Name, cst.Attribute)) else None
+            if getattr(target, "kind", None) == "class":
+                cls = target
+                break
+            # `plan = _resolve_plan(prefix=prefix, ...)`: a decision function's first return that runs, where
+            # it builds the dataclass (vllm_ascend/ops/vocab_parallel_embedding.py `VocabParallelPlan(...)`)
+            got = self._first_return(target, expr, scope) if getattr(target, "kind", None) == "function" else None
+            if got is None:
+                return None
+            expr, scope = got
+        if cls is None or not any("dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
             return None
         for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == attr:
                 return self.infer(arg.value, scope, depth + 1)
-        if any(arg.keyword is None for arg in expr.args):
-            return None  # passed by position or through `**`: which field it fills is not read here
+        if any(arg.star for arg in expr.args):
+            return None  # through `*` or `**`: which field it fills is not read here
+        positional = [arg for arg in expr.args if arg.keyword is None]
+        if positional:  # by position: the fields in their order, of a dataclass with no base in the trees
+            if cls.bases:
+                return None
+            fields = _field_order(cls)
+            if attr not in fields:
+                return None
+            if fields.index(attr) < len(positional):
+                return self.infer(positional[fields.index(attr)].value, scope, depth + 1)
         # not passed: the field's default in the class body (`g_proj: nn.Module | None = None`), a literal only
         from .runtime_defaults import _declared
 
@@ -534,6 +559,25 @@ class Evaluator:
         if value is not None and type(value) is not cst.Call:
             got = self.infer(value, Scope(module=cls.module), depth + 1)
             return got if isinstance(got, Known) else None
+        return None
+
+    def _first_return(self, target, call: cst.Call, scope):
+        """(the expression, its scope) a decision function (only ifs, assignments and returns) returns for this
+        call: its first return whose path holds, where every test before it is decided; else None."""
+        from .function_bodies import tables
+        from .scope import Scope, bind_params
+
+        fn = target.node
+        if type(fn) is not cst.FunctionDef or not _decision_function(fn, target.module):
+            return None
+        table = tables(fn, target.module)
+        inner = Scope(module=table.module)
+        bind_params(fn, call, scope, inner, skip_self=False)
+        for name, value, cond, _pos in table.local_assignments:
+            inner.locals.setdefault(name, []).append((value, cond))
+        returns = table.returns_decided(_EMPTY, self, inner)
+        if returns and returns[0][1] is None and returns[0][0] is not None:
+            return returns[0][0], inner
         return None
 
     def _class_attribute(self, cls, attr: str, depth: int) -> Value:
@@ -603,9 +647,19 @@ class Evaluator:
             if got is not None:  # all(dim == 0 for dim in (a, b)): each element's test, read in place
                 return got
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
-            return _BUILTINS[func.value](self.infer(args[0], scope, depth))
+            got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
+            if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
+                # bool(x) is x's truth, as a test reads it (`bool(rocm_aiter_ops.is_..._enabled())`: off ROCm)
+                t = self.truth(args[0], scope.module, None, scope)
+                if t is not Truth.UNKNOWN:
+                    return Known(t is Truth.TRUE)
+            return got
         if type(func) is cst.Attribute:
             name = func.attr.value
+            if not call.args and type(func.value) is cst.Name:  # current_platform.opaque_attention_op()
+                platform = self.env.platform_truth(call)
+                if platform is not Truth.UNKNOWN:
+                    return Known(platform is Truth.TRUE)
             base = self.infer(func.value, scope, depth)
             if isinstance(base, Known) and isinstance(base.value, dict) and f"{name}()" in base.value and not call.args:
                 return _held(base.value[f"{name}()"])  # what a runtime object's method returns (ir/deployment.py)
@@ -972,3 +1026,28 @@ def _plain(value) -> bool:
         elif not (v is None or type(v) in (bool, int, float, str, Symbol)):
             return False
     return True
+
+
+def _field_order(cls) -> list[str]:
+    """The fields of a dataclass in their order: its annotated names, ClassVar ones left out."""
+    out = []
+    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+        for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
+            if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
+                if "ClassVar" in code_of(cls.module, small.annotation.annotation):
+                    continue
+                out.append(small.target.value)
+    return out
+
+
+def _deployment_none(deployment, attr: str) -> Value | None:
+    """`vllm_config.<attr>` that the report's deployment says is None (ir/deployment.py `vllm_config`: no
+    --enable-lora option exists, so lora_config is None; speculative_config where --speculative-config is not
+    given); None where it says nothing or states the configuration."""
+    from ..ir.deployment import Deployment
+
+    d = deployment if deployment is not None else Deployment()
+    if attr == "speculative_config" and getattr(d, "speculative_config", None):
+        return None
+    view = d.vllm_config(None)
+    return Known(None) if attr in view and view[attr] is None else None

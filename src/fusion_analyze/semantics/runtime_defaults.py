@@ -270,7 +270,68 @@ def vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
     configuration (VllmConfig, EngineArgs, the platforms) assigns `.<name> = ...`. None otherwise."""
     if index is None or not holder.endswith("_config"):
         return None
+    if holder == "vllm_config":  # a field of VllmConfig itself: what the engine builds it with
+        return VLLM_CONFIG_DEFAULTS.get(index, (holder, name), lambda: _engine_built(index, name))
     return VLLM_CONFIG_DEFAULTS.get(index, (holder, name), lambda: _vllm_config_default(index, holder, name, infer))
+
+
+def _engine_built(index, name: str) -> Value | None:
+    """`vllm_config.<name>` (VllmConfig declares `model_config: ModelConfig = None`) where the engine always
+    builds it: EngineArgs' `create_engine_config` passes `VllmConfig(<name>=<local>, ...)`, the local assigned
+    once, unconditionally, from a class call or a method of EngineArgs whose every return builds a class
+    (`model_config = self.create_model_config()`, which returns `ModelConfig(...)`): an object, never None.
+    None (not decided) for anything else."""
+    from .values import NotNone
+
+    engine = index.lookup(*ENGINE_ARGS_CLASS)
+    if getattr(engine, "kind", None) != "class":
+        return None
+    from .function_bodies import class_method, tables
+
+    fn = class_method(engine, "create_engine_config")
+    if fn is None:
+        return None
+    passed = None
+    for call in find_all(fn, cst.Call):
+        if _dotted_text(call.func) == VLLM_CONFIG[1]:
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == name:
+                    passed = arg.value
+    if type(passed) is not cst.Name:
+        return None
+    table = tables(fn, engine.module)
+    made = [(value, cond) for target, value, cond, _pos in table.local_assignments if target == passed.value]
+    if len(made) != 1 or made[0][1] or type(made[0][0]) is not cst.Call:
+        return None
+    call = made[0][0]
+    func = call.func
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+        method = class_method(engine, func.attr.value)
+        if method is None:
+            return None
+        returns = [r.value for r in iter_returns(method)]
+        if not returns or not all(type(r) is cst.Call and getattr(index.resolve_expr(engine.module, r.func), "kind", None)
+                                  == "class" for r in returns if r is not None) or any(r is None for r in returns):
+            return None
+        return NotNone(f"EngineArgs.{func.attr.value}()")
+    built = index.resolve_expr(engine.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+    return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
+
+
+def iter_returns(fn):
+    """The return statements of a function, not those of functions or classes nested in it."""
+    out = []
+
+    def visit(node):
+        for child in node.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if type(child) is cst.Return:
+                out.append(child)
+            visit(child)
+
+    visit(fn.body)
+    return out
 
 
 def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:

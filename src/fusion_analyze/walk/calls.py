@@ -172,7 +172,10 @@ class Calls(WalkerState):
             return self._module_call(frame, inst, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
         path = f"{frame.path}.layers" if frame.path else "layers"
         first = len(self.ops)
-        out = self._expand(inst, "forward", args, kwargs, path=path, facts=frame.facts, cond=s.cond)
+        # the layer's own submodules' classes decide its isinstance() tests (`isinstance(self.mlp,
+        # DeepseekV2MLP)` in a kind of layer whose index builds the dense MLP)
+        facts = Bindings(dict(), self._attr_facts(inst), fields=frame.facts.fields)
+        out = self._expand(inst, "forward", args, kwargs, path=path, facts=facts, cond=s.cond)
         if s.steady:
             self._other_layers(inst, first, args, kwargs, path, frame.facts, s.cond)
         return out

@@ -461,7 +461,7 @@ class Layers(WalkerState):
                     attrs.setdefault("attention_backend", {"impl": target.name, "selector": None,
                                                            "why": say("attention_impl_table", impl=target.name)})
             if isinstance(target, Definition) and target.kind == "class":
-                built = (self.ctor.built_as(Instance(impl, sub.call, sub.scope, sub.condition), "impl", target)
+                built = (self.ctor.built_as(self._impl_holder(sub, impl, kind), "impl", target)
                          if sub is not None and sub.call is not None else None)
                 kernels = kernels + (self.backends.kernels_of_instance(built, target, "forward") if built is not None
                                      else self.backends.kernels_of(target, Bindings(), method="forward"))
@@ -494,6 +494,18 @@ class Layers(WalkerState):
                     out.append(replace(g, condition=text, cond=join(base, own), paths=None,
                                        alts=tuple(join(base, a) for a in g.alts)))
         return out
+
+    def _impl_holder(self, sub: Instance, impl: Definition, kind: str) -> Instance:
+        """The instance whose __init__ builds the attention implementation (`self.impl = impl_cls(...)`): the
+        layer itself, or for an MLA wrapper the attention layer it holds (composites.yaml
+        `mla_attention.impl.holder`: vllm-ascend's AscendMultiHeadLatentAttention holds `self.mla_attn`), so
+        that the implementation's `self.x` are read with the arguments it is built with."""
+        own = Instance(impl, sub.call, sub.scope, sub.condition)
+        if kind != "mla_attention":
+            return own
+        comp = catalog().typed.composites.of(kind, self.index.backend)
+        holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+        return holder if holder is not None and holder.cls is not None else own
 
     def _attention_backend(self, sub: Instance, impl: Definition, kind: str):
         """The backend the runtime selects for an attention layer and the implementation it names

@@ -79,6 +79,12 @@ class Statements(WalkerState):
         it one local (`self.use_mha = use_mha`) is that local's test, as the construction tests it."""
         if type(expr) is cst.BooleanOperation or type(expr) is cst.UnaryOperation:  # less its decided parts
             value, left = self.ctor.evaluator.simplified(expr, frame.module, frame.facts, frame.names)
+            if value is not Truth.UNKNOWN and frame.facts.none:
+                # decided by which arguments are None at this call (both branches are walked, _if): the parts
+                # the values decide (`ring_start is not None and self._updates_replayssm_trackers` with the
+                # attribute True) are still dropped from the condition the other branch keeps
+                value, left = self.ctor.evaluator.simplified(expr, frame.module, replace(frame.facts, none={}, sure=set()),
+                                                             frame.names)
             expr = left if value is Truth.UNKNOWN else expr
         test = Condition.of(expr, frame.module)
         inner = expr

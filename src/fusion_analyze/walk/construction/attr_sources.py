@@ -159,6 +159,11 @@ class AttrSources:
         __init__ that makes it (the layer's sinks and sliding window reach the backend's impl this way)."""
         for c, fn, scope in self.init_scopes(inst):
             for expr, cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if type(expr) is cst.Name and not cond:  # `impl = impl_cls(...)`, then `self.impl = impl`
+                    made = [(v, lc, p) for t, v, lc, p in tables(fn, c.module).local_assignments
+                            if t == expr.value and p < pos]
+                    if len(made) == 1 and type(made[0][0]) is cst.Call and not made[0][1]:
+                        expr, pos = made[0][0], made[0][2]
                 if type(expr) is cst.Call and not cond:
                     self._fill_locals(fn, scope, c.module, before=pos)
                     return Instance(cls, expr, scope, None)

@@ -462,6 +462,7 @@ class Constructor(AttrSources, OtherChoices):
         `AscendMLAImpl` is `num_heads // tp_size` of the model's attention), `kwargs["k"]` included."""
         out: list[str] = []
         seen: set = set()
+        unpacked: dict = {}  # id(scope) -> {name: the item of a call's return it was unpacked from}
 
         def attr(owner: Instance, attr_name: str, left: int) -> None:
             key = (id(owner), attr_name)
@@ -473,6 +474,10 @@ class Constructor(AttrSources, OtherChoices):
                 scopes = owner.value_chain = self.init_scopes(owner)
             for c, fn, scope in scopes:
                 found = tables(fn, c.module).self_assignments.get(attr_name, ())
+                if found:  # `a, b, c = helper(...)`: each name the helper's return item (read back below)
+                    unpacked[id(scope)] = {t.value: v for t, v, _c, _p in tables(fn, c.module).assignments
+                                           if type(t) is cst.Name and type(v) is cst.Subscript
+                                           and type(v.value) is cst.Call}
                 for expr, cond, pos in found:
                     self._fill_locals(fn, scope, c.module, before=pos)
                     code(expr, scope, left - 1)
@@ -520,12 +525,16 @@ class Constructor(AttrSources, OtherChoices):
                 elif node.value in scope.params:
                     value, where = scope.params[node.value]
                     code(value, where, left - 1)
+                elif node.value in unpacked.get(id(scope), {}):
+                    code(unpacked[id(scope)][node.value], scope, left - 1)
                 return
             if t in (cst.Subscript, cst.Call):
                 sub = star_kwarg(node, scope)
                 if sub is not None:
                     code(sub[0], sub[1], left - 1)
                     return
+            if t is cst.Subscript and type(node.value) is cst.Call and returned_item(node, scope, left):
+                return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
                 built = Callee(self.index, scope.module, node).named
                 if isinstance(built, Definition) and built.kind == "class":
@@ -535,6 +544,30 @@ class Constructor(AttrSources, OtherChoices):
             for child in node.children:
                 if isinstance(child, cst.CSTNode):
                     names(child, scope, left)
+
+        def returned_item(node: cst.Subscript, scope: Scope, left: int) -> bool:
+            """`helper(...)[k]` of a function of the trees: item k of each tuple it returns, read in the
+            function with its parameters bound to the call (`rope_theta` of granite_layer_attn_params)."""
+            from ...semantics.runtime_defaults import iter_returns
+            from ...semantics.values import literal
+
+            key = literal(node.slice[0].slice.value) if len(node.slice) == 1 and type(
+                node.slice[0].slice) is cst.Index else None
+            call = node.value
+            if key is None or type(key.value) is not int or not isinstance(call, cst.Call):
+                return False
+            target = Callee(self.index, scope.module, call).named
+            if not isinstance(target, Definition) or target.kind != "function" or not isinstance(target.node, cst.FunctionDef):
+                return False
+            fn: cst.FunctionDef = target.node
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for local, value, cond, _pos in tables(fn, target.module).local_assignments:
+                inner.locals.setdefault(local, []).append((value, cond))
+            for ret in iter_returns(fn):
+                if type(ret.value) is cst.Tuple and key.value < len(ret.value.elements):
+                    code(ret.value.elements[key.value].value, inner, left - 1)
+            return True
 
         attr(inst, name, depth)
         return list(dict.fromkeys(out))

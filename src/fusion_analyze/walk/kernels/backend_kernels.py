@@ -61,6 +61,11 @@ class Backends:
         slot = device if d is None or d.is_default else (device, d.key())
         self._cache: dict = KERNELS_OF.of(index).setdefault(slot, {})
         self._evaluator = Evaluator(ctor.env.without_config())
+        # a runtime object a function returns (`get_tp_group()` -> GroupCoordinator): its `self.x` read in its
+        # __init__ with no argument known (only what it computes from the platform or constants is decided),
+        # without the model's configuration (its kernels are kept per session); one instance per class
+        self._objects: dict = {}
+        self._object_evaluator = Evaluator(ctor.env.without_config(), attrs=ctor)
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
@@ -247,6 +252,9 @@ class Backends:
                 if type(stmt) is cst.If:
                     if self._of_instance(impl):
                         value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._inst))
+                    elif impl is not None and impl.qualname in self._objects:
+                        value, test = self._object_evaluator.residual(stmt.test, module, facts,
+                                                                      scope_at(stmt, self._objects[impl.qualname]))
                     else:
                         value, test = self._evaluator.residual(stmt.test, module, facts, scope_at(stmt, None))
                     if value is not Truth.FALSE:
@@ -365,9 +373,12 @@ class Backends:
             if ret is not None and isinstance(ret.annotation, (cst.Name, cst.Attribute)):
                 cls = self.index.resolve_expr(maker.module, ret.annotation)
                 found = self.ctor.method(cls, func.attr.value) if isinstance(cls, Definition) and cls.kind == "class" else None
-                if found is not None:
+                if found is not None and isinstance(cls, Definition):
+                    from ..construction.constructor import Instance
+
                     fn = found[1]
-                    self._collect(None, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                    self._objects.setdefault(cls.qualname, Instance(cls))
+                    self._collect(cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
         # Facade.method(...): a module-level value the device decides (DeviceOperator = get_device_adaptor())
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
