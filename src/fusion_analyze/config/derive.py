@@ -337,9 +337,14 @@ class _Run:
         if isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2 \
                 and "isinstance" not in self.names:
             kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
-            types = [_TYPES.get(k.id) if isinstance(k, ast.Name) and k.id not in self.names else None for k in kinds]
+            types: list[type] = []
+            for k in kinds:
+                t = _TYPES.get(k.id) if isinstance(k, ast.Name) and k.id not in self.names else None
+                if t is None:
+                    return UNKNOWN  # a class of the trees, a name rebound: not read here
+                types.append(t)
             value = self._expr(node.args[0])
-            return UNKNOWN if value is UNKNOWN or None in types else isinstance(value, tuple(types))
+            return UNKNOWN if value is UNKNOWN else isinstance(value, tuple(types))
         args = [self._expr(a) for a in node.args]
         dict_call = isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault")
         if any(a is UNKNOWN for a in (args[:1] if dict_call else args)):

@@ -118,10 +118,11 @@ class ConfigFacts:
     def method(self, name: str, args: tuple = (), text: bool = False) -> Value:
         """`config.<name>(*args)` (a property with no args): the class's method run over the configuration's
         fields (config.derive.run_method), its arguments known values; unknown where it does not decide."""
-        cls = self._own_class(text)
-        found = cls.methods.get(name) if cls is not None else None
-        if found is None:
+        own = self._own_class(text)
+        if own is None or name not in own.methods:
             return Unknown(f"config.{name} is not a method of the configuration class")
+        cls: ConfigClass = own
+        found = cls.methods[name]
         from .derive import UNKNOWN, run_method
 
         def raw(value: Value):

@@ -617,8 +617,8 @@ class Evaluator:
                 return ConfigRef(True)
             if isinstance(base, ConfigRef) and self.config is not None and self.config.has_method(name, base.text):
                 # `config.is_kda_layer(layer_idx)`: the configuration class's method run over its fields
-                given = [self.infer(a, scope, depth) for a in args]
-                if len(args) != len(call.args) or not all(isinstance(g, Known) for g in given):
+                given = [g for g in (self.infer(a, scope, depth) for a in args) if isinstance(g, Known)]
+                if len(given) != len(call.args):
                     return Unknown(f"config.{name}(...) of arguments not known")
                 values = tuple(g.value for g in given)
                 return self._config_read(("call", name, base.text, repr(values)),
