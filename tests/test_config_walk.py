@@ -133,3 +133,44 @@ def test_unknown_values_stay_conditions_and_alternatives(index):
     alt = next(a for a in result.alternatives if a["path"] == "block.act_fn")
     assert sorted([tuple(o) for o in alt["others"]] + [(alt["chosen"], alt["condition"])]) == [
         ("GeluAndMul", "config.hidden_act == 'gelu'"), ("SiluAndMul", "config.hidden_act == 'silu'")]
+
+
+def test_config_methods_and_properties_run_over_the_fields():
+    """`config.is_kda_layer(i)` / `config.is_moe`: a method or property of the configuration class, its
+    statements run over the configuration's values (config/derive.py run_method); what they do not decide
+    stays unknown."""
+    import ast
+
+    from fusion_analyze.config.model_config import _read_body
+    from fusion_analyze.semantics.values import Known, Unknown
+
+    src = '''
+class ToyConfig:
+    def __init__(self, linear_attn_config=None, num_experts=None, **kwargs):
+        self.linear_attn_config = linear_attn_config
+        self.num_experts = num_experts
+
+    @property
+    def is_moe(self):
+        return self.num_experts is not None
+
+    def is_kda_layer(self, layer_idx: int):
+        return self.linear_attn_config is not None and (layer_idx + 1) in self.linear_attn_config["kda_layers"]
+
+    def is_mla_layer(self, layer_idx):
+        return self.is_moe and not self.is_kda_layer(layer_idx)
+
+    def undecided(self, i):
+        for x in range(i):
+            return x
+'''
+    cls = ConfigClass("ToyConfig", "toy.py", 1, "vllm", "0")
+    _read_body(ast.parse(src).body[0], cls)
+    facts = ConfigFacts({"linear_attn_config": {"kda_layers": [1, 2, 3]}, "num_experts": 8}, "toy", True, cls)
+    assert facts.attr("is_moe") == Known(True)
+    assert [facts.method("is_kda_layer", (i,)) for i in range(4)] == [Known(True)] * 3 + [Known(False)]
+    assert facts.method("is_mla_layer", (3,)) == Known(True) and facts.method("is_mla_layer", (0,)) == Known(False)
+    assert isinstance(facts.method("undecided", (2,)), Unknown)
+    partial = ConfigFacts({"linear_attn_config": {}}, "toy", True, cls)
+    assert isinstance(partial.method("is_kda_layer", (0,)), Unknown)  # `kda_layers` not given: not decided
+    assert partial.attr("is_moe") == Known(False)  # num_experts: the class default, None

@@ -11,7 +11,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.render.markdown import render_markdown
 
-from .conftest import validate_report
+from .conftest import FIXTURES, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +139,93 @@ def test_qwen3_moe_mlp_only_layers(session, hf, tmp_path):
     assert [(k["layers"], k["differs"]) for k in kinds] == [([0, 5], {"mlp": "Qwen3MoeMLP"}),
                                                              ([1, 2, 3, 4], {"mlp": "Qwen3MoeSparseMoeBlock"})]
     assert {o["attrs"].get("layer_kind") for o in a.report["ops"] if o["kind"] == "moe"} == {1}
+
+
+@pytest.fixture(scope="module")
+def kimi(session, hf):
+    """Kimi-Linear (fixtures/configs/kimi-linear-kda-mla.json, 27 layers): vllm-ascend's AscendKimiDecoderLayer
+    (models/kimi_k3.py) builds its attention by `config.is_kda_layer(layer_idx)`, a method of vLLM's
+    KimiLinearConfig (`(idx + 1) in linear_attn_config["kda_layers"]`), and its MLP by `is_moe_layer` (a
+    property `config.is_moe` and `layer_idx >= first_k_dense_replace`)."""
+    return analyze_in(session, "KimiLinearForCausalLM", Options(config=str(FIXTURES / "configs" / "kimi-linear-kda-mla.json"),
+                                                               hf_root=hf))
+
+
+def test_kimi_kda_and_mla_layers_from_config_methods(kimi):
+    kinds = kimi.report["layer_kinds"]
+    mla = [i for i in range(27) if (i + 1) % 4 == 1 and i > 0]
+    assert mla == [4, 8, 12, 16, 20, 24]
+    assert [(k["layers"], k["count"], k["of"]) for k in kinds] == [
+        ([0], 1, 27), ([i for i in range(1, 27) if i not in mla], 20, 27), (mla, 6, 27)]
+    assert [(k["differs"]["self_attn"], k["differs"]["mlp"]) for k in kinds] == [
+        ("AscendKimiK3DeltaAttention", "AscendKimiMLP"), ("AscendKimiK3DeltaAttention", "AscendKimiMoE"),
+        ("AscendKimiMLAAttention", "AscendKimiMoE")]
+    ops = kimi.report["ops"]
+
+    def kinds_of(pred):
+        return {o["attrs"].get("layer_kind") for o in ops if pred(o)}
+
+    # each kind walks its own attention class: the KDA kernels (vllm_ascend/ops/kda.py) in the KDA kinds only,
+    # the MLA op in the MLA kind only
+    assert kinds_of(lambda o: o["name"].endswith("chunk_kda_fwd")) == {0, 1}
+    assert kinds_of(lambda o: o["name"].endswith("recurrent_kda")) == {0, 1}
+    assert kinds_of(lambda o: o["kind"] == "linear_attention") == {0, 1}
+    assert kinds_of(lambda o: o["kind"] == "mla_attention") == {2}
+    assert kinds_of(lambda o: o["kind"] == "moe") == {1, 2}
+    assert not any(o["attrs"].get("other_branch") for o in ops if o["kind"] in ("linear_attention", "mla_attention"))
+    for name, model in kimi.steps.items():
+        assert model.step.kind_counts == [1, 20, 6], name
+    validate_report(kimi.report)
+
+
+def test_kimi_undecided_kda_choice_walks_both_classes(session, hf, tmp_path):
+    """A configuration that does not say which layers are KDA (`kda_layers` left out): the choice stays
+    undecided per layer; the MLA class (the default) is the walk's sequence, the KDA class is walked too,
+    under its condition, as the other branch: never only one."""
+    cfg = json.loads((FIXTURES / "configs" / "kimi-linear-kda-mla.json").read_text(encoding="utf-8"))
+    del cfg["linear_attn_config"]["kda_layers"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    a = analyze_in(session, "KimiLinearForCausalLM", Options(config=str(path), hf_root=hf))
+    kinds = a.report["layer_kinds"]
+    assert [k["layers"] for k in kinds] == [[0], list(range(1, 27))]
+    ops = a.report["ops"]
+    for k in (0, 1):
+        mla = [o for o in ops if o["kind"] == "mla_attention" and o["attrs"].get("layer_kind") == k]
+        kda = [o for o in ops if o["kind"] == "linear_attention" and o["attrs"].get("layer_kind") == k]
+        assert len(mla) == 1 and len(kda) == 1, k
+        assert kda[0]["attrs"].get("other_branch") and not mla[0]["attrs"].get("other_branch")
+        assert "is_kda_layer" in (kda[0].get("condition") or ""), kda[0]
+    assert any(o["name"].endswith("chunk_kda_fwd") for o in ops)
+    alt = next(x for x in a.report["alternatives"] if x["path"].endswith("layers.self_attn"))
+    assert alt["chosen"] == "AscendKimiMLAAttention" and alt["others"][0][0] == "AscendKimiK3DeltaAttention"
+
+
+@pytest.fixture(scope="module")
+def glm_dsa(session, hf):
+    return analyze_in(session, "GlmMoeDsaForCausalLM", Options(config=str(FIXTURES / "configs" / "glm-moe-dsa.json"),
+                                                               hf_root=hf))
+
+
+def test_glm_dsa_row_kinds_hold_every_op(glm_dsa):
+    """A row's kinds are those every op of a match is walked in (`moe_norm`: the MoE op is in the MoE kind
+    only, its norm in both), costed in those layers only; a row on the other branch of an undecided test of
+    the attention impl shared by every kind (sfa_v1.py `_q_proj_and_k_up_proj`) holds in every kind."""
+    kinds = glm_dsa.report["layer_kinds"]
+    assert [(k["ranges"], k["count"]) for k in kinds] == [([[0, 2]], 3), ([[3, 77]], 75)]
+    rows = {o["id"]: o for o in glm_dsa.report["opportunities"]}
+    moe_norm = rows["moe_norm@DeepseekV2DecoderLayer.forward"]
+    assert moe_norm["layer_kinds"] == [1]
+    for name, n in moe_norm["benefit"]["numbers"].items():
+        assert n["model"]["launches"] == n["per_layer"]["launches"] * 75, name
+        assert n["model"]["time_us"] == pytest.approx(n["per_layer"]["time_us"] * 75, rel=0.01), name
+    for rid in ("bmm@AscendSFAImpl._q_proj_and_k_up_proj", "transpose_matmul@AscendSFAImpl._q_proj_and_k_up_proj"):
+        assert rows[rid]["layer_kinds"] == [0, 1], rid
+        held = {o["attrs"].get("layer_kind") for o in glm_dsa.report["ops"] if o["id"] in rows[rid]["ops"]}
+        assert held == {0, 1}, rid
+    md = render_markdown(glm_dsa, lang="en")
+    line = next(x for x in md.splitlines() if "(`bmm@AscendSFAImpl._q_proj_and_k_up_proj`)" in x and "open (" in x)
+    assert "layers only" not in line
+    line = next(x for x in md.splitlines() if "(`moe_norm@DeepseekV2DecoderLayer.forward`)" in x and "open (" in x)
+    assert "in kind 2 layers only" in line
+    validate_report(glm_dsa.report)

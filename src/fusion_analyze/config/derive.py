@@ -26,6 +26,8 @@ _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast
 _BUILTINS = {"bool": bool, "int": int, "len": len, "str": str, "min": min, "max": max, "abs": abs, "list": list,
              "tuple": tuple, "sorted": sorted, "sum": sum}
 
+_TYPES = {"dict": dict, "list": list, "tuple": tuple, "int": int, "float": float, "str": str, "bool": bool}
+
 
 class _Kwargs(dict):
     """`**kwargs` of the configuration's __init__: the keys it does not name as parameters; `complete` says
@@ -71,6 +73,48 @@ class _Stop(Exception):
     """A `return`: the rest of the function does not run."""
 
 
+_MAX_METHOD_DEPTH = 8
+
+
+class _Fields(dict):
+    """The `self.<field>` a method reads: each read once from the configuration (`read`, a field's value or
+    UNKNOWN: a property runs there); what the method assigns is kept; after a call of another method that may
+    set fields, none is known."""
+
+    def __init__(self, read):
+        super().__init__()
+        self.read, self.lost = read, False
+
+    def get(self, key, default=None):
+        if key not in self:
+            self[key] = UNKNOWN if self.lost else self.read(key)
+        return dict.get(self, key, default)
+
+
+def run_method(fn: ast.FunctionDef, args: tuple, read, call, depth: list):
+    """What a method of the configuration class (`def is_kda_layer(self, layer_idx)`, a property with no
+    args) returns, its statements run over the configuration's fields (`read(field)`: a value or UNKNOWN;
+    `call(method, args)`: another method's result) with `args` bound to its parameters; UNKNOWN where its
+    statements do not decide it (an undecided test around a return, a loop, a field not known)."""
+    params = [a.arg for a in fn.args.args[1:]]
+    if depth[0] >= _MAX_METHOD_DEPTH or len(args) > len(params) or fn.args.vararg or fn.args.kwonlyargs:
+        return UNKNOWN
+    defaults = [None] * (len(params) - len(fn.args.defaults)) + list(fn.args.defaults)
+    names: dict = {}
+    for k, p in enumerate(params):
+        names[p] = args[k] if k < len(args) else _literal(defaults[k]) if defaults[k] is not None else UNKNOWN
+    run = _Run(_Fields(read), names)
+    run.function, run.methods = True, call
+    depth[0] += 1
+    try:
+        run.block(fn.body)
+    except _Stop:
+        return run.returned
+    finally:
+        depth[0] -= 1
+    return None  # it ends without a return
+
+
 def _literal(node):
     try:
         return ast.literal_eval(node)
@@ -79,8 +123,19 @@ def _literal(node):
 
 
 class _Run:
+    function = False  # running a method for its result (run_method): a return ends it with its value
+    methods = None  # run_method: another method of the class, called on `self`
+    returned = UNKNOWN
+
     def __init__(self, state: dict, names: dict):
         self.state, self.names = state, names
+
+    def _undecided_return(self, stmt) -> None:
+        """In a method run for its result, a statement not run in order (an undecided test, a loop) that
+        holds a return: what the method returns is not decided."""
+        if self.function and any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(stmt)):
+            self.returned = UNKNOWN
+            raise _Stop
 
     # -- statements ---------------------------------------------------------------------------------------
     def block(self, body: list) -> None:
@@ -101,15 +156,22 @@ class _Run:
             elif test is False:
                 self.block(stmt.orelse)
             else:  # both may run: what they set is not decided
+                self._undecided_return(stmt)
                 for s in stmt.body + stmt.orelse:
                     self.forget(s)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self.call_statement(stmt.value)
         elif isinstance(stmt, ast.Return):
+            if self.function:
+                self.returned = self.expr(stmt.value) if stmt.value is not None else None
+            raise _Stop
+        elif isinstance(stmt, ast.Raise) and self.function:
+            self.returned = UNKNOWN  # the method raises: no value
             raise _Stop
         elif isinstance(stmt, (ast.Pass, ast.Expr, ast.Raise, ast.Assert)):
             return
         else:  # a loop, a with, a try, a nested def, an augmented assignment: what it sets is not decided
+            self._undecided_return(stmt)
             self.forget(stmt)
 
     def assign(self, target, value) -> None:
@@ -163,6 +225,8 @@ class _Run:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             for name in list(self.state):  # another method of the class may set any field
                 self.state[name] = UNKNOWN
+            if isinstance(self.state, _Fields):
+                self.state.lost = True
 
     # -- expressions --------------------------------------------------------------------------------------
     def truth(self, node):
@@ -270,6 +334,17 @@ class _Run:
             return UNKNOWN
         if node.keywords:
             return UNKNOWN
+        if isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2 \
+                and "isinstance" not in self.names:
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            types: list[type] = []
+            for k in kinds:
+                t = _TYPES.get(k.id) if isinstance(k, ast.Name) and k.id not in self.names else None
+                if t is None:
+                    return UNKNOWN  # a class of the trees, a name rebound: not read here
+                types.append(t)
+            value = self._expr(node.args[0])
+            return UNKNOWN if value is UNKNOWN else isinstance(value, tuple(types))
         args = [self._expr(a) for a in node.args]
         dict_call = isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault")
         if any(a is UNKNOWN for a in (args[:1] if dict_call else args)):
@@ -281,6 +356,9 @@ class _Run:
             if func.id in _BUILTINS and func.id not in self.names:
                 return _BUILTINS[func.id](*args)
             return UNKNOWN
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and self.methods is not None:
+            return self.methods(func.attr, tuple(args))  # another method of the class: `self.is_kda_layer(i)`
         if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "self"):
             base = self._expr(func.value)
             if isinstance(base, dict) and func.attr in ("get", "pop", "setdefault") and 1 <= len(args) <= 2:

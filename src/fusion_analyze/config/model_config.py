@@ -46,6 +46,8 @@ class ConfigClass:
     inits: tuple = ()  # its `__init__` / `__post_init__` (ast), in the order they run: what computes fields
     elsewhere: set = field(default_factory=set)  # fields its other methods assign (not derived from inits)
     fields: dict = field(default_factory=dict)  # a dataclass field's literal default, before __post_init__ runs
+    # its other methods and properties (ast), name -> (def, is a property): `config.is_kda_layer(i)`, `config.is_moe`
+    methods: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -84,6 +86,7 @@ class ConfigFacts:
         self.source, self.complete, self.cls, self.model_type = source, complete, cls, model_type
         self.left_out = frozenset(left_out)
         self._derived: dict | None = None
+        self._depth = [0]  # nesting of the methods that run (config.derive.run_method)
 
     def derived(self, name: str) -> Value | None:
         """A field the class computes from the others (`layer_types` from `num_hidden_layers` and
@@ -103,9 +106,44 @@ class ConfigFacts:
         sub = self.values.get("text_config") if text else None
         return normalize(dict(sub)) if isinstance(sub, dict) else self.values
 
+    def _own_class(self, text: bool) -> ConfigClass | None:
+        """The class whose methods answer `config.m()`: not for a text sub-configuration given as such."""
+        return self.cls if self.cls is not None and not (text and "text_config" in self.values) else None
+
+    def has_method(self, name: str, text: bool = False, prop: bool = False) -> bool:
+        cls = self._own_class(text)
+        found = cls.methods.get(name) if cls is not None else None
+        return found is not None and found[1] == prop
+
+    def method(self, name: str, args: tuple = (), text: bool = False) -> Value:
+        """`config.<name>(*args)` (a property with no args): the class's method run over the configuration's
+        fields (config.derive.run_method), its arguments known values; unknown where it does not decide."""
+        own = self._own_class(text)
+        if own is None or name not in own.methods:
+            return Unknown(f"config.{name} is not a method of the configuration class")
+        cls: ConfigClass = own
+        found = cls.methods[name]
+        from .derive import UNKNOWN, run_method
+
+        def raw(value: Value):
+            return value.value if isinstance(value, Known) else UNKNOWN
+
+        def field_of(field: str):
+            if field in cls.methods and not cls.methods[field][1]:
+                return UNKNOWN  # a bound method as a value
+            return raw(self.attr(field, text))
+
+        got = run_method(found[0], args, field_of, lambda m, a: raw(self.method(m, a, text)) if m in cls.methods
+                         else UNKNOWN, self._depth)
+        if got is UNKNOWN:
+            return Unknown(f"config.{name}{'' if found[1] else '(...)'} is not decided by {cls.name}'s code")
+        return Known(got)
+
     def attr(self, name: str, text: bool = False) -> Value:
         values, cls = self._values(text), self.cls
         real = cls.attribute_map.get(name, name) if cls else name
+        if name not in values and real not in values and self.has_method(real, text, prop=True):
+            return self.method(real, (), text)  # a property of the class (`is_moe`), run over the fields
         if cls is not None and real in cls.computed and not (text and "text_config" in self.values) \
                 and values.get(name) is None and values.get(real) is None:
             derived = self.derived(real)  # what the class makes of a value not given (None -> [])
@@ -350,7 +388,7 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
     merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
                          cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over, cls.inits,
-                         set(cls.elsewhere), {**base.fields, **cls.fields})
+                         set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods))
     merged.defaults.update(cls.defaults)
     for name in cls.computed:
         merged.defaults.pop(name, None)
@@ -498,6 +536,12 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
             _read_init(stmt, cls)
             cls.inits += (stmt,)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            decorators = [ast.unparse(d) for d in stmt.decorator_list]
+            if isinstance(stmt, ast.FunctionDef) and stmt.args.args and stmt.args.args[0].arg == "self" \
+                    and decorators in ([], ["property"]):
+                cls.methods[stmt.name] = (stmt, decorators == ["property"])
+            elif any(d.endswith(".setter") for d in decorators):
+                cls.methods.pop(stmt.name, None)  # a property with a setter stores what __init__ sets: not read
             for sub in ast.walk(stmt):
                 for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target] if isinstance(sub, (ast.AugAssign, ast.AnnAssign)) else []:
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
@@ -582,6 +626,6 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name,
                                      cls.registered, cls.over, text.inits, set(text.elsewhere),
-                                     dict(text.fields)), trees)
+                                     dict(text.fields), dict(text.methods)), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)

@@ -205,6 +205,8 @@ def _saving(opp, model: StepModel) -> dict | None:
         branches = dict(sides)
         if len(branches) < len(sides):  # ops on two sides of one test: they never run together
             continue
+        if step.kind_counts and len({o.attrs.get("layer_kind") for o in ops} - {None}) > 1:
+            continue  # ops of two kinds of decoder layer: no layer runs them all
         found.append((r, ids, branches, all(counted(o) for o in m.op_list), all(o.section == "layer" for o in m.op_list)))
     if not found:
         return None

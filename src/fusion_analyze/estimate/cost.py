@@ -104,6 +104,8 @@ class Step:
         """How many layers run these (layer-section) ops: their kind's count where the layers are of several
         kinds, else the MoE layers for a MoE op, else every layer."""
         kinds = {o.attrs.get("layer_kind") for o in ops} - {None}
+        if self.kind_counts and len(kinds) > 1:
+            return 0  # ops of several kinds: no one layer holds them all (each kind is walked on its own)
         if self.kind_counts and kinds:
             return sum(self.kind_counts[k] for k in kinds if k < len(self.kind_counts))
         if self.kind_counts:

@@ -669,6 +669,14 @@ class Evaluator:
                 return Known(tuple(getattr(base.value, name)()))
             if isinstance(base, ConfigRef) and name == "get_text_config":
                 return ConfigRef(True)
+            if isinstance(base, ConfigRef) and self.config is not None and self.config.has_method(name, base.text):
+                # `config.is_kda_layer(layer_idx)`: the configuration class's method run over its fields
+                given = [g for g in (self.infer(a, scope, depth) for a in args) if isinstance(g, Known)]
+                if len(given) != len(call.args):
+                    return Unknown(f"config.{name}(...) of arguments not known")
+                values = tuple(g.value for g in given)
+                return self._config_read(("call", name, base.text, repr(values)),
+                                         lambda config: config.method(name, values, base.text))
             if isinstance(base, Known) and name == "supports" and hasattr(base.value, "capabilities") and len(args) == 1:
                 wanted = args[0]  # profile.supports(HardwareCapability.X): the device's capability table decides
                 if type(wanted) is cst.Attribute:
@@ -681,10 +689,14 @@ class Evaluator:
                     return self.infer(args[1], scope, depth) if len(args) > 1 else Known(None)
             if isinstance(base, Known) and isinstance(base.value, str) and name in ("lower", "upper", "strip") and not args:
                 return Known(getattr(base.value, name)())
-            if isinstance(base, Known) and isinstance(base.value, str) and name == "split" and len(call.args) <= 1:
+            if isinstance(base, Known) and isinstance(base.value, str) and name in ("split", "rsplit") \
+                    and len(call.args) <= 2:
                 sep = self.infer(call.args[0].value, scope, depth) if call.args else Known(None)
-                if isinstance(sep, Known) and (sep.value is None or isinstance(sep.value, str)) and sep.value != "":
-                    return Known(tuple(base.value.split(sep.value)))  # `prefix.split(sep=".")`
+                most = self.infer(call.args[1].value, scope, depth) if len(call.args) > 1 else Known(-1)
+                if isinstance(sep, Known) and (sep.value is None or isinstance(sep.value, str)) and sep.value != "" \
+                        and isinstance(most, Known) and type(most.value) is int:
+                    # `prefix.split(sep=".")`, `prefix.rsplit(".", 1)`
+                    return Known(tuple(getattr(base.value, name)(sep.value, most.value)))
             if isinstance(base, Known) and isinstance(base.value, str) and name in ("startswith", "endswith") and len(args) == 1:
                 arg = self.infer(args[0], scope, depth)
                 if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):

@@ -658,26 +658,56 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     may not be the one that runs: HunYuan V3's attention without the HPC kernel)."""
     out = _derive(ops, Graph(ops), patterns, backend, ascend_passes, cuda_passes, inductor)
     known = {(o.scenario, o.scope) for o in out}
+    alternates: dict = {}  # (scenario, scope) -> the row of another branch's view
     used = {o.id for o in out}
     tests = sorted({n for op in ops for n, side in op.branches  # a side with an op it alone holds back
                     if side == 1 and all(other == 0 for m, other in op.branches if m != n)})
     matchable = {k for p in patterns for f in (*p.forms, *p.inactive) for node in f.nodes for k in node.kinds}
-    for n in tests[:MAX_OTHER_BRANCHES]:
+    for n in _within_budget(ops, tests):
         view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
                 or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]
         held = {op.id for op in view if (n, 1) in op.branches}
         if not any(op.kind in matchable for op in view if op.id in held):
             continue  # no pattern has a node its held ops could be: no opportunity can involve them
         for o in _derive(ops, Graph(ops, view), patterns, backend, ascend_passes, cuda_passes, inductor):
-            if (o.scenario, o.scope) in known or not held & set(o.ops):
+            if not held & set(o.ops):
+                continue
+            first = alternates.get((o.scenario, o.scope))
+            if first is not None and set(o.layer_kinds) - set(first.layer_kinds):
+                # the same branch of the same code in another kind of decoder layer (each kind is walked on its
+                # own, its tests numbered apart): one row, in the kinds of both, its matches in each
+                first.layer_kinds = sorted(set(first.layer_kinds) | set(o.layer_kinds))
+                first.matches += o.matches
+                first.ops += [i for i in o.ops if i not in first.ops]
+            if (o.scenario, o.scope) in known:
                 continue
             known.add((o.scenario, o.scope))
+            alternates[(o.scenario, o.scope)] = o
             k = 1
             while (oid := o.id.split("#")[0] + (f"#{k}" if k > 1 else "")) in used:
                 k += 1
             o.id = oid
             used.add(oid)
             out.append(o)
+    return out
+
+
+def _within_budget(ops: list[Op], tests: list[int]) -> list[int]:
+    """The first MAX_OTHER_BRANCHES tests, counted by where they are: the same test of another kind of decoder
+    layer (each kind is walked on its own, its tests numbered apart; the same ops held back) takes no more."""
+    held: dict[int, set] = {}
+    for op in ops:
+        for n, side in op.branches:
+            if side == 1:
+                held.setdefault(n, set()).add((op.file, op.line, op.kind))
+    out, places = [], []
+    for n in tests:
+        place = frozenset(held.get(n, ()))
+        if place not in places:
+            if len(places) >= MAX_OTHER_BRANCHES:
+                continue
+            places.append(place)
+        out.append(n)
     return out
 
 
@@ -766,9 +796,19 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
                                evidence, op_ids, first.file, first.line, scope, pat,
                                [it[0] for it in items], joined(list(dict.fromkeys(it[3] for it in items if it[3])), " | ") or None,
                                when, state_if, on_ascend=backend == "ascend",
-                               layer_kinds=sorted({o.attrs["layer_kind"] for it in items for o in it[0].op_list
-                                                   if "layer_kind" in o.attrs})))
+                               layer_kinds=_layer_kinds(it[0] for it in items)))
     return out
+
+
+def _layer_kinds(matches) -> list[int]:
+    """The kinds of decoder layer a row holds in: each match's, the kind every one of its ops is walked in (ops
+    of two kinds are in no one layer: each kind is walked on its own), over its matches."""
+    out: set[int] = set()
+    for m in matches:
+        kinds = {o.attrs["layer_kind"] for o in m.op_list if "layer_kind" in o.attrs}
+        if len(kinds) == 1:
+            out |= kinds
+    return sorted(out)
 
 
 def _apart(m: Match, graph: Graph) -> bool:

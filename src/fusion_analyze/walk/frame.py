@@ -167,6 +167,7 @@ class WalkerState:
         _stack: list[str]
         layer_kind: int | None
         layer_kinds: list[dict]
+        kind_undecided: tuple | None
 
         def _value(self, name: str) -> str: ...
 

@@ -26,10 +26,37 @@ from ..ir.conditions import Condition, as_text, contradicts, join
 from ..ir.texts import say
 
 
+_MAX_OTHER_CLASSES = 4  # other classes of one undecided per-layer choice walked
+
+
 class Layers(WalkerState):
     """Mixin of Walker: submodule calls."""
 
     def _module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
+        # a class choice of the decoder layer that its kind leaves undecided (a test on the layer index the
+        # configuration does not decide): the default is the walk's sequence, each other class is walked too,
+        # under its condition, as the other branch of that choice (as calls.py `_other_layers`)
+        path = f"{frame.path}.{name}" if frame.path else name
+        undecided = self.kind_undecided
+        others = [a for a in sub.alternatives if a.cls is not None and not (cond and a.condition and
+                  contradicts(cond, a.condition))] if undecided and sub.alternatives and any(
+                      path == f"{undecided[0]}.{p}" for p in undecided[1]) else []
+        first = len(self.ops)
+        out = self._one_module_call(frame, sub, name, call, args, kwargs, cond, steady, stmt, hint)
+        for alt in others[:_MAX_OTHER_CLASSES]:
+            self.undecided_tests = number = self.undecided_tests + 1
+            for op in self.ops[first:]:
+                if op.steady:
+                    op.branches.append((number, 0))
+            start = len(self.ops)
+            self._one_module_call(frame, replace(alt, alternatives=[]), name, call, args, kwargs, cond, steady, stmt, hint)
+            for op in self.ops[start:]:
+                op.branches.append((number, 1 if op.steady else 2))
+                op.steady = False
+                op.attrs.setdefault("other_branch", True)
+        return out
+
+    def _one_module_call(self, frame, sub: Instance, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]:
         if cond and sub.condition and contradicts(cond, sub.condition):
             # the class chosen cannot be built on this path (`if self.use_mha: self.self_attn(...)` with the
             # MLA class built when not use_mha): the one that can is called here; none, no call runs

@@ -218,11 +218,12 @@ class Statements(WalkerState):
                 if var is not None:
                     frame.loop_vars[var] = kind["element"]
                 self.layer_kind = k if len(kinds) > 1 else None
+                self.kind_undecided = (f"{frame.path}.layers" if frame.path else "layers", kind["undecided"])
                 try:
                     with self._layer_section(layer_list.repeat):
                         self._block(frame, body, cond, steady)
                 finally:
-                    self.layer_kind = None
+                    self.layer_kind, self.kind_undecided = None, None
                 ends.append((frame.env, frame.facts.none, frame.loop_vars))
             if len(kinds) > 1:  # after the loop: what the last layer's kind left
                 last = max(range(len(kinds)), key=lambda k: kinds[k]["layers"][-1])
@@ -278,6 +279,8 @@ class Statements(WalkerState):
                              if not any(name.startswith(p + ".") for p in differs if p != name)}
             if any(o["sig"][0] != kd["sig"][0] for o in kinds):
                 kd["differs"] = {"class": kd["element"].cls.name, **kd["differs"]}
+            # the submodules whose choice the kind leaves undecided: each alternative is walked (layers.py)
+            kd["undecided"] = frozenset(name for name, truths, _shown in kd["sig"][1] if "UNKNOWN" in truths)
         return kinds
 
     @contextmanager

@@ -65,6 +65,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self.quant = None  # semantics.quantization.Quantization of a quantised deployment
         self.layer_kind: int | None = None  # while one of several kinds of decoder layer is walked: its number
         self.layer_kinds: list[dict] = []  # those kinds: their layers, count and what sets each apart
+        # while a kind is walked: (the layer's path, the submodules whose class its construction leaves undecided)
+        self.kind_undecided: tuple | None = None
 
     @property
     def cuda_backends(self) -> Backends:

@@ -307,6 +307,9 @@ class Constructor(AttrSources, OtherChoices):
             named = sup.func.value  # `Base.__init__(self, ...)` runs Base's, which need not be next in the MRO
             if isinstance(named, (cst.Name, cst.Attribute)):
                 base = self.index.resolve_expr(fmod, named)
+                dotted = self.index.dotted(fmod, named) if base is None else None
+                if dotted and dotted.split(".")[0] not in self.index.trees:
+                    break  # `nn.Module.__init__(self)`: the bases of the trees between are skipped
                 if getattr(base, "kind", None) == "class" and base is not c:
                     later = [j for j in range(i, len(mro)) if mro[j] is base]
                     mro, i = (mro, later[0]) if later else (self.mro(base), 0)
@@ -412,7 +415,7 @@ class Constructor(AttrSources, OtherChoices):
         return result
 
     def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
-        from ...semantics.values import NotNone, Unknown
+        from ...semantics.values import Unknown
 
         key = (id(inst), name)
         kept = self._values.get(key)
@@ -427,22 +430,37 @@ class Constructor(AttrSources, OtherChoices):
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
                 continue
-            for expr, cond, pos in found:
-                self._fill_locals(fn, scope, c.module, before=pos)
-                t = evaluator.condition_truth(cond, scope=scope)
-                if t is Truth.TRUE:
-                    result = evaluator.infer(expr, scope, depth)
-                    if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
-                        result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
-                    elif isinstance(result, Unknown) and type(expr) is cst.Call:
-                        # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
-                        # class there on every path (a value that is no module says nothing: not taken as None)
-                        built = self._built_value(inst, name, result)
-                        result = built if isinstance(built, NotNone) else result
-                elif t is Truth.UNKNOWN:
-                    result = Unknown(f"self.{name} is assigned under a condition that is not decided")
+            # the locals an outer read of this instance filled (`self.b = self.a and i > 0` reads self.a with
+            # the locals before it) are put back after
+            saved = (scope.locals, scope.fills)
+            try:
+                result = self._read_assignments(inst, name, evaluator, depth, c, fn, scope, found)
+            finally:
+                scope.locals, scope.fills = saved
+                scope.version += 1
             break
         self._values[key] = (inst, result)
+        return result
+
+    def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
+        """`self.<name>` after the assignments `found` of one __init__ (self_value)."""
+        from ...semantics.values import NotNone, Unknown
+
+        result = Unknown(f"self.{name} is not assigned in __init__")
+        for expr, cond, pos in found:
+            self._fill_locals(fn, scope, c.module, before=pos)
+            t = evaluator.condition_truth(cond, scope=scope)
+            if t is Truth.TRUE:
+                result = evaluator.infer(expr, scope, depth)
+                if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
+                    result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+                elif isinstance(result, Unknown) and type(expr) is cst.Call:
+                    # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
+                    # class there on every path (a value that is no module says nothing: not taken as None)
+                    built = self._built_value(inst, name, result)
+                    result = built if isinstance(built, NotNone) else result
+            elif t is Truth.UNKNOWN:
+                result = Unknown(f"self.{name} is assigned under a condition that is not decided")
         return result
 
     def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
