@@ -52,7 +52,7 @@ class Calls(WalkerState):
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
-    HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
+    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
                 "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
@@ -65,6 +65,14 @@ class Calls(WalkerState):
 
     def _site_args(self, s: CallSite):
         return self._args(s.frame, s.call, s.cond, s.steady, s.stmt)
+
+    def _host_value_call(self, s: CallSite):
+        """A host package's function or a method of its value (`np.block(...)`, `rng.choice(...)`): computed on
+        the host, no device op (walk/host.py); its arguments' own calls still run."""
+        if not self._host_call(s.frame, s.call):
+            return None
+        self._site_args(s)
+        return []
 
     def _super_call(self, s: CallSite):
         """super().forward(...) / super().method(...): the next class of the MRO that defines it."""
