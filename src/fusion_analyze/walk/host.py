@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from ..catalog import catalog
@@ -33,7 +35,7 @@ def host_packages() -> frozenset[str]:
 class HostValues(WalkerState):
     """Mixin of Walker: which expressions are host values, and which code is a lazy one-time init."""
 
-    if False:  # declared for the type checker; set on Walker
+    if TYPE_CHECKING:  # set on Walker
         _value_types: dict[str, Definition]
         _field_kinds: dict[tuple[str, str], object]
 
