@@ -63,6 +63,7 @@ _METHODS = '''
     def _prefill_split(self, q, attn_metadata):
         num_prefill = attn_metadata.num_actual_tokens - attn_metadata.num_decode_tokens  # METADATA-SUB
         shifted = attn_metadata.slot_mapping + 1  # TENSOR-FIELD
+        last = len(q) - q.size(0) + q.shape[0] - 1  # LEN-SUB
         return q[:num_prefill] + shifted
 
     def forward(self, positions, hidden_states):
@@ -89,7 +90,7 @@ def walked(tmp_path_factory):
     assert src.count("LAZY-BODY") == 1 and "MiniMetadata" in src and "self.bias_table = None" in src
     path.write_text(src)
     lines = {tag: next(i for i, line in enumerate(src.splitlines(), 1) if tag in line)
-             for tag in ("LAZY-AFTER-GUARD", "LAZY-BODY", "TABLE-ADD", "INT-PARAM", "SCALAR-MUL", "METADATA-SUB", "TENSOR-FIELD")}
+             for tag in ("LAZY-AFTER-GUARD", "LAZY-BODY", "TABLE-ADD", "INT-PARAM", "SCALAR-MUL", "METADATA-SUB", "TENSOR-FIELD", "LEN-SUB")}
     guard = next(i for i, line in enumerate(src.splitlines(), 1) if "if self.rotation is not None:" in line)
     a = analyze("Qwen3ForCausalLM", str(root), str(root), None, cache=False)
     return a.walk.ops, lines, guard
@@ -128,6 +129,7 @@ def test_declared_ints_are_no_device_ops(walked):
     assert _at(ops, lines["METADATA-SUB"]) == []  # num_actual_tokens: int, through M's bound, handed on unannotated
     mul = _at(ops, lines["SCALAR-MUL"])  # the tensor times the host int: a device op, its scalar side said
     assert [op.kind for op in mul] == ["mul"] and mul[0].steady and mul[0].attrs["scalar"] is True
+    assert _at(ops, lines["LEN-SUB"]) == []  # len(), .size(), .shape[...]: integers
     field = _at(ops, lines["TENSOR-FIELD"])  # slot_mapping: torch.Tensor stays a tensor
     assert [op.kind for op in field] == ["add"] and field[0].steady
 

@@ -316,6 +316,8 @@ class Calls(WalkerState):
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
             return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
+        if type(func) is cst.Name and func.value in _HOST_BUILTINS:
+            return []  # len(x), int(n), x.size(0) ...: a Python scalar, whatever its arguments (walk/host.py)
         if type(func) is cst.Name and func.value in _IGNORED_BUILTINS:
             return inputs
         if dotted and dotted.startswith("torch.") and dotted.rsplit(".", 1)[-1] in _ALLOCATORS:
@@ -468,6 +470,10 @@ class Calls(WalkerState):
 # value for it (a buffer read through a helper: `cos_sin_cache.index_select(0, positions)`)
 _TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fill", "masked_fill_", "bmm", "matmul",
                                   "softmax", "sigmoid", "rsqrt"})
+
+# builtins whose result is a Python scalar (a count, a test, a conversion), never a tensor
+_HOST_BUILTINS = frozenset({"len", "int", "float", "bool", "str", "hasattr", "isinstance", "range", "type", "id",
+                            "print"})
 
 # torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
