@@ -36,6 +36,7 @@ class Qwen3Attention(nn.Module):
 _INIT_END = '''        self.k_norm = RMSNorm(self.head_dim, eps=rms_norm_eps)
         self.rotation = None
         self.bias_table = None
+        self.step_cache = None
 '''
 
 _METHODS = '''
@@ -56,6 +57,14 @@ _METHODS = '''
             self.bias_table = torch.ones_like(x) * 3.0  # LAZY-BODY
         return self.bias_table
 
+    def _step(self, x):
+        if self.step_cache is None:
+            self.step_cache = torch.ones_like(x) * 5.0  # RESET-BODY
+        return self.step_cache
+
+    def clear(self):
+        self.step_cache = None  # set back each step: not a one-time init
+
     def _prefill_tokens(self, q, attn_metadata: M, n: int):
         count = n - 1  # INT-PARAM
         return self._prefill_split(q, attn_metadata) * count  # SCALAR-MUL
@@ -69,6 +78,7 @@ _METHODS = '''
     def forward(self, positions, hidden_states):
         self._initialize(hidden_states)
         hidden_states = hidden_states + self._table(hidden_states)  # TABLE-ADD
+        hidden_states = hidden_states + self._step(hidden_states)
         hidden_states = self._prefill_tokens(hidden_states, positions, 8)
 '''
 
@@ -90,7 +100,7 @@ def walked(tmp_path_factory):
     assert src.count("LAZY-BODY") == 1 and "MiniMetadata" in src and "self.bias_table = None" in src
     path.write_text(src)
     lines = {tag: next(i for i, line in enumerate(src.splitlines(), 1) if tag in line)
-             for tag in ("LAZY-AFTER-GUARD", "LAZY-BODY", "TABLE-ADD", "INT-PARAM", "SCALAR-MUL", "METADATA-SUB", "TENSOR-FIELD", "LEN-SUB")}
+             for tag in ("LAZY-AFTER-GUARD", "LAZY-BODY", "TABLE-ADD", "INT-PARAM", "SCALAR-MUL", "METADATA-SUB", "TENSOR-FIELD", "LEN-SUB", "RESET-BODY")}
     guard = next(i for i, line in enumerate(src.splitlines(), 1) if "if self.rotation is not None:" in line)
     a = analyze("Qwen3ForCausalLM", str(root), str(root), None, cache=False)
     return a.walk.ops, lines, guard
@@ -181,3 +191,9 @@ def test_real_kimi_mla_metadata_counters_are_host_ints(session, hf, real_tree):
     mla = [op for op in a.walk.ops if op.file == rel]
     assert any(op.kind == "matmul" and op.line == proj for op in mla)  # the walk is in mla_preprocess_prefill
     assert [(op.kind, op.line) for op in mla if op.line == sub] == []
+
+
+def test_a_guard_set_back_elsewhere_is_no_one_time_init(walked):
+    ops, lines, _guard = walked
+    mul = [op for op in _at(ops, lines["RESET-BODY"]) if op.kind == "mul"]
+    assert len(mul) == 1 and mul[0].steady and "once" not in mul[0].attrs

@@ -206,18 +206,40 @@ class HostValues(WalkerState):
                     return True
         return False
 
+    def _reset(self, frame, name: str) -> bool:
+        """A method of the instance's class (its MRO), other than `__init__`, sets `self.<name>` back to None or
+        False: the guard does not hold for good (a per-step state, not a one-time init)."""
+        if frame.inst is None or frame.inst.cls is None:
+            return True
+        key = (f"{frame.inst.cls.module.name}.{frame.inst.cls.name}", "reset:" + name)
+        found = self._field_kinds.get(key)
+        if found is None:
+            found = False
+            for c in self.ctor.mro(frame.inst.cls):
+                body = getattr(getattr(c.node, "body", None), "body", ())
+                for fn in body:
+                    if type(fn) is not cst.FunctionDef or fn.name.value == "__init__":
+                        continue
+                    for assign in find_all(fn, cst.Assign):
+                        if type(assign.value) is cst.Name and assign.value.value in ("None", "False") and any(
+                                _self_attr(t) and t.attr.value == name
+                                for target in assign.targets for t in _flat_targets(target.target)):
+                            found = True
+            self._field_kinds[key] = found
+        return bool(found)
+
     def _once_after(self, frame, stmt: cst.If, rest) -> str | None:
         """`if self.x is not None: ... return` whose following statements assign `self.x`: they run once (the
         guard holds from the second call on). The guard's text and line, else None."""
         name = self._lazy_attr(stmt.test, True)
-        if name is None or not self._assigns_self(frame, rest, name):
+        if name is None or not self._assigns_self(frame, rest, name) or self._reset(frame, name):
             return None
         return f"{' '.join(frame.module.code(stmt.test).split())} ({frame.module.rel}:{frame.module.line_of(stmt)})"
 
     def _once_body(self, frame, stmt: cst.If) -> str | None:
         """`if self.x is None: <assign self.x>`: the body runs once. The test's text and line, else None."""
         name = self._lazy_attr(stmt.test, False)
-        if name is None or not self._assigns_self(frame, stmt.body.body, name):
+        if name is None or not self._assigns_self(frame, stmt.body.body, name) or self._reset(frame, name):
             return None
         return f"{' '.join(frame.module.code(stmt.test).split())} ({frame.module.rel}:{frame.module.line_of(stmt)})"
 
