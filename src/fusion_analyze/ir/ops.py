@@ -86,6 +86,7 @@ class OpAttrs(TypedDict, total=False):
     expanded: list[str]  # a composite layer's parts emitted after it (the runner design)
     parts: list[str]  # the parts a backend's own layer class still runs through a runtime object
     other_branch: bool  # on the side of an undecided test (or another layer class) that is not steady
+    once: str  # run once, not per step: the lazy initialisation's guard that holds from the second call on (walk/host.py)
     reason: str  # an unknown op: why the walk could not follow the call
     # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
     # `target = value (file:line)` each

@@ -52,7 +52,7 @@ class Calls(WalkerState):
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
-    HANDLERS = ("_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
+    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
                 "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
@@ -65,6 +65,14 @@ class Calls(WalkerState):
 
     def _site_args(self, s: CallSite):
         return self._args(s.frame, s.call, s.cond, s.steady, s.stmt)
+
+    def _host_value_call(self, s: CallSite):
+        """A host package's function or a method of its value (`np.block(...)`, `rng.choice(...)`): computed on
+        the host, no device op (walk/host.py); its arguments' own calls still run."""
+        if not self._host_call(s.frame, s.call):
+            return None
+        self._site_args(s)
+        return []
 
     def _super_call(self, s: CallSite):
         """super().forward(...) / super().method(...): the next class of the MRO that defines it."""
@@ -311,6 +319,8 @@ class Calls(WalkerState):
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
             return self._inline(frame, owner, fn, owner.module, args[1:], kwargs, cond, steady, replaced=True)
+        if type(func) is cst.Name and func.value in _HOST_BUILTINS:
+            return []  # len(x), int(n), x.size(0) ...: a Python scalar, whatever its arguments (walk/host.py)
         if type(func) is cst.Name and func.value in _IGNORED_BUILTINS:
             return inputs
         if dotted and dotted.startswith("torch.") and dotted.rsplit(".", 1)[-1] in _ALLOCATORS:
@@ -463,6 +473,10 @@ class Calls(WalkerState):
 # value for it (a buffer read through a helper: `cos_sin_cache.index_select(0, positions)`)
 _TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fill", "masked_fill_", "bmm", "matmul",
                                   "softmax", "sigmoid", "rsqrt"})
+
+# builtins whose result is a Python scalar (a count, a test, a conversion), never a tensor
+_HOST_BUILTINS = frozenset({"len", "int", "float", "bool", "str", "hasattr", "isinstance", "range", "type", "id",
+                            "print"})
 
 # torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",

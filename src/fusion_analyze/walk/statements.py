@@ -30,7 +30,8 @@ class Statements(WalkerState):
     """Mixin of Walker: the statement walk."""
 
     def _block(self, frame: _Frame, stmts, cond: str | None, steady: bool) -> None:
-        for stmt in stmts:
+        stmts = list(stmts)
+        for i, stmt in enumerate(stmts):
             if len(self.ops) > MAX_OPS:
                 return
             if type(stmt) is cst.SimpleStatementLine:
@@ -45,6 +46,11 @@ class Statements(WalkerState):
                     # an undecided guard that raises conditions nothing: a model that runs at all runs what follows
                     if value is None and exits_at_end(stmt.body.body, raises=False):
                         cond = join(cond, self._test(frame, stmt.test).negate())
+                    # `if self.x is not None: return` before code that assigns self.x: a lazy init, run once
+                    once = self._once_after(frame, stmt, stmts[i + 1:]) if steady and value is not True else None
+                    if once is not None:
+                        self._run_once(frame, stmts[i + 1:], cond, once)
+                        return
             elif type(stmt) is cst.For:
                 self._for(frame, stmt, cond, steady)
             elif isinstance(stmt, (cst.With, cst.While)):
@@ -128,7 +134,10 @@ class Statements(WalkerState):
         # A decided branch is walked alone: the other one does not run, and a test known to hold is not a
         # condition of what does (the report never prints a decided test).
         first_body = len(self.ops)
-        if value is not False or transient:
+        once = self._once_body(frame, stmt) if body_steady and stmt.orelse is None else None
+        if once is not None:  # `if self.x is None: self.x = ...`: a lazy init, run once
+            self._run_once(frame, stmt.body.body, cond if value is True else join(cond, test), once)
+        elif value is not False or transient:
             self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         if undecided:
             self.undecided_tests = number = self.undecided_tests + 1
@@ -166,6 +175,15 @@ class Statements(WalkerState):
                         frame.facts.none.pop(k, None)
         else:
             frame.env, frame.facts.none = env_body, none_body
+
+    def _run_once(self, frame: _Frame, stmts, cond, guard: str) -> None:
+        """Statements a lazy initialisation runs once (walk/host.py): their ops, and those of what they call, are
+        not steady, and say the guard."""
+        first = len(self.ops)
+        self._block(frame, stmts, cond, False)
+        for op in self.ops[first:]:
+            op.steady = False
+            op.attrs.setdefault("once", guard)
 
     def _by_none_facts(self, frame: _Frame, test) -> bool:
         if not frame.facts.none:
@@ -376,6 +394,10 @@ class Statements(WalkerState):
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
+            host = self._host_expr(frame, value)  # a numpy value: its arithmetic is no device op (walk/host.py)
+            for t in targets:
+                for n in _target_names(t) if type(t) is not cst.Attribute else ():
+                    (frame.host.add if host else frame.host.discard)(n)
             if _may_be_none(value) and self.ctor.evaluator.truth(value.test, frame.module, frame.facts,
                                                                 frame.names).as_bool() is None:
                 for t in targets:  # `x = f(h) if test else None` with the test undecided: x may be None
@@ -468,8 +490,9 @@ class Statements(WalkerState):
             orelse = self._eval(frame, expr.orelse, join(cond, test.negate()), steady, stmt, hint, quiet)
             return body or orelse
         if type(expr) is cst.Attribute:
-            if _self_attr(expr) or expr.attr.value in _TENSOR_METADATA:
-                return []  # x.shape[-1], x.dtype: integers and descriptors, not tensors
+            if _self_attr(expr) or expr.attr.value in _TENSOR_METADATA or self._host_field(frame, expr):
+                # x.shape[-1], x.dtype: integers and descriptors, not tensors; a field its class declares an int
+                return []
             return self._eval(frame, expr.value, cond, steady, stmt)
         return []
 

@@ -23,6 +23,7 @@ from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
 from .kernels.backend_kernels import Backends
 from .layers import Layers
+from .host import HostValues
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
@@ -30,7 +31,7 @@ from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
+class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles, HostValues):
     def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
@@ -67,6 +68,8 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
         self.layer_kinds: list[dict] = []  # those kinds: their layers, count and what sets each apart
         # while a kind is walked: (the layer's path, the submodules whose class its construction leaves undecided)
         self.kind_undecided: tuple | None = None
+        self._value_types: dict[str, Definition] = {}  # value -> the class of the trees its parameter declares
+        self._field_kinds: dict[tuple[str, str], object] = {}  # (class, field) -> what its annotation declares
 
     @property
     def cuda_backends(self) -> Backends:
@@ -211,6 +214,7 @@ class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles):
             frame.facts.none[name] = True
         for name, value in bind_arguments(frame.fn, args, kwargs):
             self._assign_param(frame, name, value)
+        self._typed_params(frame)  # a parameter declared `int` holds no tensor (walk/host.py)
 
     def _assign_param(self, frame: _Frame, name: str, value) -> None:
         if isinstance(value, _NoneValue):
