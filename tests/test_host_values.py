@@ -164,7 +164,7 @@ def test_real_glm_dsa_turboquant_init_is_host_and_once(session, hf, real_tree):
     rotation's matmul in `forward` stays."""
     from fusion_analyze.analysis.pipeline import Options, analyze_in
 
-    a = analyze_in(session, "GlmMoeDsaForCausalLM", Options(config=_config("glmdsa-config.json"), hf_root=hf))
+    a = analyze_in(session, "GlmMoeDsaForCausalLM", Options(config=_config("glm-moe-dsa.json"), hf_root=hf))
     rel = "vllm_ascend/quantization/methods/kv_cache/turboquant/latent.py"
     root = real_tree("vllm-ascend==0.30.0rc2")
     (start,) = _lines(root, rel, "def _initialize_transforms(self, device):")
@@ -183,7 +183,7 @@ def test_real_kimi_mla_metadata_counters_are_host_ints(session, hf, real_tree):
     handed to `mla_preprocess_prefill` unannotated: integer arithmetic, no op; the q_proj after it stays."""
     from fusion_analyze.analysis.pipeline import Options, analyze_in
 
-    a = analyze_in(session, "KimiLinearForCausalLM", Options(config=_config("kimi-config.json"), hf_root=hf))
+    a = analyze_in(session, "KimiLinearForCausalLM", Options(config=_config("kimi-linear-kda-mla.json"), hf_root=hf))
     rel = "vllm_ascend/attention/mla_v1.py"
     root = real_tree("vllm-ascend==0.30.0rc2")
     (sub,) = _lines(root, rel, "num_actual_prefill_tokens = num_actual_tokens - num_decode_tokens")
