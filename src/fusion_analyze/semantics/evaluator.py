@@ -482,6 +482,9 @@ class Evaluator:
             got = vllm_config_default(self.env.index, holder, attr, lambda e, sc: self.infer(e, sc, depth + 1))
             if got is not None:  # `cache_config.kv_sharing_fast_prefill`: vLLM's default, no argument changes it
                 return got
+            got = self._engine_local(holder, attr)
+            if got is not None:  # `cache_config.sliding_window`: None where the configuration states none
+                return got
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -501,6 +504,53 @@ class Evaluator:
             if got is not None:
                 return got
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _engine_local(self, holder: str, attr: str) -> Value | None:
+        """`<holder>.<attr>` where EngineArgs.create_engine_config builds it from a local of its own
+        (runtime_defaults.engine_passed_values): None where every value that local may take is None — a literal
+        None, or `model_config.<m>()` whose ModelConfig method returns `getattr(self.hf_text_config, "k", None)`
+        (`get_sliding_window`, vllm/config/model.py) with a configuration that gives no `k` (or None). Anything
+        else (a value, a read not run here): not decided (None)."""
+        from .runtime_defaults import engine_passed_values
+
+        if self.config is None:
+            return None
+        values = engine_passed_values(self.env.index, holder, attr)
+        if not values:
+            return None
+        for value in values:
+            got = literal(value) if not isinstance(value, cst.Call) else self._model_config_getter(value)
+            if not (isinstance(got, Known) and got.value is None):
+                return None
+        return Known(None)
+
+    def _model_config_getter(self, call: cst.Call) -> Value | None:
+        """`model_config.<m>()` where ModelConfig's `m` is one `return getattr(self.hf_text_config | self.hf_config,
+        "k", <literal>)`: that read of the model's configuration; else None."""
+        from .function_bodies import class_method
+        from .runtime_defaults import iter_returns
+
+        func = call.func
+        if call.args or type(func) is not cst.Attribute or type(func.value) is not cst.Name \
+                or func.value.value != "model_config":
+            return None
+        cls = self.env.index.lookup("vllm.config.model", "ModelConfig")
+        method = class_method(cls, func.attr.value) if getattr(cls, "kind", None) == "class" else None
+        returns = [r.value for r in iter_returns(method)] if method is not None else []
+        if len(returns) != 1 or type(returns[0]) is not cst.Call:
+            return None
+        ret = returns[0]
+        if not (type(ret.func) is cst.Name and ret.func.value == "getattr" and len(ret.args) == 3):
+            return None
+        obj, key, default = (a.value for a in ret.args)
+        if not (type(obj) is cst.Attribute and type(obj.value) is cst.Name and obj.value.value == "self"
+                and obj.attr.value in ("hf_config", "hf_text_config")):
+            return None
+        k, d = literal(key), literal(default)
+        if k is None or d is None or not isinstance(k.value, str):
+            return None
+        text = obj.attr.value == "hf_text_config"
+        return self._config_read(("getattr", k.value, text, repr(d)), lambda config: config.getattr(k.value, d, text))
 
     def _dataclass_field(self, expr, attr: str, scope, depth: int) -> Value | None:
         """`x.<attr>` where `x` is bound (a parameter, a local assigned once) to a call of a @dataclass of the

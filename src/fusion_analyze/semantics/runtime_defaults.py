@@ -376,3 +376,61 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
                 return None  # the engine argument's own default may differ from the class's
     found = infer(value, Scope(module=module_of))
     return found if isinstance(found, Known) else None
+
+
+ENGINE_LOCALS = FactTable("engine_config_locals",
+                          "(VllmConfig field, its field) -> the values EngineArgs.create_engine_config may pass it "
+                          "(a local of that method: its assignments), or None")
+
+
+def engine_passed_values(index, holder: str, name: str) -> list | None:
+    """`cache_config.sliding_window`: where EngineArgs' `create_engine_config` builds the class VllmConfig holds
+    as `holder` with `name=<local>` (`CacheConfig(sliding_window=sliding_window)`, vllm/engine/arg_utils.py), the
+    expressions that local is assigned in that method (`None`, then `model_config.get_sliding_window()` under a
+    test), each with EngineArgs' class (their module); None where it passes something else, or where start-up
+    code assigns `<holder>.<name> = ...` after it is built. The evaluator reads them with the model's
+    configuration (a configuration-dependent value is never kept per tree)."""
+    if index is None or not holder.endswith("_config") or holder == "vllm_config":
+        return None
+    return ENGINE_LOCALS.get(index, (holder, name), lambda: _engine_passed_values(index, holder, name))
+
+
+def _engine_passed_values(index, holder: str, name: str) -> list | None:
+    import re
+
+    from .function_bodies import class_method, tables
+
+    vllm_config = index.lookup(*VLLM_CONFIG)
+    engine = index.lookup(*ENGINE_ARGS_CLASS)
+    if getattr(vllm_config, "kind", None) != "class" or getattr(engine, "kind", None) != "class":
+        return None
+    made = _declared(vllm_config).get(holder)
+    factory = None
+    if type(made) is cst.Call and _dotted_text(made.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
+        for arg in made.args:
+            if arg.keyword is not None and arg.keyword.value == "default_factory":
+                factory = arg.value
+    cls = index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
+    fn = class_method(engine, "create_engine_config")
+    if getattr(cls, "kind", None) != "class" or fn is None:
+        return None
+    passed = []
+    for call in find_all(fn, cst.Call):
+        if isinstance(call.func, (cst.Name, cst.Attribute)) and index.resolve_expr(engine.module, call.func) is cls:
+            passed += [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == name]
+    if len(passed) != 1 or type(passed[0]) is not cst.Name:
+        return None
+    setter = re.compile(rf"\b{re.escape(holder)}\.{re.escape(name)}\s*=(?!=)")
+    for module in _SETTERS:
+        info = index.get(module)
+        if info is not None and setter.search(info.text()):
+            return None  # changed after it is built
+    for package, folder in _SETTER_FOLDERS:
+        tree = index.trees.get(package)
+        if tree is not None:
+            for path in sorted(tree.package_dir.joinpath(*folder).glob("*.py")):
+                if setter.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return None
+    table = tables(fn, engine.module)
+    values = [value for target, value, _cond, _pos in table.local_assignments if target == passed[0].value]
+    return values or None
