@@ -280,3 +280,27 @@ def test_lora_off_and_a_helper_item_read_back(session, hf):
     e = _by_test(granite)["self.use_rope"]
     assert (e["waits_on"], e["given"]) == ("config_field", False), e
     assert "layer_rope_theta" in e["why"], e
+
+
+def test_sliding_window_from_the_engine_and_the_configuration(session, hf):
+    """vLLM's Attention takes `sliding_window = cache_config.sliding_window` where the model passes no per-layer
+    window (vllm/model_executor/layers/attention/attention.py:263-268) and builds the implementation with it (:423;
+    AscendAttentionBackendImpl `self.sliding_window = sliding_window`, vllm_ascend/attention/attention_v1.py:554).
+    EngineArgs builds `CacheConfig(sliding_window=sliding_window)` (vllm/engine/arg_utils.py:2105) from a local that
+    is None or `model_config.get_sliding_window()` (:2081-2087), `getattr(self.hf_text_config, "sliding_window",
+    None)` (vllm/config/model.py:1494). Qwen3MoeConfig sets `sliding_window = ... if self.use_sliding_window else
+    None` (use_sliding_window False by default): None, so `self.sliding_window is not None` (attention_v1.py) is
+    decided in the kernels' conditions. BloomConfig declares no sliding_window: not decided from its defaults."""
+    from fusion_analyze.semantics.runtime_defaults import engine_passed_values
+
+    values = engine_passed_values(session.index, "cache_config", "sliding_window")
+    assert values and [type(v).__name__ for v in values] == ["Name", "Call"], values
+    assert engine_passed_values(session.index, "cache_config", "kv_cache_dtype_skip_layers") is None
+    qwen = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(qwen) if "sliding_window" in t], list(_by_test(qwen))
+    attn = [k for op in qwen.report["ops"] for k in op.get("kernels") or ()
+            if k["name"] == "torch_npu.npu_fused_infer_attention_score"]
+    assert attn and not [k for k in attn if "sliding_window" in (k.get("condition") or "")], attn
+    validate_report(qwen.report)
+    bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
+    assert "self.sliding_window is not None" in _by_test(bloom)
