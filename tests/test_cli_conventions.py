@@ -361,11 +361,16 @@ def test_debug_is_documented_and_shows_the_traceback(run):
 
 
 # -- shell completion, help and choices ------------------------------------------------------------------------
-def test_shell_completion_is_enabled(run):
+def test_shell_completion_is_enabled(run, monkeypatch):
     top = run("--help").stdout
     assert "--install-completion" in top and "--show-completion" in top
+    # typer finds the shell from the process tree (shellingham), not from $SHELL: a runner started from another
+    # program (a CI job, a background job) has none it supports; the script asked for here is bash's
+    import typer.completion
+
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash")
     r = CliRunner().invoke(app, ["--show-completion", "bash"], prog_name="fusion-analyze", env={"SHELL": "/bin/bash"})
-    assert r.exit_code == 0 and "_FUSION_ANALYZE_COMPLETE" in r.stdout
+    assert r.exit_code == 0 and "_FUSION_ANALYZE_COMPLETE" in r.stdout, (r.exit_code, r.exception, r.output[-2000:])
     env = {"_FUSION_ANALYZE_COMPLETE": "complete_bash", "COMP_WORDS": "fusion-analyze qwen3 --lang ", "COMP_CWORD": "3"}
     r = CliRunner().invoke(app, [], prog_name="fusion-analyze", env=env)
     assert r.stdout.split() == ["zh", "en"]

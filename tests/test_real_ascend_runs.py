@@ -19,8 +19,10 @@ def test_model_vllm_ascend_registers_is_walked_in_its_own_class(session, hf):
     the decoder layer comes from vllm_ascend (its model and what it calls), none from vLLM's CUDA model."""
     a = analyze_in(session, "DeepseekV4ForCausalLM", Options(hf_root=hf))
     layer = [op for op in a.walk.ops if op.section == "layer"]
-    # the layer's own code is vllm_ascend's; what it calls may be a vLLM helper (vllm/v1/attention/ops/pcp.py)
-    assert layer and sum(op.file.startswith("vllm_ascend/") for op in layer) > 0.8 * len(layer)
+    # the layer's own code is vllm_ascend's; what it calls may be a vLLM helper (vllm/v1/attention/ops/pcp.py, the
+    # forward_native of a vLLM activation its shared experts run: counted apart, as the layer's op above them)
+    own_code = [op for op in layer if not op.attrs.get("native_of")]
+    assert own_code and sum(op.file.startswith("vllm_ascend/") for op in own_code) > 0.8 * len(own_code)
     own = [op for op in layer if op.scope.startswith("DeepseekV4DecoderLayer.")]
     assert own and all(op.file == "vllm_ascend/models/deepseek_v4/model.py" for op in own), \
         sorted({op.file for op in own})
