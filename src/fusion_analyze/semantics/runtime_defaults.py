@@ -334,19 +334,25 @@ def iter_returns(fn):
     return out
 
 
-def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
-    import re
-
-    vllm_config = index.lookup(*VLLM_CONFIG)
-    if getattr(vllm_config, "kind", None) != "class":
-        return None
+def _held_class(index, vllm_config, holder: str):
+    """The class VllmConfig builds its field `holder` with (`cache_config: CacheConfig =
+    Field(default_factory=CacheConfig)`), or None."""
     made = _declared(vllm_config).get(holder)
     factory = None
     if type(made) is cst.Call and _dotted_text(made.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
         for arg in made.args:
             if arg.keyword is not None and arg.keyword.value == "default_factory":
                 factory = arg.value
-    cls = index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
+    return index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
+
+
+def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
+    import re
+
+    vllm_config = index.lookup(*VLLM_CONFIG)
+    if getattr(vllm_config, "kind", None) != "class":
+        return None
+    cls = _held_class(index, vllm_config, holder)
     if cls is None or getattr(cls, "kind", None) != "class":
         return None
     name_of, module_of = getattr(cls, "name", ""), getattr(cls, "module", None)
@@ -404,13 +410,7 @@ def _engine_passed_values(index, holder: str, name: str) -> list | None:
     engine = index.lookup(*ENGINE_ARGS_CLASS)
     if getattr(vllm_config, "kind", None) != "class" or getattr(engine, "kind", None) != "class":
         return None
-    made = _declared(vllm_config).get(holder)
-    factory = None
-    if type(made) is cst.Call and _dotted_text(made.func) in ("field", "dataclasses.field", "Field", "pydantic.Field"):
-        for arg in made.args:
-            if arg.keyword is not None and arg.keyword.value == "default_factory":
-                factory = arg.value
-    cls = index.resolve_expr(vllm_config.module, factory) if isinstance(factory, (cst.Name, cst.Attribute)) else None
+    cls = _held_class(index, vllm_config, holder)
     fn = class_method(engine, "create_engine_config")
     if getattr(cls, "kind", None) != "class" or fn is None:
         return None
