@@ -136,3 +136,32 @@ def test_a_wrong_kernel_is_one_line_exit_1(torch):
         cal.check(x + 1, x, "silu_mul")
     assert exc.value.code == 1 and "\n" not in exc.value.message
     assert exc.value.message.startswith("calibrate: the fused silu_mul kernel does not match its reference")
+
+
+ON_A_BARE_ACCELERATOR = """
+import importlib.abc, sys
+
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("libcst", "typer", "rich"):
+            raise ImportError(name + " is not installed on this machine")
+
+
+sys.meta_path.insert(0, NotInstalled())
+from fusion_analyze.commands.calibrate import calibrate
+
+text = calibrate(None, "dev", True, cpu=True, say=lambda line: None)
+assert text.startswith("# A device profile") and "default: dev" in text, text[:300]
+print("ok")
+"""
+
+
+def test_calibrate_runs_where_only_pytorch_and_pyyaml_are_installed(torch):
+    """An accelerator machine may hold PyTorch, Triton and PyYAML alone: calibrate (run there as
+    `python -c "from fusion_analyze.commands.calibrate import calibrate; ..."` with src/ on the path) needs none
+    of the analysis' packages (libcst, typer, rich)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", ON_A_BARE_ACCELERATOR], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -377,9 +377,12 @@ _LANG = ["en"]  # the language of calibrate's progress lines (its --lang), for _
 
 def _said(key: str, **args) -> str:
     """One progress line of calibrate in its language (templates/labels.yaml `calibrate`)."""
-    from ..render.markdown import labels
+    # templates/labels.yaml read here, not through render.markdown: calibrate runs on an accelerator machine where
+    # only PyTorch, Triton and PyYAML may be installed (the analysis' libcst is not needed to measure)
+    from ..resources import data_dir, load_yaml
 
-    return labels(_LANG[0])["calibrate"][key].format(**args)
+    data = load_yaml((data_dir("templates") / "labels.yaml").read_text(encoding="utf-8"))
+    return data[_LANG[0]]["calibrate"][key].format(**args)
 
 
 def calibrate(out: str | None, name: str | None, quick: bool, cpu: bool = False,
