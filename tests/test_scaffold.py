@@ -412,6 +412,54 @@ def test_bench_names_the_deployed_kernels_and_recomputes_the_estimate(model, con
         assert all(k in smoke.stdout for k in wanted), smoke.stdout
 
 
+def test_record_profile_keeps_the_profile_and_the_report_says_where_it_does_not_pay(real_tree, tmp_path, torch):
+    """bench --record-profile writes its rows as the profile's `measured` entries (the file's header comment kept,
+    an entry of the same name, shape and mode replaced); a report made with that profile then says, next to the
+    estimate, that the kernel did not pay at the scenario where it was slower, and does not rank it first."""
+    _triton()
+    vllm, ascend = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    folder, profile = tmp_path / "kernels", tmp_path / "h100.yaml"
+    profile.write_text(H100.read_text(encoding="utf-8"), encoding="utf-8")
+    base = [sys.executable, "-c", "from fusion_analyze.cli import main; main()", "Qwen3-8B", "--vllm-root", str(vllm),
+            "--ascend-root", str(ascend), "--lang", "en", "--device", "h100"]
+    r = subprocess.run(base + ["-o", str(tmp_path / "r.md"), "--device-profile", str(profile), "--scaffold", str(folder)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [{"num_tokens": 4096, "mode": "eager", "before_us": 1000.0, "after_us": 1100.0, "device": "GPU X"},
+            {"num_tokens": 32, "mode": "graph", "before_us": 70.0, "after_us": 60.0, "device": "GPU X"}]
+    code = ("import json, sys, bench_fused_matmul_swiglu as b; rows = json.loads(sys.argv[2]);"
+            "b.record_profile(sys.argv[1], 'h100', rows); b.record_profile(sys.argv[1], 'h100', rows)")
+    out = subprocess.run([sys.executable, "-c", code, str(profile), json.dumps(rows)], capture_output=True, text=True,
+                         timeout=300, cwd=folder, env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = profile.read_text(encoding="utf-8")
+    head = [line for line in H100.read_text(encoding="utf-8").splitlines() if line.startswith("#")]
+    assert head and text.splitlines()[:len(head)] == head
+    import yaml
+
+    measured = yaml.safe_load(text)["devices"]["h100"]["measured"]
+    mine = [e for e in measured if e["name"] == "matmul_swiglu" and "GPU X" in e["source"]]
+    assert sorted((e["mode"], e["shape"]["num_tokens"]) for e in mine) == [("eager", 4096), ("graph", 32)]  # replaced
+    assert {e["shape"]["intermediate_size"] for e in mine} == {12288}
+    r = subprocess.run(base + ["-o", str(tmp_path / "r2.md"), "--device-profile", str(profile)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = (tmp_path / "r2.md").read_text(encoding="utf-8")
+    assert "1100.0 µs against 1000.0 µs unfused" in report and "does not pay yet" in report
+    # ranked by the decode saving alone (where it paid); slower at both scenarios: not ranked at all
+    ranked = [line for line in report.split("\n### 1.")[0].splitlines() if line.startswith("| ") and "GEMM + SwiGLU" in line]
+    assert ranked and "93.4 µs" in ranked[0], report[:3000]
+    rows[1]["after_us"] = 80.0
+    out = subprocess.run([sys.executable, "-c", code, str(profile), json.dumps(rows)], capture_output=True, text=True,
+                         timeout=300, cwd=folder, env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = subprocess.run(base + ["-o", str(tmp_path / "r3.md"), "--device-profile", str(profile)], capture_output=True,
+                       text=True, timeout=300)
+    report = (tmp_path / "r3.md").read_text(encoding="utf-8")
+    top = report.split("\n### 1.")[0]
+    assert r.returncode == 0 and "### 0." in top and "GEMM + SwiGLU" not in top and "80.0 µs against 70.0 µs" in report, top
+
+
 # -- the committed GPU runs: the estimate against the measured baseline (docs/calibration/scaffold-<device>.jsonl,
 # measured with the profile docs/calibration/<device>.yaml that `fusion-analyze calibrate` wrote on that machine) ---
 CALIBRATION = Path(__file__).resolve().parents[1] / "docs" / "calibration"
