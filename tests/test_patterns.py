@@ -117,6 +117,9 @@ estimate: {saved: ["num_tokens"], launches: 1}
     (lambda s: s.replace("covers: [rmsnorm]", "covers: rmsnorm"), 6, "covers"),
     (lambda s: s.replace("title: {zh: 例子, en: Example}", "title: {zh: 例子, en: [Example"), 5, "YAML"),
     (lambda s: s.replace("expect: none", "expect: maybe"), 13, "expect"),
+    # a note holding `: ` in a flow list is a mapping, which the report would print as a dict
+    (lambda s: s.replace("params: [], returns: []}", "params: [], returns: [],\n  notes: [scores: by sigmoid]}"), 12,
+     "notes[0] must be a string"),
 ])
 def test_malformed_pattern_names_file_line_and_key(tmp_path, mutate, line, key):
     f = _write(tmp_path, mutate(GOOD))

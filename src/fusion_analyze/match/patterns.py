@@ -191,6 +191,10 @@ def load_pattern(path: Path, rel: str) -> Pattern:
             if not isinstance(raw[key].get(lang), str):
                 _fail(rel, kl[key], f"`{key}` needs a `{lang}` string")
     _check(raw["interface"], _INTERFACE, rel, "interface")
+    for i, note in enumerate(raw["interface"].get("notes") or ()):
+        if not isinstance(note, str):  # `[a: b]` in a flow list is a mapping: the note would print as a dict
+            _fail(rel, raw["interface"].key_lines.get("notes", raw["interface"].line),
+                  f"interface.notes[{i}] must be a string (quote a note that holds `: `)")
     for i, prm in enumerate(raw["interface"]["params"]):
         _check(prm, _PARAM, rel, f"interface.params[{i}]")
     for i, ret in enumerate(raw["interface"]["returns"]):
