@@ -125,6 +125,35 @@ def test_scaffold_option_on_the_mini_tree(run, tmp_path):
             compile(ast.parse(text.decode()), name, "exec")
 
 
+PAIR_OF_CACHES = """
+import torch, fused_rope_kvcache as m
+
+inputs = m.make_inputs(m.example_dims(0), torch.float32, "cpu")
+one = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+q_one = m.IMPL(*m.op_args(one))
+pair = dict(inputs, kv_cache=(inputs["kv_cache"][0].clone(), inputs["kv_cache"][1].clone()))
+q_pair = m.IMPL(*m.op_args(pair))
+torch.testing.assert_close(q_pair, q_one)
+torch.testing.assert_close(torch.stack(pair["kv_cache"]), one["kv_cache"])
+assert not torch.equal(one["kv_cache"], inputs["kv_cache"])  # something was written
+print("ok")
+"""
+
+
+def test_rope_kvcache_writes_vllm_ascends_pair_of_caches(run, tmp_path, torch):
+    """vllm-ascend keeps a layer's KV cache as the pair (k_cache, v_cache): the kernel writes it as it writes one
+    [2, ...] tensor (the graph pass's layer op hands it either, never raises)."""
+    _triton()
+    folder = tmp_path / "kernels"
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--config", str(CONFIG),
+            "-o", str(tmp_path / "r.md"), "--scaffold", str(folder))
+    assert r.exit_code == 0, r.output
+    assert "NotImplementedError" not in (folder / "pass_fused_rope_kvcache.py").read_text(encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", PAIR_OF_CACHES], capture_output=True, text=True, timeout=300, cwd=folder,
+                         env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder)))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
 def test_scaffold_into_a_file_is_a_user_error(run, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
