@@ -30,3 +30,16 @@ def test_a_chain_of_a_native_layer_is_costed_as_that_layer_in_one_kernel(session
     assert decode["per_layer"]["launches"] == 15 - 1  # 15 launches become one
     # more than the matched chain alone: the chain is 2 of those kernels
     assert all(len(m.op_list) < 15 for m in row.matches)
+
+
+def test_dimensions_read_as_the_configuration_class_reads_them(session, hf):
+    """LongCat-Flash's config.json names its widths by the class's own fields (`ffn_hidden_size`,
+    `expert_ffn_hidden_size`); LongcatFlashConfig's attribute_map makes them `intermediate_size` and
+    `moe_intermediate_size`. The estimate reads them so (12288 and 2048), not the 4 x hidden fallback (24576),
+    and the weights come to about 1 TiB (560 B parameters in bf16), not 12 TiB."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "longcat-flash.json"
+    a = analyze_in(session, "LongcatFlashForCausalLM", Options(hf_root=hf, config=str(config)))
+    assert a.shapes.dims["intermediate_size"] == 12288 and a.shapes.dims["moe_intermediate_size"] == 2048
+    assert 900 < a.memory["weights_gib"] < 1100, a.memory

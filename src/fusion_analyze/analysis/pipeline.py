@@ -155,13 +155,13 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
         spec = preset_for(loc.name or model, loc.architecture)
         named = spec is not None
     read = read_config(spec) if spec else None
-    shapes = load_shapes(read) if named else Shapes()
+    facts = _facts(session, loc, options, spec, read)
+    shapes = load_shapes(read, facts.cls) if named else Shapes()
     if not named and read is not None:
         try:  # the model was named by its config.json: its dimensions serve the estimate too
-            shapes = load_shapes(read)
+            shapes = load_shapes(read, facts.cls)
         except UserError:
             pass
-    facts = _facts(session, loc, options, spec, read)
     _served_by_transformers(session, loc, facts)
     deployment = _deployment(options, loc, read, engine)
     memory = _memory_fit(shapes, read, deployment, device)

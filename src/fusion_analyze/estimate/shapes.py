@@ -39,8 +39,19 @@ class Shapes:
         return d
 
 
-def _from_config(cfg: dict, source: str) -> Shapes:
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+def _from_config(cfg: dict, source: str, cls=None) -> Shapes:
+    """`cls`: the configuration class the model type reads it with (config.model_config.ConfigClass): a name
+    the file gives under the class's own field name (LongCat's `ffn_hidden_size` for `intermediate_size`,
+    through its attribute_map) or leaves to the class's literal default is read as the class reads it."""
+    sub = isinstance(cfg.get("text_config"), dict)
+    text = dict(cfg["text_config"] if sub else cfg)
+    own = (cls.text if sub else cls) if cls is not None else None
+    if own is not None:
+        for alias, real in own.attribute_map.items():
+            if text.get(alias) is None and text.get(real) is not None:
+                text[alias] = text[real]
+        for name, value in own.defaults.items():
+            text.setdefault(name, value)
     g = lambda *names, default=None: next((text[n] for n in names if text.get(n) is not None), default)  # noqa: E731
     hidden = g("hidden_size", "d_model", "n_embd")
     heads = g("num_attention_heads", "n_head")
@@ -70,12 +81,12 @@ def _from_config(cfg: dict, source: str) -> Shapes:
     return Shapes({k: v for k, v in dims.items() if v is not None}, source, DTYPE_BYTES.get(dtype, 2))
 
 
-def load_shapes(read: ConfigRead | None) -> Shapes:
-    """The estimate's dimensions from the configuration read once per analysis (config.reader); symbolic
-    without one."""
+def load_shapes(read: ConfigRead | None, cls=None) -> Shapes:
+    """The estimate's dimensions from the configuration read once per analysis (config.reader), read as its
+    configuration class `cls` reads it (aliases, defaults); symbolic without one."""
     if read is None:
         return Shapes()
-    return _from_config(read.values, read.source)
+    return _from_config(read.values, read.source, cls)
 
 
 _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Constant, ast.Name,
