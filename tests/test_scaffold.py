@@ -154,6 +154,35 @@ def test_rope_kvcache_writes_vllm_ascends_pair_of_caches(run, tmp_path, torch):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
+WIDE_CHECK = """
+import torch, fused_matmul_swiglu as m
+
+torch.manual_seed(0)
+for M, N, K in ((256, 192, 64), (200, 128, 96), (130, 64, 128)):  # row, column and K tails of the tiles
+    x = torch.randn(M, K, dtype=torch.float16)
+    w = (torch.randn(2 * N, K, dtype=torch.float16) / K ** 0.5).to(torch.float16)
+    out = torch.empty((M, N), dtype=torch.float16)
+    for cfg in m._WIDE:
+        out.fill_(float("nan"))
+        m._launch_wide(x, w, out, M, N, K, config=dict(cfg.kwargs), sms=3)
+        torch.testing.assert_close(out.float(), m.reference(x.float(), w.float()), atol=2e-2, rtol=2e-2)
+print("ok")
+"""
+
+
+def test_gemm_swiglu_prefill_kernel_matches_its_reference_in_the_interpreter(run, tmp_path, torch):
+    """The GPU's kernel for many tokens (one accumulator over a 3-D TMA load of the gate and up tiles, a flattened
+    persistent loop) run by Triton's interpreter with each of its autotuned configs, on shapes with tails."""
+    _triton()
+    folder = tmp_path / "kernels"
+    r = run("qwen3", "--vllm-root", str(MINI), "--ascend-root", str(MINI), "--config", str(CONFIG),
+            "-o", str(tmp_path / "r.md"), "--scaffold", str(folder))
+    assert r.exit_code == 0, r.output
+    out = subprocess.run([sys.executable, "-c", WIDE_CHECK], capture_output=True, text=True, timeout=600, cwd=folder,
+                         env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(folder)))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
 def test_scaffold_into_a_file_is_a_user_error(run, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
