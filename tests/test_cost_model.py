@@ -154,3 +154,53 @@ def test_a_measured_kernel_that_does_not_pay_is_found_by_pattern_mode_and_shape(
     assert _measured_slower("add_rmsnorm", {"prefill": prefill}, device) == {}  # another pattern
     faster = {"measured": [dict(entry, fused_us=1400.0)]}
     assert _measured_slower("matmul_swiglu", {"prefill": prefill}, faster) == {}  # it pays: nothing said
+
+
+def test_weights_the_code_builds_in_fp32_and_a_cast_to_fp32_move_four_bytes_an_element():
+    """A router built in fp32 (AscendGateLinear's `params_dtype=torch.float32`, an `nn.Linear(..., dtype=...)`)
+    reads its weights, its input (cast to fp32 first) and writes its output in fp32; the cast reads the model's
+    dtype and writes fp32."""
+    n, h, e = 1000, 1024, 64
+    ops = [op(1, "cast", ["hidden_states#1"], ["x#2"], dtype="torch.float32"),
+           op(2, "matmul", ["x#2"], ["logits#3"], "Linear", values={"input_size": h, "output_size": e},
+              params_dtype="torch.float32"),
+           op(3, "matmul", ["hidden_states#1"], ["y#4"], "Linear", values={"input_size": h, "output_size": e})]
+    c = model(ops).step.costs
+    assert c["o1"].bytes == n * h * (2 + 4)
+    assert c["o2"].bytes == (h * e + n * (h + e)) * 4
+    assert c["o3"].bytes == (h * e + n * (h + e)) * 2  # no dtype given: the model's
+
+
+def test_a_match_in_each_kind_of_layer_is_counted_once_a_layer_in_the_layers_of_its_kind():
+    """Where the decoder layers are of several kinds (each walked on its own), a scenario matched in each kind
+    pays per layer what one match saves (not the sum over kinds), in the layers of each kind; one matched in one
+    kind only pays in that kind's layers."""
+    from types import SimpleNamespace
+
+    from fusion_analyze.estimate.benefit import _saving
+
+    def kind_ops(k: int, base: int) -> list[Op]:
+        return [op(base + 1, "matmul", [f"x#{base}"], [f"gu#{base + 1}", f"_#{base + 2}"], "MergedColumnParallelLinear",
+                   merged="gate_up", values={"input_size": 1024}, layer_kind=k),
+                op(base + 2, "silu_mul", [f"gu#{base + 1}"], [f"a#{base + 3}"], "SiluAndMul", layer_kind=k)]
+
+    ops = [op(0, "rmsnorm", ["hidden_states#1"], ["x#0"], "RMSNorm", layer_kind=0),
+           op(10, "rmsnorm", ["hidden_states#1"], ["x#10"], "RMSNorm", layer_kind=1)] + kind_ops(0, 0) + kind_ops(1, 10)
+    m = StepModel(ops, {**DIMS, "num_layers": 48}, 2, DEVICE, "prefill", PREFILL, Parallel(1), parallel_style, [9, 39])
+    by_id = {o.id: o for o in m.ops}
+
+    def match(*ids):
+        return SimpleNamespace(op_list=[by_id[i] for i in ids], ops={"gemm": by_id[ids[0]], "act": by_id[ids[1]]})
+
+    pattern = SimpleNamespace(estimate={"saved": ["x"], "launches": 1})
+    one = fused_saving(m, [by_id["o1"], by_id["o2"]])
+    assert one is not None
+    both = _saving(SimpleNamespace(pattern=pattern, matches=[match("o1", "o2"), match("o11", "o12")]), m)
+    assert both is not None and both["instances"] == 2
+    assert both["per_layer"]["bytes"] == int(one.bytes) and both["per_layer"]["launches"] == 1
+    assert both["per_layer"]["before_us"] == pytest.approx(one.before_us, abs=0.01)
+    assert both["model"]["bytes"] == int(one.bytes * 48) and both["model"]["launches"] == 48
+    first = _saving(SimpleNamespace(pattern=pattern, matches=[match("o1", "o2")]), m)
+    assert first is not None
+    assert first["model"]["time_us"] == pytest.approx(one.us * 9, abs=0.1) and first["model"]["launches"] == 9
+    assert first["per_layer"]["bytes"] == int(one.bytes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -120,6 +121,11 @@ estimate: {saved: ["num_tokens"], launches: 1}
     # a note holding `: ` in a flow list is a mapping, which the report would print as a dict
     (lambda s: s.replace("params: [], returns: []}", "params: [], returns: [],\n  notes: [scores: by sigmoid]}"), 12,
      "notes[0] must be a string"),
+    # a form's own interface must be one the pattern gives (`interfaces`), and is checked as `interface` is
+    (lambda s: s.replace("      - {as: norm, kind: rmsnorm}", "      - {as: norm, kind: rmsnorm}\n    interface: grouped"), 11,
+     "`interface: grouped` names no entry of `interfaces`"),
+    (lambda s: s.replace("estimate:", "interfaces:\n  grouped: {name: g, params: [{name: x}], returns: []}\nestimate:"),
+     15, "interfaces.grouped.params[0]: missing key `type`"),
 ])
 def test_malformed_pattern_names_file_line_and_key(tmp_path, mutate, line, key):
     f = _write(tmp_path, mutate(GOOD))
@@ -127,6 +133,27 @@ def test_malformed_pattern_names_file_line_and_key(tmp_path, mutate, line, key):
         load_pattern(f, "p/norm/bad.yaml")
     assert exc.value.message.startswith(f"p/norm/bad.yaml:{line}:"), exc.value.message
     assert key in exc.value.message
+
+
+def test_a_form_may_give_its_matches_another_interface(tmp_path):
+    """matmul_swiglu's experts forms give the MoE experts' grouped GEMM its own interface (per expert, with the
+    expert dimension and the experts' intermediate size), and what it saves in those dimensions; the dense forms
+    keep the pattern's."""
+    text = GOOD.replace("      - {as: norm, kind: rmsnorm}", "      - {as: norm, kind: rmsnorm}\n    interface: grouped\n"
+                        "    saved: [\"num_tokens * top_k\"]\n  - id: dense\n    nodes:\n      - {as: norm, kind: layernorm}")
+    text = text.replace("estimate:", "interfaces:\n  grouped: {name: fused_g, params: [], returns: []}\nestimate:")
+    p = load_pattern(_write(tmp_path, text), "p/norm/bad.yaml")
+    grouped, dense = p.forms[0], p.forms[1]
+    assert p.interface_of(SimpleNamespace(form=grouped))["name"] == "fused_g"
+    assert p.interface_of(SimpleNamespace(form=dense))["name"] == p.interface_of(None)["name"] == "fused_x"
+    assert p.saved_of(SimpleNamespace(form=grouped)) == ("num_tokens * top_k",)
+    assert p.saved_of(SimpleNamespace(form=dense)) == ("num_tokens",)
+    (swiglu,) = [q for q in load_patterns() if q.id == "matmul_swiglu"]
+    experts = {f.id: f.interface for f in swiglu.forms}
+    assert experts["routed_experts"] == experts["moe_layer_runs_experts"] == "grouped"
+    assert experts["gate_up_then_swiglu"] is None
+    shapes = [prm.get("shape") for prm in swiglu.interfaces["grouped"]["params"]]
+    assert shapes[:2] == ["[num_tokens * top_k, hidden_size]", "[num_experts, 2 * moe_intermediate_size, hidden_size]"]
 
 
 def test_good_pattern_loads_and_extra_dir_overrides(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 from fusion_analyze.analysis.session import Session
 
-from .conftest import validate_report
+from .conftest import FIXTURES, validate_report
 
 
 def _line(session, op_or_ev) -> str:
@@ -406,3 +406,123 @@ def test_a_feed_forward_block_named_mlp_that_runs_a_moe_layer_is_the_moe_block(s
     assert _line(session, moe) == "class MLPBlock(torch.nn.Module):"
     dense = analyze_in(session, "Qwen3ForCausalLM", Options(hf_root=hf)).walk.locations
     assert dense["mlp"].cls == "Qwen2MLP" and "moe" not in dense  # qwen3.py imports Qwen2MLP as Qwen3MLP
+
+
+# -- the experts' grouped GEMM + SwiGLU, and routers the code builds in fp32 (hand checks of MiniMax-M2, MiMo-V2) --
+MINIMAX = FIXTURES / "configs" / "minimax-m2.json"
+MIMO = FIXTURES / "configs" / "mimo-v2-flash.json"
+
+
+def _report_opp(a, scenario: str, scope: str) -> dict:
+    (o,) = [o for o in a.report["opportunities"] if o["scenario"] == scenario and o["id"].endswith(f"@{scope}")]
+    return o
+
+
+@pytest.mark.parametrize("arch, config, moe", [("MiniMaxM2ForCausalLM", MINIMAX, "MiniMaxM2MoE"),
+                                               ("MiMoV2FlashForCausalLM", MIMO, "MiMoV2MoE")])
+def test_the_experts_gemm_and_swiglu_get_a_grouped_interface_in_the_experts_sizes(session, hf, arch, config, moe):
+    """matmul_swiglu matched on a MoE layer's routed experts (their first GEMM is npu_grouped_matmul over every
+    expert, routed_experts.py) is given the grouped interface: the token-expert pairs, [experts, 2 x the
+    experts' intermediate size, hidden] weights and the rows per expert; not the dense MLP's [2 x
+    intermediate_size, hidden] (MiMo-V2's dense MLP is 16384 wide, its experts 2048). Its estimate moves the
+    pairs' gate/up output, as wide as the experts' intermediate size."""
+    a = analyze_in(session, arch, Options(config=str(config), hf_root=hf))
+    dims = a.shapes.dims
+    h, e, k, i = dims["hidden_size"], dims["num_experts"], dims["top_k"], dims["moe_intermediate_size"]
+    o = _report_opp(a, "matmul_swiglu", f"{moe}.forward")
+    assert {m.form.id for op in a.opportunities if op.id == o["id"] for m in op.matches} == {"routed_experts"}
+    stub = o["interface"]["stub"]
+    assert o["interface"]["name"] == "fused_grouped_matmul_swiglu"
+    assert f"hidden_states: torch.Tensor [num_tokens * top_k, hidden_size={h}]" in stub
+    assert f"weight: torch.Tensor [num_experts={e}, 2 * moe_intermediate_size={2 * i}, hidden_size={h}]" in stub
+    assert f"group_list: torch.Tensor [num_experts={e}], int64" in stub
+    assert f"out: [num_tokens * top_k, moe_intermediate_size={i}]" in stub
+    assert "intermediate_size=" not in stub.replace("moe_intermediate_size=", "")  # no dense MLP size
+    prefill = o["benefit"]["numbers"]["prefill"]
+    pairs = prefill["num_tokens"] * k
+    assert prefill["per_layer"]["bytes"] == 2 * pairs * 2 * i * a.shapes.dtype_bytes  # written, read back
+    md = render(a, "md", lang="en")
+    assert "def fused_grouped_matmul_swiglu(hidden_states: torch.Tensor, weight: torch.Tensor, group_list: torch.Tensor)" in md
+
+
+def test_a_match_in_each_kind_of_decoder_layer_is_counted_once_a_layer(session, hf):
+    """MiMo-V2-Flash's decoder layers are of kinds (full and sliding-window attention): the experts' GEMM +
+    SwiGLU is matched in each kind and saves per layer what one match saves, in each kind's layers (the
+    per-layer bytes and launches are one layer's, not the sum over the kinds)."""
+    a = analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(MIMO), hf_root=hf))
+    o = _report_opp(a, "matmul_swiglu", "MiMoV2MoE.forward")
+    for name, numbers in o["benefit"]["numbers"].items():
+        step = a.steps[name].step
+        assert len(step.kind_counts) > 1 and numbers["instances"] >= 2  # one match in each kind running the experts
+        assert numbers["per_layer"]["launches"] == 1
+        assert numbers["model"]["launches"] == step.moe_layers  # once in each layer that runs the experts
+        per_layer = numbers["per_layer"]["bytes"]
+        assert numbers["model"]["bytes"] == pytest.approx(per_layer * step.moe_layers, rel=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="needs MiMo-V2's layer kinds by `self.is_moe_layer(layer_id)` (branch s3-mimo): "
+                                       "until then the dense MLP and the MoE block are the two sides of one undecided test")
+def test_the_dense_mlp_of_the_first_layer_pays_in_that_layer_only(session, hf):
+    """MiMo-V2-Flash builds a dense MLP in layer 0 (`moe_layer_freq[0] == 0`) and the MoE block in the 47 others:
+    the MLP's GEMM + SwiGLU saves in one layer, the experts' in 47."""
+    a = analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(MIMO), hf_root=hf))
+    dense = _report_opp(a, "matmul_swiglu", "MiMoV2MLP.forward")["benefit"]["numbers"]["decode"]
+    experts = _report_opp(a, "matmul_swiglu", "MiMoV2MoE.forward")["benefit"]["numbers"]["decode"]
+    assert dense["model"]["launches"] == 1 and experts["model"]["launches"] == 47
+    assert dense["model"]["time_us"] == pytest.approx(dense["per_layer"]["time_us"], abs=0.1)
+
+
+def test_an_ascend_gate_linears_own_forward_casts_the_activations_to_fp32(session, hf):
+    """MiniMax-M2 calls its gate itself (`self.gate(hidden_states)`), a GateLinear that vllm-ascend replaces by
+    AscendGateLinear: its forward casts the input to fp32 (`if x.dtype != torch.float32: x = x.to(torch.float32)`)
+    before ReplicatedLinear.forward, on weights its __init__ builds in fp32. The cast is an op at that line, in
+    every layer (the activations are in the model's dtype, never fp32 under --dtype auto), the router GEMM reads
+    its output and is costed in fp32, and the router + experts interface gives the router weight as fp32."""
+    a = analyze_in(session, "MiniMaxM2ForCausalLM", Options(config=str(MINIMAX), hf_root=hf))
+    ops = a.walk.ops
+    (gate,) = [op for op in ops if op.attrs.get("role") == "router"]
+    assert gate.attrs["ascend_class"] == "AscendGateLinear" and gate.attrs["params_dtype"] == "torch.float32"
+    (cast,) = [op for op in ops if op.kind == "cast" and op.path == gate.path]
+    assert cast.file == "vllm_ascend/ops/fused_moe/gate_linear.py" and cast.scope == "AscendGateLinear.forward"
+    assert "x = x.to(torch.float32)" in _line(session, cast)
+    assert cast.steady and cast.condition is None and cast.attrs["dtype"] == "torch.float32"
+    assert gate.inputs == cast.outputs and ops.index(cast) < ops.index(gate)
+    md = render(a, "md", lang="en")
+    assert any(line.startswith("cast") and "→ torch.float32" in line and "gate_linear.py:60" in line
+               for line in md.splitlines())
+    h, e = a.shapes.dims["hidden_size"], a.shapes.dims["num_experts"]
+    model = a.steps["prefill"]
+    n = model.n
+    assert model.step.costs[gate.id].bytes == (h * e + n * (h + e)) * 4
+    assert model.step.costs[cast.id].bytes == n * h * (a.shapes.dtype_bytes + 4)
+    stub = _report_opp(a, "router_experts", "MiniMaxM2MoE.forward")["interface"]["stub"]
+    assert f"router_weight: torch.Tensor [num_experts={e}, hidden_size={h}], float32" in stub
+    assert f"hidden_states: torch.Tensor [num_tokens, hidden_size={h}], model dtype" in stub
+
+
+def test_a_router_the_model_builds_in_fp32_is_costed_in_fp32(session, hf):
+    """MiMo-V2-Flash's gate is a plain `nn.Linear(hidden, n_routed_experts, dtype=self.gate_dtype)` with
+    gate_dtype float32 (the config's moe_router_dtype, default "float32"), its input cast in the model's forward
+    (`hidden_states.to(self.gate_dtype)`): the cast shows in the sequence, the GEMM's sizes and dtype come from
+    the constructor's arguments (so the router + experts saving is costed), and the interface says fp32."""
+    a = analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(MIMO), hf_root=hf))
+    gates = [op for op in a.walk.ops if op.path.endswith("mlp.gate") and op.kind == "matmul"]
+    h, e = a.shapes.dims["hidden_size"], a.shapes.dims["num_experts"]
+    assert gates and all(g.attrs["params_dtype"] == "torch.float32" for g in gates)
+    assert all(g.attrs["values"] == {"input_size": h, "output_size": e} for g in gates)
+    casts = [op for op in a.walk.ops if op.kind == "cast" and op.file.endswith("mimo_v2.py")]
+    assert casts and all(c.attrs.get("dtype") == "torch.float32" and "gate_input = hidden_states.to(self.gate_dtype)"
+                         in _line(session, c) for c in casts)
+    md = render(a, "md", lang="en")
+    assert any(line.startswith("cast") and "mimo_v2.py:197" in line for line in md.splitlines())
+    o = _report_opp(a, "router_experts", "MiMoV2MoE.forward")
+    assert o["benefit"]["numbers"], o["benefit"]
+    assert f"router_weight: torch.Tensor [num_experts={e}, hidden_size={h}], float32" in o["interface"]["stub"]
+
+
+def test_a_router_in_the_models_dtype_is_said_so(session, hf):
+    """Qwen3-MoE's gate is a ReplicatedLinear built with the model's dtype: no fp32 said for it."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    stub = _report_opp(a, "router_experts", "Qwen3MoeSparseMoeBlock.forward")["interface"]["stub"]
+    assert "router_weight: torch.Tensor [num_experts, hidden_size], model dtype (bf16/fp16)" in stub
+    assert "float32" not in stub.split("NPU notes")[0]

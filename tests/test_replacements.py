@@ -399,3 +399,30 @@ def test_model_without_compile_decorator_runs_no_pass(pair):
     q = analyze("Qwen3ForCausalLM", *pair, None)
     assert q.walk.compiled_by and all(w.startswith("vllm/model_executor/models/") for w in q.walk.compiled_by)
     assert not [p for p in q.passes["ascend"] if p.not_compiled]
+
+
+@pytest.mark.parametrize("guard, runs", [("if x.dtype != torch.float32:\n            ", True),
+                                         ("if x.dtype == torch.float32:\n            ", False),
+                                         ("", True)])
+def test_a_replacement_classs_own_forward_casting_its_input_first_is_a_cast_op_before_the_layer(mini, guard, runs):
+    """A leaf's replacement class (AscendRMSNorm) whose own forward first casts its input: the cast is an op of
+    the layer at its line there, before the layer's op, which reads its output; a `x.dtype != torch.float32`
+    guard holds for an activation (the model's dtype, never float32 under --dtype auto), `==` does not."""
+    path = mini / "vllm_ascend" / "ops" / "layernorm.py"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("    def forward_oot(self, x, residual=None):\n",
+                                 "    def forward_oot(self, x, residual=None):\n        \"\"\"doc\"\"\"\n"
+                                 f"        {guard}x = x.to(torch.float32)\n"), encoding="utf-8")
+    a = analyze("Qwen2ForCausalLM", str(mini), str(mini), "ascend", cache=False)
+    norms = [op for op in a.walk.ops if op.attrs.get("ascend_class") == "AscendRMSNorm"]
+    casts = [op for op in a.walk.ops if op.kind == "cast" and op.file == "vllm_ascend/ops/layernorm.py"]
+    assert norms
+    if not runs:
+        assert casts == []
+        return
+    assert len(casts) == len(norms)
+    for cast in casts:
+        norm = a.walk.ops[a.walk.ops.index(cast) + 1]
+        assert norm in norms and norm.inputs[0] == cast.outputs[0] and cast.path == norm.path
+        assert cast.scope == "AscendRMSNorm.forward_oot" and cast.attrs["dtype"] == "torch.float32"
+        assert (cast.condition, cast.steady) == (norm.condition, norm.steady)  # the call's, no test of its own

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -134,8 +135,13 @@ def _run_references(mod) -> int:
 
 def test_stubs_of_every_pattern_import_and_references_run(tmp_path, torch):
     path = tmp_path / "all_stubs.py"
-    path.write_text(stubs_module([(p, None) for p in load_patterns()], "all patterns"), encoding="utf-8")
-    assert _run_references(_import(path)) == 31  # one per pattern file (matmul_swiglu is the 31st)
+    patterns = load_patterns()
+    # and each other interface a form gives its matches (matmul_swiglu's grouped one, for the MoE experts)
+    others = {(p.id, f.interface): (p, SimpleNamespace(form=f, ops={})) for p in patterns for f in p.forms if f.interface}
+    path.write_text(stubs_module([(p, None) for p in patterns] + list(others.values()), "all patterns"), encoding="utf-8")
+    mod = _import(path)
+    assert _run_references(mod) == 32  # one per pattern file (matmul_swiglu is the 31st), and the grouped GEMM's
+    assert [p["name"] for p in mod.SPECS["fused_grouped_matmul_swiglu"]["params"]] == ["hidden_states", "weight", "group_list"]
 
 
 def test_stubs_option_writes_an_importable_module(run, tmp_path, torch):

@@ -32,6 +32,10 @@ class LeafClass:
     role: Literal["router"] | None = None
     with_residual: str | None = None  # its kind when it is called with a residual
     values: Mapping[str, str] | None = None  # op value -> the attribute its __init__ sets
+    weight_dtype: str | None = None  # the attribute (the parameter, of a class outside the trees) giving its weights' dtype
+    # a class outside the trees (torch.nn.Linear): its constructor's parameters, in order; `values` and
+    # `weight_dtype` name these, read from the call's arguments
+    params: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..estimate.cost import ELEMENTWISE, VIEWS  # moe_join: the MoE runner's add
 from ..errors import UserError
 from ..resources import data_dir, load_yaml
 from ..estimate.shapes import SMALL, evaluate, shape_dims
-from ..render.stubs import _SLOT, bind_names, ordered_params, reference_source, stubs_module
+from ..render.stubs import _SLOT, bind_names, interface_of, ordered_params, reference_source, stubs_module
 from .callsite import Swap, _module_of
 
 NAMESPACE = "fusion_analyze"
@@ -63,6 +63,9 @@ class _Interfaced:
     def __init__(self, pattern, interface: dict):
         self._pattern = pattern
         self.interface = interface
+
+    def interface_of(self, match=None) -> dict:
+        return self.interface  # the family's, whatever the match's form
 
     def __getattr__(self, name):
         return getattr(self._pattern, name)
@@ -500,7 +503,7 @@ def _free_names(source: str, fname: str) -> set[str]:
 
 # -- one kernel's context ------------------------------------------------------------------------------------------
 def _params(pattern, match, family: Family, dims: dict) -> tuple[list[dict], dict[str, str], dict[str, str]]:
-    itf = pattern.interface
+    itf = interface_of(pattern, match)
     names = bind_names(itf, match)
     params, roles = [], {}
     for p in ordered_params(itf):
@@ -787,7 +790,8 @@ def write(src: Source, out_dir: str) -> Scaffold:
 def _reference_body(pattern, match) -> str:
     from ..render.stubs import _sub
 
-    return _sub(pattern.interface.get("reference") or "", bind_names(pattern.interface, match))
+    itf = interface_of(pattern, match)
+    return _sub(itf.get("reference") or "", bind_names(itf, match))
 
 
 @lru_cache(maxsize=1)

@@ -141,7 +141,8 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
         formula = ("saving = time(ops) - time(fused op); time = max(bytes / HBM, FLOPs / peak) + transfer / link"
                    " + launches × launch cost (estimate/cost.py)")
     else:  # no dimensions: what the pattern says it stops moving, as a formula
-        terms = " + ".join(f"({s})" for s in est.get("saved", [])) or "0"
+        saved = opp.pattern.saved_of(opp.matches[0] if opp.matches else None)  # in the match's interface's dimensions
+        terms = " + ".join(f"({s})" for s in saved) or "0"
         formula = f"2 × {shapes.dtype_bytes} B × [{terms}]; {int(est.get('launches', 0))}"
     numbers: dict = {}
     for name, model in models.items() if opp.status == "open" else ():  # what is fused or inactive saves nothing now
@@ -218,27 +219,32 @@ def _saving(opp, model: StepModel) -> dict | None:
         if any(f[1] & t[1] or any(t[2].get(k, s) != s for k, s in f[2].items()) for t in taken):
             continue
         taken.append(f)
-    layer = [f[0] for f in taken if f[4]]
+    layer = [f for f in taken if f[4]]
     once = [f[0] for f in taken if not f[4]]
-    # a fusion of a MoE layer's ops pays in the MoE layers only (not in the first dense ones)
-    moe = any(is_moe_op(o) for m in opp.matches for o in m.op_list)
-    n = step.moe_layers if moe else step.num_layers
-    per_layer = sum(s.us for s in layer)
-    total = per_layer * n + sum(s.us for s in once)
     if step.kind_counts:  # each match pays in the layers of its own kind
-        in_layers = sum(f[0].us * step.layers_of(_ops_of(opp, f[1])) for f in taken if f[4])
-        kinds = {k for f in taken if f[4] for o in _ops_of(opp, f[1]) for k in [o.attrs.get("layer_kind")] if k is not None}
-        n = sum(step.kind_counts[k] for k in kinds) or step.num_layers
-        per_layer = in_layers / n if n else 0.0
-        total = in_layers + sum(s.us for s in once)
+        counts = [step.layers_of(_ops_of(opp, f[1])) for f in layer]
+        kinds = {k for f in layer for o in _ops_of(opp, f[1]) for k in [o.attrs.get("layer_kind")] if k is not None}
+        n = sum(step.kind_counts[k] for k in kinds if k < len(step.kind_counts)) or step.num_layers
+    else:  # a fusion of a MoE layer's ops pays in the MoE layers only (not in the first dense ones)
+        moe = any(is_moe_op(o) for m in opp.matches for o in m.op_list)
+        n = step.moe_layers if moe else step.num_layers
+        counts = [n] * len(layer)
+
+    def in_layers(attr: str) -> float:  # over the layers that run each match (its kind's count)
+        return sum(getattr(f[0], attr) * c for f, c in zip(layer, counts))
+
+    def per_layer(attr: str) -> float:  # a layer that runs the fusion, on average over those layers
+        return in_layers(attr) / n if n else 0.0
+
+    total = in_layers("us") + sum(s.us for s in once)
     share = total / step.total_us if step.total_us else 0.0
     return {
         "num_tokens": int(model.n), "mode": model.mode,
-        "per_layer": {"bytes": int(sum(s.bytes for s in layer)), "launches": sum(s.launches for s in layer),
-                      "time_us": round(per_layer, 2), "before_us": round(sum(s.before_us for s in layer), 2),
-                      "after_us": round(sum(s.after_us for s in layer), 2)},
-        "model": {"bytes": int(sum(s.bytes for s in layer) * n + sum(s.bytes for s in once)),
-                  "launches": sum(s.launches for s in layer) * n + sum(s.launches for s in once),
+        "per_layer": {"bytes": int(per_layer("bytes")), "launches": round(per_layer("launches")),
+                      "time_us": round(per_layer("us"), 2), "before_us": round(per_layer("before_us"), 2),
+                      "after_us": round(per_layer("after_us"), 2)},
+        "model": {"bytes": int(in_layers("bytes") + sum(s.bytes for s in once)),
+                  "launches": round(in_layers("launches")) + sum(s.launches for s in once),
                   "time_us": round(total, 1)},
         "instances": len(taken), "off_path": sum(1 for f in taken if not f[3]),
         "step_us": round(step.total_us, 1), "share_of_step": round(min(share, 1.0), 4),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.ops import Op
+from .shapes import DTYPE_BYTES
 
 # ops that only relabel a tensor: no kernel, no bytes (a `contiguous` of a strided view may copy; not counted)
 VIEWS = {"view", "split", "transpose", "identity", "reshape", "permute", "expand", "squeeze", "unsqueeze"}
@@ -280,6 +281,8 @@ class StepModel:
             for v in op.outputs:
                 self._set(v, rows, w / 2)
             return OpCost(rows, rows * (w + w / 2) * self.b, rows * w * 4)
+        if kind == "cast" and op.attrs.get("dtype"):  # writes its output in the dtype it casts to
+            return self._same_width(op, self.b + _dtype_bytes(op.attrs.get("dtype"), self.b), 1)
         if kind in ELEMENTWISE:
             return self._elementwise(op)
         if kind in QUANT:  # reads the activations, writes one byte each and a scale per row
@@ -433,7 +436,10 @@ class StepModel:
         for v in op.outputs:
             if v == first:
                 self._set(v, rows, n_out)
-        return OpCost(rows, (k * n_out + rows * (k + n_out)) * self.b, 2 * rows * k * n_out)
+        # weights the code builds in another dtype than the model's (an fp32 router): its input is cast to it
+        # and its output is in it too
+        b = _dtype_bytes(op.attrs.get("params_dtype"), self.b)
+        return OpCost(rows, (k * n_out + rows * (k + n_out)) * b, 2 * rows * k * n_out)
 
     def _shared_inter(self) -> float | None:
         s = self._dim("shared_expert_intermediate_size")
@@ -547,6 +553,11 @@ class StepModel:
         acts = pairs * (2 * h + 3 * i_rank + 2 * i_rank) + 2 * self.n * h
         return OpCost(self.n, (weights + acts) * self.b, 2 * pairs * 3 * h * i_rank, dispatch_comm + combine_comm,
                       launches=5)
+
+
+def _dtype_bytes(dtype: str | None, default: float) -> float:
+    """Bytes per element of `torch.<dtype>`; `default` (the model's) where it is not given or not known."""
+    return DTYPE_BYTES.get((dtype or "").removeprefix("torch."), default)
 
 
 MOE_KINDS = {"moe", "moe_experts", "moe_gating", "moe_dispatch", "expert_gemm", "expert_act", "moe_combine",

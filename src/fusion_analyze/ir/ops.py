@@ -68,7 +68,8 @@ class OpAttrs(TypedDict, total=False):
     bias: str  # the `bias=` argument's code, or "True" / "False" when the configuration decides it
     quant_config: str  # the `quant_config=` argument's code
     eps: str  # the `eps=` argument's code
-    params_dtype: str  # the weights' dtype the backend's class forces whatever the model's (torch.float32)
+    params_dtype: str  # the weights' dtype the code builds them in (torch.float32), where it decides it
+    dtype: str  # a cast's target dtype (torch.float32), where the code decides it
     # the values the layer's __init__ sets that the configuration decides (leaf_ops.yaml `values`: input_size,
     # output_size, eps, hidden_size, head_size, num_heads, num_kv_heads); kept even when empty
     values: dict[str, int | float | str | bool]

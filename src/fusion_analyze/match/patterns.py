@@ -25,14 +25,14 @@ _TOP = {
     "id": (str, True), "category": (str, True), "title": (dict, True), "message": (dict, True),
     "severity": (str, True), "covers": (list, True), "optional": (list, False), "forms": (list, True),
     "inactive": (list, False), "interface": (dict, True), "examples": (list, True), "metadata": (dict, False),
-    "target": (dict, False), "subsumed_by": (list, False), "estimate": (dict, True),
+    "target": (dict, False), "subsumed_by": (list, False), "estimate": (dict, True), "interfaces": (dict, False),
 }
 _ESTIMATE = {"saved": (list, True), "launches": (int, True), "needs_tp": (bool, False), "takes": (dict, False)}
 _PARAM = {"name": (str, True), "type": (str, True), "shape": (str, False), "dtype": (str, False), "note": (str, False),
-          "default": (str, False), "example": (str, False)}
+          "default": (str, False), "example": (str, False), "weight_of": (str, False)}
 _RETURN = {"name": (str, True), "shape": (str, True), "dtype": (str, False), "note": (str, False)}
 _FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused_in_model": ((str, dict), False),
-         "when": ((str, dict), False), "anchor": (str, False)}
+         "when": ((str, dict), False), "anchor": (str, False), "interface": (str, False), "saved": (list, False)}
 _NODE = {"as": (str, True), "kind": ((str, list), True), "from": ((str, list), False),
          "same_input": (str, False), "attrs": (dict, False), "name": (str, False), "kernel": (str, False),
          "not_attrs": (dict, False)}
@@ -70,6 +70,10 @@ class Form:
     fused_in_model: str | None = None  # what the model does, in words (a `literal` where the file gives zh and en)
     when: str | None = None  # set for inactive forms
     anchor: str | None = None  # the node whose scope names the opportunity (default: the last)
+    # the pattern's other interface (`interfaces.<name>`) a match of this form is given (the MoE experts' grouped
+    # GEMM: per expert, not the dense layer's), and what it stops moving in that interface's dimensions
+    interface: str | None = None
+    saved: tuple[str, ...] = ()
 
     @property
     def anchor_node(self) -> str:
@@ -104,6 +108,19 @@ class Pattern:
     file: str
     subsumed_by: tuple[str, ...] = ()
     estimate: dict = field(default_factory=dict)
+    interfaces: dict = field(default_factory=dict)  # name -> an interface some forms' matches have instead (Form.interface)
+
+    def interface_of(self, match=None) -> dict:
+        """The fused operator's interface for a match: its form's (`interfaces.<name>`) where the form names one,
+        else the pattern's."""
+        form = getattr(match, "form", None)
+        name = getattr(form, "interface", None)
+        return self.interfaces[name] if name else self.interface
+
+    def saved_of(self, match=None) -> tuple[str, ...]:
+        """What the fusion stops moving (estimate.saved), in the dimensions of the match's interface."""
+        form = getattr(match, "form", None)
+        return tuple(getattr(form, "saved", ()) or ()) or tuple((self.estimate or {}).get("saved", ()))
 
 
 class PatternError(UserError):
@@ -157,7 +174,7 @@ def _form(raw, file: str, where: str, inactive: bool) -> Form:
     if raw.get("anchor") is not None and raw["anchor"] not in names:
         _fail(file, raw.key_lines["anchor"], f"{where}: `anchor: {raw['anchor']}` names no node (have: {', '.join(names)})")
     return Form(raw["id"], nodes, _as_tuple(raw.get("skip")) or ("view",), _words(raw, "fused_in_model", file, where),
-                _words(raw, "when", file, where), raw.get("anchor"))
+                _words(raw, "when", file, where), raw.get("anchor"), raw.get("interface"), _as_tuple(raw.get("saved")))
 
 
 def _words(raw, key: str, file: str, where: str) -> str | None:
@@ -190,18 +207,17 @@ def load_pattern(path: Path, rel: str) -> Pattern:
         for lang in LANGS:
             if not isinstance(raw[key].get(lang), str):
                 _fail(rel, kl[key], f"`{key}` needs a `{lang}` string")
-    _check(raw["interface"], _INTERFACE, rel, "interface")
-    for i, note in enumerate(raw["interface"].get("notes") or ()):
-        if not isinstance(note, str):  # `[a: b]` in a flow list is a mapping: the note would print as a dict
-            _fail(rel, raw["interface"].key_lines.get("notes", raw["interface"].line),
-                  f"interface.notes[{i}] must be a string (quote a note that holds `: `)")
-    for i, prm in enumerate(raw["interface"]["params"]):
-        _check(prm, _PARAM, rel, f"interface.params[{i}]")
-    for i, ret in enumerate(raw["interface"]["returns"]):
-        _check(ret, _RETURN, rel, f"interface.returns[{i}]")
+    _check_interface(raw["interface"], rel, "interface")
+    for name, itf in (raw.get("interfaces") or {}).items():
+        _check_interface(itf, rel, f"interfaces.{name}")
     _check(raw["estimate"], _ESTIMATE, rel, "estimate")
     forms = [_form(f, rel, f"forms[{i}]", False) for i, f in enumerate(raw["forms"])]
     inactive = [_form(f, rel, f"inactive[{i}]", True) for i, f in enumerate(raw.get("inactive") or [])]
+    for key, made in (("forms", forms), ("inactive", inactive)):
+        for i, (f, raw_f) in enumerate(zip(made, raw.get(key) or ())):
+            if f.interface is not None and f.interface not in (raw.get("interfaces") or {}):
+                _fail(rel, raw_f.key_lines["interface"], f"{key}[{i}]: `interface: {f.interface}` names no entry of "
+                      f"`interfaces` (have: {', '.join(raw.get('interfaces') or {}) or 'none'})")
     covers = _as_tuple(raw["covers"])
     if len(covers) >= 2:
         forms.append(Form(FUSED_KERNEL_FORM, [Node("fused", ("kernel",), covers=covers)], skip=(),
@@ -219,7 +235,19 @@ def load_pattern(path: Path, rel: str) -> Pattern:
     return Pattern(raw["id"], raw["category"], dict(raw["title"]), message, raw["severity"],
                    _as_tuple(raw["covers"]), _as_tuple(raw.get("optional")), forms, inactive,
                    plain(raw["interface"]), examples, plain(raw.get("target") or {}),
-                   plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), plain(raw["estimate"]))
+                   plain(raw.get("metadata") or {}), rel, _as_tuple(raw.get("subsumed_by")), plain(raw["estimate"]),
+                   {str(k): plain(v) for k, v in (raw.get("interfaces") or {}).items()})
+
+
+def _check_interface(itf, rel: str, where: str) -> None:
+    _check(itf, _INTERFACE, rel, where)
+    for i, note in enumerate(itf.get("notes") or ()):
+        if not isinstance(note, str):  # `[a: b]` in a flow list is a mapping: the note would print as a dict
+            _fail(rel, itf.key_lines.get("notes", itf.line), f"{where}.notes[{i}] must be a string (quote a note that holds `: `)")
+    for i, prm in enumerate(itf["params"]):
+        _check(prm, _PARAM, rel, f"{where}.params[{i}]")
+    for i, ret in enumerate(itf["returns"]):
+        _check(ret, _RETURN, rel, f"{where}.returns[{i}]")
 
 
 def builtin_dir() -> Path:

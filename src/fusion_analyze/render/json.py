@@ -39,12 +39,12 @@ def to_json(a) -> dict:
 
 
 def _opportunity(a, o) -> dict:
-    from .stubs import stub_source
+    from .stubs import interface_of, stub_source
 
     where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
     stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
     return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
-            "target": dict(o.pattern.target), "interface": {"name": o.pattern.interface["name"], "stub": stub}}
+            "target": dict(o.pattern.target), "interface": {"name": interface_of(o.pattern, o.matches[0])["name"], "stub": stub}}
 
 
 def _estimate_inputs(a) -> dict:

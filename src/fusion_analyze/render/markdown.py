@@ -29,6 +29,13 @@ SECTIONS = [("prologue", "Prologue"), ("layer", "Decoder layer"), ("epilogue", "
 _HIDE = {"view", "cast", "identity"}
 
 
+def _precision_cast(op: dict) -> bool:
+    """A cast to a floating dtype the code states (`x.to(torch.float32)`, `.float()`): a kernel that changes the
+    activations' precision, shown in the sequence; a cast of index tensors (to int64), or to a dtype the code does
+    not state (`x.to(orig_dtype)`), is left to the JSON."""
+    return op["kind"] == "cast" and str(op["attrs"].get("dtype", "")).startswith(("torch.float", "torch.bfloat"))
+
+
 def op_line(op: dict, L: dict | None = None) -> str:
     """One op per line: module, layer class, kernels, file:line, condition (its words in L's language)."""
     L = L or labels("en")
@@ -49,8 +56,10 @@ def op_line(op: dict, L: dict | None = None) -> str:
             head += f" → {op['attrs']['ascend_class']}"
         head += ")"
     extra = []
-    if op["attrs"].get("params_dtype"):  # the backend's class decides the weights' dtype (FP32 router)
+    if op["attrs"].get("params_dtype"):  # the code decides the weights' dtype (FP32 router)
         extra.append(f"{L['op_weights']} {op['attrs']['params_dtype']}")
+    if op["kind"] == "cast" and op["attrs"].get("dtype"):
+        head += f" → {op['attrs']['dtype']}"
     if op["attrs"].get("all_reduce"):
         extra.append(f"all-reduce {op['attrs']['all_reduce']}")
     if op["kernels"]:  # what always runs, then what runs only when a test in its code holds (the JSON has each test)
@@ -351,7 +360,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
     T = Texts(data.get("texts"), lang)  # the report's sentences (ir/texts.py), said in `lang`
     ops, other = [], []
     for op in data["ops"]:
-        if op["kind"] in _HIDE:
+        if op["kind"] in _HIDE and not _precision_cast(op):
             continue
         if op["steady"] and op.get("on_path", True):
             ops.append(op)

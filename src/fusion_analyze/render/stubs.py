@@ -22,6 +22,14 @@ def _value_name(v: str) -> str:
     return v.split("#", 1)[0]
 
 
+def interface_of(pattern, match=None) -> dict:
+    """The interface a match is given: its form's (the MoE experts' grouped GEMM), else the pattern's; a pattern
+    seen through a kernel family's interface (commands/scaffold.py) keeps that one."""
+    of = getattr(pattern, "interface_of", None)
+    got = of(match) if callable(of) else None
+    return got if isinstance(got, dict) else pattern.interface
+
+
 def ordered_params(interface: dict) -> list[dict]:
     """Parameters with defaults last, so that every signature is valid Python."""
     ps = interface["params"]
@@ -70,13 +78,22 @@ def _dtype(spec: dict, default: str) -> str:
     return spec.get("dtype", default)
 
 
+def weight_dtype(spec: dict, match) -> str | None:
+    """A parameter that is the weights of a matched op (`weight_of: <node>`): their dtype where the code builds
+    them in one (the op's `params_dtype`: an fp32 router), as `float32`; else None (the model's)."""
+    node = spec.get("weight_of")
+    op = match.ops.get(node) if node and match is not None else None
+    dtype = op.attrs.get("params_dtype") if op is not None else None
+    return str(dtype).removeprefix("torch.") if dtype else None
+
+
 def stub_source(pattern, match=None, shapes: Shapes | None = None, where: list[str] | None = None,
                 body: str = "...", name: str | None = None) -> str:
     """`def fused_x(...) -> ...:` with a docstring of shapes, dtypes and NPU notes. Valid Python."""
-    itf = pattern.interface
+    itf = interface_of(pattern, match)
     names = bind_names(itf, match)
     fname = name or itf["name"]
-    sig, args_doc = [], []
+    sig, args_doc, own_notes = [], [], []
     for p in ordered_params(itf):
         pname = _sub(p["name"], names)
         ann = p["type"]
@@ -85,8 +102,11 @@ def stub_source(pattern, match=None, shapes: Shapes | None = None, where: list[s
             piece += f" = {p['default']}"
         sig.append(piece)
         desc = f"{pname}: {ann}"
+        built = weight_dtype(p, match)
         if p.get("shape"):
-            desc += f" {_shape_text(p['shape'], shapes)}, {_dtype(p, 'model dtype (bf16/fp16)')}"
+            desc += f" {_shape_text(p['shape'], shapes)}, {built or _dtype(p, 'model dtype (bf16/fp16)')}"
+        if built:  # the code builds these weights in their own dtype: the GEMM's input is cast to it
+            own_notes.append(f"{pname} is {built}, as the code builds it: the GEMM reads its input cast to {built}")
         if p.get("note"):
             desc += f"; {p['note']}"
         args_doc.append(desc)
@@ -100,7 +120,7 @@ def stub_source(pattern, match=None, shapes: Shapes | None = None, where: list[s
         doc += ["", "Replaces: " + ", ".join(where)]
     doc += ["", "Args:"] + [f"    {a}" for a in args_doc]
     doc += ["", "Returns:"] + [f"    {r}" for r in ret_doc]
-    notes = list(itf.get("notes", [])) + _NPU_NOTES
+    notes = list(itf.get("notes", [])) + own_notes + _NPU_NOTES
     doc += ["", "NPU notes:"] + [f"    - {n}" for n in notes]
     doc_text = "\n".join(("    " + line) if line else "" for line in doc).replace('"""', "'''").replace("\\", "\\\\")
     head = f"def {fname}({', '.join(sig)}) -> {ret_ann}:"
@@ -108,7 +128,7 @@ def stub_source(pattern, match=None, shapes: Shapes | None = None, where: list[s
 
 
 def reference_source(pattern, match=None, name: str | None = None) -> str:
-    itf = pattern.interface
+    itf = interface_of(pattern, match)
     names = bind_names(itf, match)
     fname = f"reference_{name or itf['name']}"
     sig = []
@@ -122,11 +142,14 @@ def reference_source(pattern, match=None, name: str | None = None) -> str:
 
 
 def _spec(pattern, match) -> dict:
-    names = bind_names(pattern.interface, match)
+    itf = interface_of(pattern, match)
+    names = bind_names(itf, match)
     params = []
-    for p in ordered_params(pattern.interface):
-        params.append({k: (_sub(v, names) if k == "name" else v) for k, v in p.items()})
-    return {"params": params, "returns": pattern.interface["returns"]}
+    for p in ordered_params(itf):
+        built = weight_dtype(p, match)
+        params.append({k: (_sub(v, names) if k == "name" else v) for k, v in p.items() if k != "weight_of"}
+                      | ({"dtype": built} if built else {}))
+    return {"params": params, "returns": itf["returns"]}
 
 
 _MODULE_HEAD = '''"""Fused-operator stubs written by fusion-analyze{title}.
@@ -172,7 +195,11 @@ def example_inputs(name, dims=None, seed=0):
         if p["type"].startswith("torch.Tensor"):
             shape = _shape(p["shape"], dims)
             dtype = p.get("dtype", "float32")
-            if dtype in ("int64", "int32"):
+            if "group_list" in p["name"]:  # rows per group, in order: they add up to the first input's rows
+                rows = next(iter(out.values())).shape[0]
+                t = torch.bincount(torch.randint(0, shape[0], (rows,), generator=gen), minlength=shape[0])
+                out[p["name"]] = t.to(getattr(torch, dtype))
+            elif dtype in ("int64", "int32"):
                 n = 1
                 for s in shape:
                     n *= s
@@ -204,7 +231,7 @@ def stubs_module(items: list[tuple], title: str = "") -> str:
     specs: dict[str, dict] = {}
     used: dict[str, int] = {}
     for pattern, match in items:
-        base = pattern.interface["name"]
+        base = interface_of(pattern, match)["name"]
         used[base] = used.get(base, 0) + 1
         name = base if used[base] == 1 else f"{base}_{used[base]}"
         parts.append("\n\n" + stub_source(pattern, match, name=name,

@@ -18,7 +18,7 @@ from ..ir.ops import Kernel
 from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
 from ..semantics.signatures import bind_arguments
-from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, tensor_method_kind
+from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, leaf_ops, tensor_method_kind
 from ..semantics.values import Bindings, Known
 from ..ir.conditions import Truth, join
 from ..ir.texts import say
@@ -115,13 +115,44 @@ class Calls(WalkerState):
             leaf = leaf_for_class_names([external.rsplit(".", 1)[-1]]) if external else None
             if leaf is not None:
                 return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
-                                s.hint, s.cond, s.steady, attrs={"external": external},
+                                s.hint, s.cond, s.steady,
+                                attrs={"external": external, **self._external_values(frame.inst, name, leaf[0])},
                                 path=f"{frame.path}.{name}" if frame.path else name)
             why = frame.inst.why.get(name) if frame.inst.cls is not None else None
             return self._unknown_op(frame, s.stmt, name, _flat(args, kwargs), s.hint, s.cond, s.steady,
                                     say("unknown_builder_why", attr=f"self.{name}", why=why) if why
                                     else say("unknown_builder", attr=f"self.{name}"))
         return self._module_call(frame, sub, name, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
+
+    def _external_values(self, inst: Instance, name: str, leaf: str) -> dict:
+        """What the construction of a layer class outside the trees decides (`self.gate = nn.Linear(hidden,
+        n_experts, bias=False, dtype=self.gate_dtype)`), read from the call's arguments by the parameters
+        leaf_ops.yaml gives it: `values` (its sizes) and `params_dtype` (its weights' dtype)."""
+        info = leaf_ops().classes.get(leaf)
+        got = self.ctor.external_call(inst, name) if info is not None and info.params else None
+        if got is None or info is None or not info.params:
+            return {}
+        _dotted, call, scope = got
+        given: dict = {}
+        for i, a in enumerate(call.args):
+            if a.star:
+                return {}  # `*args` / `**kwargs`: which parameter gets what is not read
+            key = a.keyword.value if a.keyword is not None else info.params[i] if i < len(info.params) else None
+            if key is not None:
+                given[key] = a.value
+        known = {}
+        for key, expr in given.items():
+            value = self.ctor.evaluator.infer(expr, scope)
+            if isinstance(value, Known) and value.value is not None:
+                known[key] = value.value
+        out: dict = {}
+        values = {k: known[p] for k, p in (info.values or {}).items() if type(known.get(p)) in (int, float, str, bool)}
+        if info.values is not None:
+            out["values"] = values
+        dtype = str(known.get(info.weight_dtype, "")) if info.weight_dtype else ""
+        if dtype.startswith("torch."):
+            out["params_dtype"] = dtype
+        return out
 
     def _submodule_method_call(self, s: CallSite):
         """self.<submodule>.forward(...): the submodule called explicitly."""
@@ -253,10 +284,25 @@ class Calls(WalkerState):
         if kind and not base and func.attr.value in _TENSOR_ONLY_METHODS:
             base = [self._value(frame.module.code(func.value).strip().split(".")[-1])]  # a buffer (self.cos_sin_cache)
         if kind and base:
-            return self._op(frame, kind, func.attr.value, None, s.stmt, base + _flat(args, kwargs), s.hint, s.cond, s.steady)
+            dtype = self._cast_dtype(frame, func.attr.value, s.call) if kind == "cast" else None
+            return self._op(frame, kind, func.attr.value, None, s.stmt, base + _flat(args, kwargs), s.hint, s.cond, s.steady,
+                            attrs={"dtype": dtype} if dtype else None)
         if func.attr.value in _CONTAINER_METHODS:
             return []
         return None
+
+    def _cast_dtype(self, frame, method: str, call: cst.Call) -> str | None:
+        """The dtype a cast converts to where the code decides it (`x.float()`, `x.to(torch.float32)`,
+        `x.to(self.gate_dtype)` with the attribute known), as `torch.<name>`; None otherwise (`x.to(orig_dtype)`,
+        a device)."""
+        if method in _CAST_METHODS:
+            return _CAST_METHODS[method]
+        expr = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+        if expr is None and call.args and call.args[0].keyword is None:
+            expr = call.args[0].value
+        value = self.ctor.evaluator.infer(expr, frame.names) if expr is not None else None
+        name = str(value.value) if isinstance(value, Known) else ""
+        return name if name.startswith("torch.") and name.split(".", 1)[1] in _DTYPES else None
 
     def _partial_call(self, s: CallSite):
         """f(x) where `f = functools.partial(g, ...)`: g runs on the call's tensors (the bound keywords are
@@ -469,6 +515,10 @@ class Calls(WalkerState):
         return sub.returns
 
 
+# a tensor method that casts to one dtype, and the dtypes a cast may name (`torch.<name>`)
+_CAST_METHODS = {"float": "torch.float32", "half": "torch.float16", "bfloat16": "torch.bfloat16"}
+_DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "int8", "int32", "int64",
+                     "uint8", "bool", "float8_e4m3fn", "float8_e5m2"})
 # Tensor methods no Python container or module has: the receiver is a tensor even where the walk holds no
 # value for it (a buffer read through a helper: `cos_sin_cache.index_select(0, positions)`)
 _TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fill", "masked_fill_", "bmm", "matmul",

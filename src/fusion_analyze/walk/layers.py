@@ -115,6 +115,8 @@ class Layers(WalkerState):
             attrs["residual"] = True
         if info.role == "router":
             attrs["role"] = "router"
+        if info.weight_dtype:  # the weights' dtype where the code decides it (GateLinear's fp32 router)
+            attrs.update(self._weight_dtype(impl, sub, info.weight_dtype))
         if kind == "moe":
             self._moe_parts(frame, sub, path, stmt, inputs, cond, steady)
         collectives: list | None = [] if kind == "matmul" else None
@@ -134,6 +136,9 @@ class Layers(WalkerState):
                 kernels = []  # (an own forward handing on to the dispatch keeps what it runs itself: a collective)
         if sub.fused_by:  # built by the Transformers backend's load-time rewrite
             attrs["fused_by"] = sub.fused_by
+        if impl is not sub.cls:  # the backend's class casts the input in its own forward first (AscendGateLinear)
+            cast = self._own_input_casts(sub, impl, args, kwargs, path, facts, cond, steady)
+            inputs = [cast.get(v, v) for v in inputs]
         if collectives is not None and self.quant is not None:  # a quantised checkpoint's linear: its scheme's kernels
             quantised = self._quantised_linear(frame, name, stmt, inputs, cond, steady, path, attrs)
             if quantised is not None:
@@ -457,12 +462,13 @@ class Layers(WalkerState):
             return True
         return False
 
-    def _weight_dtype(self, impl: Definition, gate: Instance) -> dict:
-        """{"params_dtype": ...} when the backend's class decides its weights' dtype whatever the model's
-        (AscendGateLinear builds an FP32 router weight: `params_dtype=torch.float32`); else nothing."""
-        value = self.ctor.self_value(Instance(impl, gate.call, gate.scope, gate.condition), "params_dtype",
-                                     self.ctor.evaluator)
-        return {"params_dtype": str(value.value)} if isinstance(value, Known) and value.value is not None else {}
+    def _weight_dtype(self, impl: Definition, gate: Instance, attr: str = "params_dtype") -> dict:
+        """{"params_dtype": ...} when the code decides the layer's weights' dtype (`self.<attr>`): the backend's
+        class whatever the model's (AscendGateLinear builds an FP32 router weight: `params_dtype=torch.float32`),
+        or the model's argument; else nothing."""
+        value = self.ctor.self_value(Instance(impl, gate.call, gate.scope, gate.condition), attr, self.ctor.evaluator)
+        name = str(value.value) if isinstance(value, Known) and value.value is not None else ""
+        return {"params_dtype": name} if name.startswith("torch.") else {}
 
     def _leaf_kernels(self, impl: Definition, kind: str, facts: Bindings, sub: Instance | None = None,
                       attrs: dict | None = None) -> list[Kernel]:

@@ -24,6 +24,7 @@ from ..ir.texts import say
 from .kernels.backend_kernels import Backends
 from .layers import Layers
 from .host import HostValues
+from .input_casts import InputCasts
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
@@ -31,7 +32,7 @@ from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, Composites, NativeFallbacks, Roles, HostValues):
+class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues):
     def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the

@@ -92,14 +92,8 @@ class AttrSources:
 
     def external_class(self, inst: Instance, name: str) -> str | None:
         """`self.gate = nn.Linear(...)`: the dotted name of a constructor outside the trees."""
-        for c, fn, scope in self.init_scopes(inst):
-            for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
-                if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)):
-                    dotted = self.index.dotted(c.module, expr.func)
-                    if dotted and dotted.split(".")[0] not in self.index.trees:
-                        return dotted
-            return None
-        return None
+        got = self.external_call(inst, name)
+        return got[0] if got is not None else None
 
     def nested_attr(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
         """`self.layer.quant_method`: the attribute of a module the walk built (None: not such an expression)."""

@@ -590,6 +590,19 @@ class Constructor(AttrSources, OtherChoices):
         attr(inst, name, depth)
         return list(dict.fromkeys(out))
 
+    def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
+        """`self.gate = nn.Linear(...)`: (the dotted name of the constructor outside the trees, its call, the
+        __init__'s scope with the locals before the call filled, to read its arguments in)."""
+        for c, fn, scope in self.init_scopes(inst):
+            for expr, _cond, pos in tables(fn, c.module).self_assignments.get(name, ()):
+                if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)):
+                    dotted = self.index.dotted(c.module, expr.func)
+                    if dotted and dotted.split(".")[0] not in self.index.trees:
+                        self._fill_locals(fn, scope, c.module, before=pos)
+                        return dotted, expr, scope
+            return None
+        return None
+
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
         scope.version += 1
