@@ -213,9 +213,6 @@ def test_an_early_return_conditions_what_follows_and_picks_the_module_built_for_
     assert {op.name for op in mlp_ops} >= {"gate_up_proj", "down_proj"}
 
 
-@pytest.mark.xfail(strict=True, reason="regression of a89cb53 (VllmConfig fields the engine builds): on CUDA, Kimi's "
-                   "quantized-cache path (q_scale_inv=...) no longer reaches the fp8 kernel and the callers' cache-dtype "
-                   "tests are gone from the kernels' conditions; to be bisected within that commit")
 def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads_the_locals(cuda):
     """Kimi's MLA decode calls fused_mla_decode_q_concat_kv_cache_insert on three paths: fp8_ds_mla (ds_mla=True),
     a quantized cache (q_scale_inv=...), the default (q_scale_inv left None). Inside, `fp8_q = q_scale_inv is not
