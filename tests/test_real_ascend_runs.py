@@ -85,7 +85,7 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
             assert f"{name}(" in statement, name
             assert not _text(session, op.file, op.line).lstrip().startswith("def "), name
         # at the report's deployment on A2 MLAPO is off (enabling_mlapo: no kv-consumer, kv_transfer_config None;
-        # enable_fa_quant: cache dtype auto): _mla_preprocess is the path that runs, mla_preprocess_only_decode not
+        # enable_fa_quant: no FP8 attention on A2): _mla_preprocess is the path that runs, mla_preprocess_only_decode not
         assert by_name["fused_qkv_a_proj"].steady and not by_name["fused_qkv_a_proj"].attrs.get("other_branch")
         assert not [op for op in mla if op.steady and "mla_prolog" in op.name]
         # use_mha decided: one arm, one MLA layer in each kind

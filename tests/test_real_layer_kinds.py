@@ -229,3 +229,24 @@ def test_glm_dsa_row_kinds_hold_every_op(glm_dsa):
     line = next(x for x in md.splitlines() if "(`moe_norm@DeepseekV2DecoderLayer.forward`)" in x and "open (" in x)
     assert "in kind 2 layers only" in line
     validate_report(glm_dsa.report)
+
+
+def test_glm_dsa_rows_join_only_ops_that_run_on_one_path(glm_dsa):
+    """The SFA indexer quantises its query GEMM under `if isinstance(q_c, tuple):` (indexer.py), the
+    `(q_c, scale)` pair only the fused PROLOG_V3 preprocess hands it; with this unquantised configuration the
+    native path runs (sfa_v1.py `q_c = self.q_a_layernorm(q_c)`), whose q_c is the norm's tensor: the test is
+    false, the plain `wq_b` GEMM runs and `npu_quant_matmul` does not. So no norm + quantize row joins the
+    q_a_layernorm with it (it was an open row); the norm's row is its GEMM q_proj, waiting on a quantised
+    checkpoint. No match of any row joins two ops that cannot run on one path (match/matcher.py `exclusive`)."""
+    from fusion_analyze.match.matcher import exclusive
+
+    ops = glm_dsa.report["ops"]
+    assert not [o["id"] for o in ops if o["name"] == "npu_quant_matmul" and o["file"].endswith("attention/indexer.py")]
+    wq_b = [o for o in ops if o["name"] == "wq_b" and o["file"].endswith("attention/indexer.py")]
+    assert wq_b and all(o["steady"] and "isinstance(q_c, tuple)" not in (o["condition"] or "") for o in wq_b)
+    rows = {o["id"]: o for o in glm_dsa.report["opportunities"] if o["scenario"] == "norm_quant"}
+    sfa = rows["norm_quant@AscendSFAImpl.forward"]
+    assert sfa["status"] == "inactive" and {i.split(":")[-1].split("#")[0] for i in sfa["ops"]} == {"q_a_layernorm", "q_proj"}
+    for row in glm_dsa.opportunities:
+        for m in row.matches:
+            assert not [(a.id, b.id) for i, a in enumerate(m.op_list) for b in m.op_list[i + 1:] if exclusive(a, b)]

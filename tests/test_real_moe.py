@@ -282,15 +282,31 @@ def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(
     assert str(o.status) == "open"  # a forward_native covers no scenario: never a fused claim
 
 
-def test_shared_experts_run_by_the_moe_layer_are_still_separate_kernels_on_ascend(session, hf):
-    """DeepSeek-V3 hands its shared experts to the MoE runner (shared_experts=...): on Ascend the runner runs
-    the routed pipeline, then the shared MLP's own kernels, then joins them with torch._foreach_add (stream
-    overlap only with multistream_overlap_shared_expert): open, with the separate kernels named."""
-    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
+@pytest.mark.parametrize("arch, config", [("DeepseekV3ForCausalLM", None),
+                                          ("KimiLinearForCausalLM", "kimi-linear-kda-mla.json")])
+def test_shared_experts_run_by_the_moe_layer_are_still_separate_kernels_on_ascend(session, hf, arch, config):
+    """DeepSeek-V3 and Kimi-Linear hand their shared experts to the MoE runner (shared_experts=...): on Ascend
+    AscendMoERunner._forward_impl (fused_moe.py) runs the routed pipeline (routed_experts.forward_impl), then
+    AscendSharedExperts.forward, the shared MLP's own GEMMs and SwiGLU (shared_experts.py part1 /
+    apply_activation / part2), then joins them with torch._foreach_add (fused_moe.py L240). They overlap on a
+    second stream only with multistream_overlap_shared_expert (npu_stream_switch(..., enabled=
+    self.multistream_overlap); AscendConfig's default False), and no kernel computes both: open, with the
+    separate kernels named. Placement in the runner is not fusion."""
+    a = analyze_in(session, arch, Options(hf_root=hf, config=str(FIXTURES / "configs" / config) if config else None))
     (o,) = [o for o in a.opportunities if o.scenario == "shared_routed"]
     assert str(o.status) == "open" and "the Ascend runner runs separate kernels" in o.note
     for name in ("torch_npu.npu_grouped_matmul", "torch_npu.npu_swiglu", "torch._foreach_add"):
         assert name in o.note, name
+    (m, *_) = o.matches
+    seq = [op for op in a.walk.ops if op.path.startswith(m.op_list[0].path + ".") and op.steady
+           and op.attrs.get("layer_kind") == m.op_list[0].attrs.get("layer_kind")]
+    shared = [i for i, op in enumerate(seq) if op.attrs.get("role") == "shared_expert"]
+    combine = [i for i, op in enumerate(seq) if op.kind == "moe_combine"]
+    join = [op for op in seq if op.kind == "moe_join"]
+    assert shared and combine and max(combine) < min(shared)  # routed first, then the shared MLP
+    assert {seq[i].file for i in shared} == {"vllm_ascend/ops/fused_moe/shared_experts.py"}
+    assert [(op.file, op.line, [k.name for k in op.kernels]) for op in join] == [
+        ("vllm_ascend/ops/fused_moe/fused_moe.py", 240, ["torch._foreach_add"])]
 
 
 def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_version(hf, real_tree):

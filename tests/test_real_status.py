@@ -112,3 +112,16 @@ def test_a_larger_pass_rewrite_fuses_the_scenarios_it_takes_in(real_tree):
     s30 = Session.open(str(real_tree("vllm==0.30.0")), str(real_tree("vllm-ascend==0.30.0rc2")))
     opps = {o.id: o for o in analyze_in(s30, "Qwen3ForCausalLM").opportunities}
     assert str(opps["allreduce_norm@Qwen3DecoderLayer.forward"].status) == "open"
+
+
+def test_a_chain_joins_no_ops_of_a_test_and_its_negation(session):
+    """Falcon's layer adds the MLP's bias under `if self.reduce_row_parallel_results:` and, in another `if not
+    self.reduce_row_parallel_results:`, adds the attention output and both biases: neither test is decided, so
+    all the adds are in the sequence, but no element-wise chain joins an add of one side with one of the other
+    (it joined the MLP bias add with the attention-output add); the chains within one side are still rows."""
+    a = analyze_in(session, "FalconForCausalLM")
+    rows = [o for o in a.opportunities if o.scenario == "vector_elementwise_chain"]
+    test = "self.reduce_row_parallel_results"
+    sides = [{op.condition for op in m.op_list} for o in rows for m in o.matches]
+    assert not [s for s in sides if {test, f"not {test}"} <= s]
+    assert {f"not {test}"} in sides  # the adds of the negated side (falcon.py L357, L359): one chain

@@ -213,14 +213,13 @@ def test_an_early_return_conditions_what_follows_and_picks_the_module_built_for_
     assert {op.name for op in mlp_ops} >= {"gate_up_proj", "down_proj"}
 
 
-@pytest.mark.xfail(strict=True, reason="regression of a89cb53 (VllmConfig fields the engine builds): on CUDA, Kimi's "
-                   "quantized-cache path (q_scale_inv=...) no longer reaches the fp8 kernel and the callers' cache-dtype "
-                   "tests are gone from the kernels' conditions; to be bisected within that commit")
 def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads_the_locals(cuda):
     """Kimi's MLA decode calls fused_mla_decode_q_concat_kv_cache_insert on three paths: fp8_ds_mla (ds_mla=True),
     a quantized cache (q_scale_inv=...), the default (q_scale_inv left None). Inside, `fp8_q = q_scale_inv is not
     None` then `if ds_mla: ... elif fp8_q: <fp8 kernel> else: <plain kernel>`: the elif reads the local, and the
-    quantized path, whose argument is not None, keeps the fp8 kernel under its own condition."""
+    quantized path, whose argument is not None, keeps the fp8 kernel under its own condition. The engine always
+    builds vllm_config.cache_config, but its cache_dtype is not decided (EngineArgs resolves `--kv-cache-dtype
+    auto` from the checkpoint's quantization config), so the callers' cache-dtype tests stay open."""
     a = analyze_in(cuda, "KimiLinearForCausalLM")  # vLLM's MLA (on Ascend, vllm-ascend's own class runs)
     fp8 = [k for op in a.walk.ops for k in op.kernels if k.name.endswith("decode_q_concat_kv_cache_fp8_insert")]
     assert fp8 and all("is_quantized_kv_cache(self.kv_cache_dtype)" in k.condition for k in fp8)

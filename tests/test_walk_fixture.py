@@ -274,3 +274,47 @@ def test_conditional_import_bindings_per_backend():
         assert index.choose(rocm).module == "m.nvidia"  # neither walked backend is ROCm
         assert index.choose(cuda).module == ("m.cuda" if backend == "cuda" else "m.other")
         assert index.choose(typing).module == "m.real"
+
+
+def test_a_match_whose_ops_cannot_run_on_one_path_is_no_row():
+    """branches.py: BranchesMLP projects under `if self.project_here:` and runs the activation, which reads the
+    GEMM's output in the walk's dataflow, under `if not self.project_here:` (neither test decided): no GEMM +
+    SwiGLU row and no merged MLP row joins them. BranchesOneSideMLP, both on one side of the test, keeps them."""
+    a = analyze("BranchesForCausalLM", str(MINI), str(MINI), None, cache=False)
+    ops = {op.id: op for op in a.walk.ops}
+    gemm, act = ops["model.layers.mlp.gate_up_proj:gate_up_proj"], ops["model.layers.mlp.act_fn:act_fn"]
+    assert gemm.steady and act.steady and act.inputs == gemm.outputs[:1]  # an edge the matcher sees
+    assert (gemm.condition, act.condition) == ("self.project_here", "not self.project_here")
+    assert not [o.id for o in a.opportunities if gemm.id in o.ops and act.id in o.ops]
+    rows = {o.id: o for o in a.opportunities}
+    assert "matmul_swiglu@BranchesMLP.forward" not in rows and "gate_up_merge@BranchesMLP.forward" not in rows
+    assert rows["matmul_swiglu@BranchesOneSideMLP.forward"].ops == [
+        "model.layers.mlp.one_side_mlp.gate_up_proj:gate_up_proj", "model.layers.mlp.one_side_mlp.act_fn:act_fn"]
+
+
+def test_ops_on_the_two_sides_of_one_test_are_exclusive():
+    """Op.branches: the `if` side (0) and the `else` side (1, or 2 for another layer class's op) of the same
+    undecided test cannot run together; sides of two different tests, or two `else` ops, can."""
+    from fusion_analyze.ir.ops import Op
+    from fusion_analyze.match.matcher import exclusive
+
+    def op(name, branches):
+        o = Op(id=name, kind="add", name=name, layer_class=None, file="m.py", line=1, scope="M.f", path="", section="layer")
+        o.branches = branches
+        return o
+
+    body, orelse, other_layer = op("a", [(3, 0)]), op("b", [(3, 1), (1, 0)]), op("c", [(3, 2)])
+    assert exclusive(body, orelse) and exclusive(orelse, body) and exclusive(body, other_layer)
+    assert not exclusive(orelse, other_layer) and not exclusive(op("d", [(4, 0)]), orelse)
+    assert not exclusive(op("e", [(1, 0)]), orelse) and not exclusive(op("f", []), orelse)
+
+
+def test_a_norms_output_is_no_tuple():
+    """branches.py BranchesQuery: `x = self.norm(x)` (RMSNorm without its residual returns the tensor alone), then
+    a helper's `if isinstance(x, tuple): x, scale = x; x = x * scale`: decided false, so the multiply is not
+    walked and the norm feeds the GEMM."""
+    a = analyze("BranchesForCausalLM", str(MINI), str(MINI), None, cache=False)
+    query = [(op.kind, op.name, op.condition) for op in a.walk.ops if op.path.startswith("model.layers.mlp.query")]
+    assert query == [("rmsnorm", "norm", None), ("matmul", "proj", None)]
+    norm, proj = (op for op in a.walk.ops if op.path.startswith("model.layers.mlp.query"))
+    assert proj.inputs == norm.outputs

@@ -131,6 +131,9 @@ class Op:
     # 2 for an other layer class's op that is not steady there either); status/derive.py matches each test's
     # `else` side in place of its `if` side (not in the report)
     branches: list = field(default_factory=list, compare=False, repr=False)
+    # `condition` as code (ir.conditions.Condition), for telling two ops apart that cannot run on one path (the
+    # matcher, match/matcher.py); not part of what the op is
+    cond: object = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {

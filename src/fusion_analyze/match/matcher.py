@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..catalog import kernel_covers, kernel_fuses
+from ..ir.conditions import contradicts
 from ..ir.ops import Op
 from .patterns import Form, Node, Pattern
 
@@ -149,6 +150,16 @@ def _node_ok(op: Op, node: Node) -> bool:
     return True
 
 
+def exclusive(a: Op, b: Op) -> bool:
+    """Two ops that cannot run on one path: one on the `if` side of a test the walk could not decide and the
+    other on its `else` side (the same statement: Op.branches), or one standing under a test the other stands
+    under negated (`x` and `not (x)`, of the same code: ir.conditions.contradicts)."""
+    sides = {n: side > 0 for n, side in a.branches}
+    if any(n in sides and sides[n] != (side > 0) for n, side in b.branches):
+        return True
+    return contradicts(a.cond, b.cond)  # type: ignore[arg-type]
+
+
 def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = False) -> list[Match]:
     cands = [[op for op in graph.of_kinds(n.kinds) if _node_ok(op, n)] for n in form.nodes]
     if any(not c for c in cands):
@@ -165,6 +176,8 @@ def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = Fals
     def fits(node: Node, op: Op, chosen: dict[str, Op]) -> bool:
         if any(o.id == op.id for o in chosen.values()):
             return False
+        if any(exclusive(op, o) for o in chosen.values()):
+            return False  # ops that cannot run together on one path are no fusion
         for src in node.sources:
             if chosen[src].id not in sources(op):
                 return False

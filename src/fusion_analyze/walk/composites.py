@@ -314,6 +314,7 @@ class Composites(WalkerState):
             if "runs_on" in part.attrs:  # a comm class the runtime picks on some paths: its steps too
                 op.attrs["runs_on"] = list(part.attrs["runs_on"])
             op.branches = list(part.branches)
+            op.cond = part.cond
             self.ops.append(op)
             inputs = op.outputs
             native = [k for k in taken if k.name.startswith("native:")]
@@ -351,7 +352,7 @@ class Composites(WalkerState):
                      cond=None)
         if nest_native(self.ops, start, step, f"{step.name} ({cls.name})"):
             for op in self.ops[start:]:
-                op.condition = step.condition
+                op.condition, op.cond = step.condition, step.cond
 
     def _carried_fields(self, sub: Instance, fields: Mapping[str, str]) -> dict:
         """field -> the value of the argument the layer was built with (`activation="swigluoai"`, else the

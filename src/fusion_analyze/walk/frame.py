@@ -169,6 +169,7 @@ class WalkerState:
         layer_kind: int | None
         layer_kinds: list[dict]
         kind_undecided: tuple | None
+        tensor_values: set[str]
 
         def _value(self, name: str) -> str: ...
 

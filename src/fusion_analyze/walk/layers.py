@@ -166,6 +166,8 @@ class Layers(WalkerState):
             self._composite_parts(frame, sub, kind, path, inputs, cond, steady)
         self._flush_shared()  # (where no join part took them)
         self._role_for_submodule(frame, name, sub, kind)
+        if with_residual and kind != with_residual and len(out) == 1:
+            self.tensor_values.add(out[0])  # a norm called without its residual returns the tensor alone
         return out
 
     def _quantised_linear(self, frame, name, stmt, inputs, cond, steady, path, attrs):

@@ -102,9 +102,30 @@ class Statements(WalkerState):
                 test = Condition((replace(test.terms[0], alias=local),))
         return test
 
+    def _container_test(self, frame: _Frame, test) -> bool | None:
+        """`isinstance(x, tuple)` (list, dict, set; or `not ...`) where `x` holds one value a leaf returned alone
+        (Walker.tensor_values: RMSNorm without its residual): a tensor, so false (SFA's indexer takes the
+        `(q_c, scale)` pair of the fused preprocess only: after the q_a_layernorm of the native path it runs the
+        plain GEMM). None (not decided) for anything else."""
+        holds = True
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, holds = test.expression, not holds
+        if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance"
+                and len(test.args) == 2 and type(test.args[0].value) is cst.Name):
+            return None
+        wanted = test.args[1].value
+        types = [e.value for e in wanted.elements] if type(wanted) is cst.Tuple else [wanted]
+        if not all(type(t) is cst.Name and t.value in _CONTAINERS and frame.module.defs.get(t.value) is None
+                   for t in types):
+            return None
+        held = frame.env.get(test.args[0].value.value)
+        return (not holds) if held and len(held) == 1 and held[0] in self.tensor_values else None
+
     def _if(self, frame: _Frame, stmt: cst.If, cond, steady) -> None:
         test = self._test(frame, stmt.test)
         value = evaluated = self.ctor.evaluator.truth(stmt.test, frame.module, frame.facts, frame.names).as_bool()
+        if value is None:
+            value = self._container_test(frame, stmt.test)
         if value is None:  # the path's own tests may decide it: `if self.use_mha:` under `built when use_mha`
             value = implied(cond, test).as_bool()
         if value is None and test.terms[0].alias is not None and frame.inst is not None:
@@ -533,6 +554,7 @@ def _may_be_none(value) -> bool:
                                                 for b in (value.body, value.orelse))
 
 
+_CONTAINERS = frozenset(("tuple", "list", "dict", "set"))  # builtin types no tensor is an instance of
 _SCALAR_RETURNS = frozenset(("int", "float", "bool", "str", "tuple", "list"))
 
 

@@ -19,6 +19,7 @@ from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
 from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
+from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
 from .kernels.backend_kernels import Backends
@@ -70,6 +71,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         # while a kind is walked: (the layer's path, the submodules whose class its construction leaves undecided)
         self.kind_undecided: tuple | None = None
         self._value_types: dict[str, Definition] = {}  # value -> the class of the trees its parameter declares
+        self.tensor_values: set[str] = set()  # values a leaf returned alone (a norm without its residual): no tuple
         self._field_kinds: dict[tuple[str, str], object] = {}  # (class, field) -> what its annotation declares
 
     @property
@@ -242,7 +244,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             line=frame.module.line_of(stmt), scope=frame.scope, path=path, section=self.section,
             inputs=list(dict.fromkeys(i for i in inputs if isinstance(i, str))), outputs=outs,
             condition=" ".join(str(cond).split()) if cond else None, steady=steady,
-            attrs=OpAttrs(**(attrs or {})),
+            attrs=OpAttrs(**(attrs or {})), cond=cond if isinstance(cond, Condition) and cond else None,
         )
         if self.section == "layer" and self.repeat:
             op.attrs["repeat"] = self.repeat
