@@ -466,3 +466,17 @@ def test_memory_fit_arithmetic():
     assert fit(dims, DEEPSEEK_V3, build(tp=32), device, 2)["fits"]
     q = _from_config(QWEN3_8B, "test").dims
     assert fit(q, QWEN3_8B, build(), device, 2)["fits"]
+
+
+def test_quant_config_is_none_only_where_the_quantisation_is_known():
+    """`vllm_config.quant_config` is None (VllmConfig._get_quantization_config) where a config.json was read that
+    names no quantisation and none is stated; without a configuration, or with a quantised one, it is not
+    stated (an object, or not known)."""
+    plain = {"architectures": ["X"], "hidden_size": 8}
+    assert build(config_values=plain).vllm_config(None)["quant_config"] is None
+    assert "quant_config" not in build().vllm_config(None)
+    assert "quant_config" not in build(config_values={**plain, "quantization_config": {"quant_method": "fp8"}}).vllm_config(None)
+    assert "quant_config" not in build(config_values={**plain, "compression_config": {}}).vllm_config(None)
+    assert "quant_config" not in build(config_values={**plain, "quantization_config": {}}).vllm_config(None)
+    assert "quant_config" not in build(config_values={**plain, "text_config": {"quantization_config": {}}}).vllm_config(None)
+    assert "quant_config" not in build(quantization="fp8", config_values=plain).vllm_config(None)

@@ -304,3 +304,25 @@ def test_sliding_window_from_the_engine_and_the_configuration(session, hf):
     validate_report(qwen.report)
     bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
     assert "self.sliding_window is not None" in _by_test(bloom)
+
+
+def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
+    """BailingMoeV3's KDA (bailing_moe_v3.py): `self.separate_b_proj = _is_fp8_module_excluded(quant_config, ...)`,
+    which returns False where `_is_block_fp8_config` does not hold, `isinstance(quant_config, Fp8Config) and ...`.
+    A config.json that names no quantisation makes `vllm_config.quant_config` None (VllmConfig.
+    _get_quantization_config), and `isinstance(None, Fp8Config)` is False: the one `qkvb_proj` GEMM runs, not
+    `qkv_proj` + `b_proj`, and no GEMM + sigmoid row is claimed on b_proj. Without a configuration the
+    checkpoint may be quantised: the test stays open."""
+    from .conftest import FIXTURES
+
+    cfg = str(FIXTURES / "configs" / "bailing-moe-v3.json")
+    a = analyze_in(session, "BailingMoeV3ForCausalLM", Options(config=cfg, hf_root=hf))
+    kda = [op for op in a.report["ops"] if (op["scope"] or "").startswith("BailingMoeV3KimiDeltaAttention.")]
+    names = {op["name"] for op in kda}
+    assert "qkvb_proj" in names and not names & {"qkv_proj", "b_proj"}
+    assert not any("separate_b_proj" in c for c in _conditions(a))
+    rows = {r["id"] for r in a.report["opportunities"]}
+    assert "matmul_activation@BailingMoeV3KimiDeltaAttention.forward" not in rows
+    bare = analyze_in(session, "BailingMoeV3ForCausalLM", Options(hf_root=hf))
+    assert any("separate_b_proj" in c for c in _conditions(bare))
+    validate_report(a.report)

@@ -250,3 +250,39 @@ def test_glm_dsa_rows_join_only_ops_that_run_on_one_path(glm_dsa):
     for row in glm_dsa.opportunities:
         for m in row.matches:
             assert not [(a.id, b.id) for i, a in enumerate(m.op_list) for b in m.op_list[i + 1:] if exclusive(a, b)]
+
+
+@pytest.fixture(scope="module")
+def bailing(session, hf):
+    """BailingMoeV3 (fixtures/configs/bailing-moe-v3.json: 42 layers, layer_group_size 6, first_k_dense_replace
+    2): its layer factory reads the index from the prefix into a local (`layer_idx = int(prefix.split(".")[-1])`)
+    and hands that on (`layer_id=layer_idx`); the layer picks KDA unless `_is_kda_layer` (every sixth layer
+    is MLA) and MoE where `layer_id >= first_k_dense_replace`."""
+    return analyze_in(session, "BailingMoeV3ForCausalLM",
+                      Options(config=str(FIXTURES / "configs" / "bailing-moe-v3.json"), hf_root=hf))
+
+
+def test_bailing_v3_kinds_from_a_local_of_the_layer_factory(bailing):
+    kinds = bailing.report["layer_kinds"]
+    mla = [i for i in range(42) if (i + 1) % 6 == 0]
+    assert mla == [5, 11, 17, 23, 29, 35, 41]
+    assert [(k["layers"], k["count"], k["of"]) for k in kinds] == [
+        ([0, 1], 2, 42), ([i for i in range(2, 42) if i not in mla], 33, 42), (mla, 7, 42)]
+    assert [(k["differs"]["self_attn"], k["differs"]["mlp"]) for k in kinds] == [
+        ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MLP"), ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MoE"),
+        ("BailingMoeV3MLAAttention", "BailingMoeV3MoE")]
+    ops = bailing.report["ops"]
+
+    def classes(k):
+        return {(o["scope"] or "").split(".")[0] for o in ops if o["attrs"].get("layer_kind") == k}
+
+    # the KDA kinds walk the KDA class only, the MLA kind the MLA class only; MoE in the MoE kinds
+    for k in (0, 1):
+        assert "BailingMoeV3KimiDeltaAttention" in classes(k) and "BailingMoeV3MLAAttention" not in classes(k), k
+    assert "BailingMoeV3MLAAttention" in classes(2) and "BailingMoeV3KimiDeltaAttention" not in classes(2)
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "linear_attention"} == {0, 1}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {2}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"} == {1, 2}
+    for name, model in bailing.steps.items():
+        assert model.step.kind_counts == [2, 33, 7], name
+    validate_report(bailing.report)

@@ -233,6 +233,27 @@ def test_vllm_registry_wins_over_transformers_class_of_the_type(real_tree, hf):
     assert facts.attr("first_k_dense_replace") == Known(3)
 
 
+def test_a_text_sub_configuration_of_vllm_is_not_the_class_of_its_model_type(real_tree, hf):
+    """BailingMoeV3's checkpoint says model_type "bailing_hybrid": vLLM's registry lists only the VL wrapper
+    (`bailing_moe_v3_vl`, vllm/transformers_utils/config.py), so vLLM's parser asks AutoConfig, which builds
+    transformers' BailingHybridConfig; vLLM's BailingMoeV3TextConfig (configs/bailing_moe_v3_vl.py), whose
+    `model_type = "bailing_hybrid"` only names the wrapper's text part, is not chosen. Without a transformers
+    tree the class is not known (never vLLM's text class); the wrapper's own type still reads the wrapper."""
+    vllm = real_tree("vllm==0.30.0")
+    read = ConfigRead({"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid"}, "config.json", True)
+    facts = load_facts("BailingMoeV3ForCausalLM", "bailing_moe_v3", [_tree(vllm, "vllm"), _tree(hf, "transformers")],
+                       None, read)
+    assert (facts.cls.name, facts.cls.file, facts.cls.registered) == (
+        "BailingHybridConfig", "transformers/models/bailing_hybrid/configuration_bailing_hybrid.py", None)
+    assert "transformers 5.23.0's BailingHybridConfig" in str(facts.describe_source())
+    alone = load_facts("BailingMoeV3ForCausalLM", "bailing_moe_v3", [_tree(vllm, "vllm")], None, read)
+    assert alone.cls is None
+    wrapper = ConfigRead({"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_moe_v3_vl"},
+                         "config.json", False)
+    vl = load_facts("BailingMoeV3ForCausalLM", "bailing_moe_v3", [_tree(vllm, "vllm")], None, wrapper)
+    assert vl.cls.registered is not None and vl.cls.registered.class_name == "BailingMoeV3VLConfig"
+
+
 def _tree(path, package):
     return open_tree(str(path), package, required=True)
 

@@ -208,6 +208,17 @@ def make_router(kind):
 def with_side_effects(x):
     print(x)
     return True
+
+
+def is_block_fp8(quant_config):
+    return isinstance(quant_config, Router) and quant_config.weight_block_size is not None
+
+
+def excluded(quant_config, prefix):
+    """BailingMoeV3's `_is_fp8_module_excluded`: False for an unquantised model (quant_config None)."""
+    if not is_block_fp8(quant_config):
+        return False
+    return with_side_effects(prefix)
 '''
 
 CALLS_TABLE = [
@@ -216,6 +227,12 @@ CALLS_TABLE = [
     ("check(2, topk_group=3)", Known(False)),            # 1 <= 3 <= 2 fails: a chained comparison
     ("Router() is not None", Known(True)),             # an object the code builds is never None
     ("make_router(x) is None", Known(False)),          # every return builds one
+    # isinstance of a known None or scalar literal: no class of the trees holds it; builtins as Python says
+    ("isinstance(None, Router)", Known(False)),
+    ("excluded(None, 'model.layers.0.b_proj')", Known(False)),  # through the called function's body
+    ("isinstance(True, (Router, int))", Known(True)),
+    ("isinstance('a', (int, float))", Known(False)),
+    ("isinstance(None, type(None))", Known(True)),
 ]
 
 
@@ -229,7 +246,8 @@ def test_calls_the_evaluator_can_run(tmp_path, snippet, expected):
     assert EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.calls"))) == expected
 
 
-@pytest.mark.parametrize("snippet", ["with_side_effects(1)", "make_router(x)", "check(k)"])
+@pytest.mark.parametrize("snippet", ["with_side_effects(1)", "make_router(x)", "check(k)", "isinstance(x, Router)",
+                                     "isinstance(None, Missing)", "isinstance((1,), tuple)", "excluded(q, 'p')"])
 def test_calls_it_cannot_run_stay_unknown(tmp_path, snippet):
     from fusion_analyze.walk.construction.constructor import Scope
 

@@ -221,6 +221,28 @@ def test_helper_method_nested_factory_range_loop_and_function_import():
     assert [name for name, _cond in alt["others"]] == ["HybridMoeConvAttention"]
 
 
+def test_layer_factory_locals_computed_from_the_index_are_decoded():
+    """A layer factory's local read from the prefix (`layer_idx = int(prefix.split(".")[-1])`, BailingMoeV3's
+    layer_fn) and what is computed from it carry the index to the element's call (`layer_id=layer_idx`); a
+    local of the enclosing __init__ that does not read it stays untainted."""
+    import libcst as cst
+
+    from fusion_analyze.semantics.scope import Scope
+    from fusion_analyze.walk.construction.constructor import _factory_taints
+    from fusion_analyze.walk.construction.layer_index import CARRIER, DECODED
+
+    def local(code):
+        return [(cst.parse_expression(code), None)]
+
+    scope = Scope(module=None, locals={
+        "config": local("vllm_config.model_config.hf_config"), "layer_idx": local('int(prefix.split(".")[-1])'),
+        "group": local("layer_idx // config.layer_group_size"), "name": local('f"{prefix}.mlp"')})
+    assert _factory_taints(scope, "prefix", CARRIER) == {
+        "prefix": CARRIER, "layer_idx": DECODED, "group": DECODED, "name": CARRIER}
+    # a comprehension's index is the index itself
+    assert _factory_taints(Scope(module=None, locals={"j": local("i + 1")}), "i", DECODED) == {"i": DECODED, "j": DECODED}
+
+
 def test_sliced_layer_list_is_still_the_layer_list():
     a = analyze("SlicedForCausalLM", str(MINI), str(MINI), None, cache=False)
     assert a.walk.locations["decoder_layer"].cls == "HybridDecoderLayer"

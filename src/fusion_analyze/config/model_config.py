@@ -224,9 +224,12 @@ def normalize(cfg: dict) -> dict:
 def find_config_class(model_type: str, trees: list, replacements=None) -> ConfigClass | None:
     """The configuration class vLLM builds for `model_type`: the one registered for it last (vLLM's
     `_CONFIG_REGISTRY`, then a vllm-ascend platform patch's item assignment into it, read from `replacements`),
-    as vLLM's config parser takes the registry's class over transformers' own; else the class whose
-    `model_type = "<model_type>"`: vLLM's own (vllm/transformers_utils/configs/) first, then
-    transformers/models/<type>/configuration_<type>.py."""
+    as vLLM's config parser takes the registry's class over transformers' own; else the class AutoConfig
+    builds for it: vLLM's own (vllm/transformers_utils/configs/) where a module there registers it with
+    `AutoConfig.register("<model_type>", Cls)`, else transformers/models/<type>/configuration_<type>.py. A class
+    of vLLM's configs folder that only declares the type (BailingMoeV3TextConfig's `model_type =
+    "bailing_hybrid"`, a wrapper's text sub-configuration) is not what vLLM builds for a checkpoint of that
+    type: transformers' is (BailingHybridConfig)."""
     regs = registrations(model_type, trees, replacements)
     for reg in reversed(regs):
         if reg.tests:  # a registration the configuration reader cannot decide: the class is not known
@@ -260,9 +263,27 @@ def _by_model_type(model_type: str, trees: list) -> ConfigClass | None:
             continue
         for path in files:
             found = _read_class(str(path), model_type, tree.package, tree.version, str(tree.root))
-            if found is not None:
+            if found is not None and (tree.package != "vllm" or (model_type, found.name) in _auto_registered(str(path))):
                 return found
     return None
+
+
+@lru_cache(maxsize=256)
+def _auto_registered(path: str) -> frozenset:
+    """(model type, class name) of each module-level `AutoConfig.register("<type>", Cls)` of one file (vLLM's
+    configs/ovis.py registers its visual tokenizers' configurations so)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    out = set()
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register" \
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "AutoConfig" \
+                and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[1], ast.Name):
+            out.add((call.args[0].value, call.args[1].id))
+    return frozenset(out)
 
 
 def registrations(model_type: str, trees: list, replacements=None) -> list[Registration]:

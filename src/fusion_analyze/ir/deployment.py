@@ -35,6 +35,9 @@ class Deployment:
     quantization: str | None = None  # --quantization, or "ascend" where the checkpoint holds MODELSLIM_FILE
     quant_description: dict | None = field(default=None, compare=False)  # the checkpoint's MODELSLIM_FILE
     quant_source: str | None = None  # where quant_description was read
+    # whether the quantisation is known: stated, found in the checkpoint folder, or read from a config.json that
+    # names none (vLLM's `vllm_config.quant_config` is then None); False where no configuration was read
+    quant_known: bool = field(default=False, compare=False)
     additional_config: dict = field(default_factory=dict, compare=False)  # --additional-config JSON
     enforce_eager: bool = False  # --enforce-eager
     max_num_seqs: int | None = None  # --max-num-seqs; None: vLLM's default
@@ -129,8 +132,11 @@ class Deployment:
                     "world_size_across_dp": self.world_size_across_dp, "world_size": self.tp_size,
                     "prefill_context_parallel_size": 1, "decode_context_parallel_size": 1}
         model = {"get_num_experts()": num_experts} if num_experts is not None else {}  # unknown: not made up
-        return {"parallel_config": parallel, "model_config": model, "lora_config": None,
-                "kv_transfer_config": None, "speculative_config": None}
+        out = {"parallel_config": parallel, "model_config": model, "lora_config": None,
+               "kv_transfer_config": None, "speculative_config": None}
+        if self.quantization is None and self.quant_known:  # VllmConfig._get_quantization_config: None
+            out["quant_config"] = None
+        return out
 
 
 def _positive(flag: str, value: int | None) -> None:
@@ -181,6 +187,16 @@ def config_quant_method(config: dict | None) -> str | None:
     """`config.json`'s `quantization_config.quant_method`, vLLM's own way of naming a checkpoint's scheme."""
     q = (config or {}).get("quantization_config")
     return q.get("quant_method") if isinstance(q, dict) and isinstance(q.get("quant_method"), str) else None
+
+
+def _names_no_quantisation(config: dict | None) -> bool:
+    """A config.json read that carries no quantisation section, nor its text part (vLLM's
+    ModelArchConfigConvertor.get_quantization_config reads `quantization_config`, else `compression_config`)."""
+    if config is None:
+        return False
+    text = config.get("text_config")
+    return not any(key in part for part in (config, text if isinstance(text, dict) else {})
+                   for key in ("quantization_config", "compression_config"))
 
 
 def build(tp: int | None = None, dp: int | None = None, enable_expert_parallel: bool = False, ep: int | None = None,
@@ -235,6 +251,7 @@ def build(tp: int | None = None, dp: int | None = None, enable_expert_parallel: 
         stated.append(f"--kv-cache-dtype {kv_cache_dtype}")
     return Deployment(tp=tp, dp=dp or 1, enable_expert_parallel=enable_expert_parallel or (ep or 1) > 1,
                       ep_size=ep, quantization=method, quant_description=description, quant_source=source,
+                      quant_known=method is not None or _names_no_quantisation(config_values),
                       additional_config=extra, enforce_eager=enforce_eager, max_num_seqs=max_num_seqs,
                       optimization_level=level, compilation_config=compilation, speculative_config=speculative,
                       kv_cache_dtype=kv_cache_dtype, stated=tuple(stated))

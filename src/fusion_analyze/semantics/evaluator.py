@@ -19,9 +19,11 @@ from .callees import Callee
 from .environment import Environment
 from .runtime_defaults import config_default
 from .scope import Scope, star_kwarg
-from .known_calls import (_BUILTINS, _builds_objects, _held, _item, _never_none, _class_constant, _decision_function, _dotted_text,
-                    _is_unbound_chain, _rebound, isinstance_test, none_test)
-from .values import Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, assumed, literal
+from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _item, _never_none, _class_constant,
+                          _decision_function, _dotted_text, _is_unbound_chain, _rebound, isinstance_test,
+                          known_isinstance, none_test)
+from .values import (Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, _is_none,
+                     assumed, literal)
 from ..ir.conditions import Condition, Term, Truth, code_of
 
 _EMPTY = Bindings()
@@ -696,6 +698,9 @@ class Evaluator:
             got = self._all_any(func.value == "all", args[0], scope, depth)
             if got is not None:  # all(dim == 0 for dim in (a, b)): each element's test, read in place
                 return got
+        if type(func) is cst.Name and func.value == "isinstance" and len(args) == 2 and len(call.args) == 2:
+            wanted = [e.value for e in args[1].elements] if type(args[1]) is cst.Tuple else [args[1]]
+            return known_isinstance(self.infer(args[0], scope, depth), [self._class_of(c, scope, depth) for c in wanted])
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
             if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
@@ -752,6 +757,21 @@ class Evaluator:
                 if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
                     return Known(getattr(base.value, name)(arg.value))
         return self._called(call, scope, depth)
+
+    def _class_of(self, expr, scope, depth: int):
+        """What a class operand of `isinstance` names: a class of the trees (ClassRef), a builtin type where the
+        name is not bound otherwise (`int`, `type(None)`), or None where that is not known."""
+        if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "type" and len(expr.args) == 1 \
+                and _is_none(expr.args[0].value):
+            return type(None)
+        got = self.infer(expr, scope, depth)
+        if isinstance(got, Known) and isinstance(got.value, ClassRef):
+            return got.value
+        bound = (getattr(scope, n, None) or {} for n in ("params", "locals", "defaults"))
+        if isinstance(got, Unknown) and type(expr) is cst.Name and expr.value in BUILTIN_TYPES \
+                and not any(expr.value in names for names in bound):
+            return BUILTIN_TYPES[expr.value]
+        return None
 
     def _called(self, call: cst.Call, scope, depth: int, item: int | None = None) -> Value:
         """What calling a class or a function of the trees gives: an instance (never None); a small decision

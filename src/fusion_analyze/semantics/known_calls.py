@@ -127,6 +127,32 @@ _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,
              "tuple": lambda v: Known(tuple(_known_items(v))) if _known_items(v) is not None else Unknown("tuple of an unknown value")}
 
 
+# builtin classes an `isinstance` test names; a known value of the evaluator is a scalar literal, None or a
+# tuple standing for any sequence, so only None and scalars are tested against them
+BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes, "object": object,
+                 "tuple": tuple, "list": list, "dict": dict, "set": set, "frozenset": frozenset}
+
+
+def known_isinstance(value: Value, classes: list) -> Value:
+    """`isinstance(x, C)` (or a tuple of classes) where x is a known None or a literal of a builtin scalar type
+    (bool, int, float, str): each class is a class of the trees (`ClassRef`, of which no such value is an
+    instance: `isinstance(None, Fp8Config)` is False for an unquantised model), a builtin type (Python's own
+    answer: `isinstance(True, int)`), or None where what the name holds is not known (then only a class that
+    holds decides)."""
+    from .values import ClassRef
+
+    if not (isinstance(value, Known) and (value.value is None or type(value.value) in (bool, int, float, str))):
+        return Unknown("isinstance of a value not known")
+    undecided = False
+    for c in classes:
+        if isinstance(c, type):
+            if isinstance(value.value, c):
+                return Known(True)
+        elif not isinstance(c, ClassRef):
+            undecided = True
+    return Unknown("isinstance against a class not known") if undecided else Known(False)
+
+
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
     """Only ifs, assignments, returns, raises, imports, a docstring, log calls and pass: running it on known
     arguments is safe."""

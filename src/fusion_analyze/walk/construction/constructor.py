@@ -894,8 +894,9 @@ class Constructor(AttrSources, OtherChoices):
                 taints: dict = {}
                 for name, found in table.self_assignments.items():
                     t = None
-                    for expr, cond, _pos in found:
-                        t = _join(t, _join(taint.of(expr), taint.condition(cond)))
+                    for expr, cond, pos in found:  # the locals as they are there (`self.config = config` before
+                        at = Taint(_env_at(params, taint, table.local_assignments, pos), selfenv, decoders)
+                        t = _join(t, _join(at.of(expr), at.condition(cond)))  # `config = layer_config`)
                     if t:
                         taints[name] = t
                         selfenv[name] = _join(selfenv.get(name), t)
@@ -1086,10 +1087,45 @@ def _per_layer(ctor: "Constructor", body: cst.BaseExpression, scope: Scope, name
             inner.locals.pop(name, None)
             elem = built[i] = pick(ctor.evaluate(body, inner, depth + 1))
             if elem is not None and elem.call is not None and contains(body, elem.call):
-                # the call that binds the index to the element's params (layer_index.py): read in the factory
-                elem.index_binding = (elem.call, {name: CARRIER if how == "prefix" else DECODED}, {})
+                # the call that binds the index to the element's params (layer_index.py): read in the factory,
+                # with its locals computed from the index (`layer_idx = int(prefix.split(".")[-1])`)
+                elem.index_binding = (elem.call, _factory_taints(scope, name, CARRIER if how == "prefix" else DECODED), {})
         return built[i]
     return element
+
+
+def _env_at(params: dict, taint: Taint, local_assignments, pos: int) -> dict:
+    """The taints of a function's names at statement `pos`: its parameters', joined with each assignment of a
+    local before it (read with the whole function's taints: a loop's later assignment is not looked back at)."""
+    env = dict(params)
+    for target, value, cond, p in local_assignments:
+        if p < pos:
+            t = _join(taint.of(value), taint.condition(cond))
+            if t:
+                env[target] = _join(env.get(target), t)
+    return env
+
+
+def _factory_taints(scope: Scope, name: str, taint: str) -> dict:
+    """The taints of a layer factory's names: its index parameter `name`, and each local computed from it (a
+    nested def's locals are the scope's: `layer_idx = int(prefix.split(".")[-1])`, handed on as
+    `layer_id=layer_idx`), to a fixed point; a local the scope assigns from other names too keeps the join."""
+    env = {name: taint}
+    reader = Taint(env, {}, frozenset(catalog().typed.walk.runtime.layer_index))
+    for _round in range(4):
+        changed = False
+        for local, values in scope.locals.items():
+            if local == name:
+                continue
+            t = None
+            for value, cond in values:
+                t = _join(t, _join(reader.of(value), reader.condition(cond)))
+            if t and env.get(local) != t:
+                env[local] = t
+                changed = True
+        if not changed:
+            break
+    return env
 
 
 def _range_arg(for_in, module) -> str | None:
