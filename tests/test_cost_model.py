@@ -43,12 +43,31 @@ def test_each_op_costed_from_its_shapes():
     assert c["o2"].bytes == (h * 2 * i + n * (h + 2 * i)) * 2
     assert c["o3"].bytes == n * (2 * i + i) * 2  # SwiGLU reads [N, 2I], writes [N, I]
     assert c["o4"].flops == 2 * n * i * h
-    # time = max(bytes / bandwidth, flops / peak) + launch (eager here)
+    # time = max(bytes / bandwidth, flops / peak) + launch
     assert c["o3"].time_us(DEVICE, "eager") == pytest.approx(c["o3"].bytes / 1e6 + 10.0)
     assert c["o2"].time_us(DEVICE, "eager") == pytest.approx(c["o2"].flops / 1e8 + 10.0)
     assert c["o5"].launches == 0 and c["o5"].comm == 0  # no all-reduce on one rank
-    layer = sum(c[k].time_us(DEVICE, "eager") for k in c)
+    # an eager step whose device work (the GEMMs, 250 µs a layer) outlasts the host's dispatch (4 launches, 10 µs
+    # each): the host runs ahead, a launch costs the device's time per kernel (no `queued` figure: the graph's)
+    assert (m.mode, m.launch, m.step.to_json()["launch"]) == ("eager", "queued", "queued")
+    assert c["o3"].time_us(DEVICE, "queued") == pytest.approx(c["o3"].bytes / 1e6 + 2.0)
+    layer = sum(c[k].time_us(DEVICE, "queued") for k in c)
     assert m.step.layer_us == pytest.approx(layer) and m.step.total_us == pytest.approx(2 * layer)
+
+
+def test_an_eager_step_the_host_paces_pays_the_hosts_dispatch():
+    """At 8 tokens the layer's device work (the weights read, 19 µs, and 4 kernels at 2 µs or a measured
+    `queued` figure) is below the host's dispatch of its 4 kernels (40 µs): each launch costs the host's 10 µs."""
+    eager_decode = dict(DECODE, mode="eager")
+    m = model(mlp(), scen=eager_decode)
+    assert m.launch == "eager"
+    c = m.step.costs
+    assert m.step.layer_us == pytest.approx(sum(c[k].time_us(DEVICE, "eager") for k in c))
+    # a profile whose queued launch is measured: its figure, not the graph's
+    queued = dict(DEVICE, launch_us={"eager": 10.0, "graph": 2.0, "queued": 3.0})
+    from fusion_analyze.estimate.cost import launch_us
+
+    assert (launch_us(queued, "queued"), launch_us(DEVICE, "queued"), launch_us(queued, "eager")) == (3.0, 2.0, 10.0)
 
 
 def test_a_rank_under_tp_gets_its_share():
@@ -68,9 +87,9 @@ def test_a_fusion_saves_its_ops_time_minus_the_fused_op():
     assert s.bytes == 2 * n * 2 * i * 2  # the [N, 2I] gate/up output: its write and its read
     assert s.launches == 1
     c = m.step.costs
-    assert s.before_us == pytest.approx(c["o2"].time_us(DEVICE, "eager") + c["o3"].time_us(DEVICE, "eager"))
-    # the GEMM is compute-bound here: what is left is the GEMM's time, SwiGLU's write, one launch
-    assert s.after_us == pytest.approx(c["o2"].flops / 1e8 + n * i * 2 / 1e6 + 10.0)
+    assert s.before_us == pytest.approx(c["o2"].time_us(DEVICE, "queued") + c["o3"].time_us(DEVICE, "queued"))
+    # the GEMM is compute-bound here: what is left is the GEMM's time, SwiGLU's write, one launch (the host ahead)
+    assert s.after_us == pytest.approx(c["o2"].flops / 1e8 + n * i * 2 / 1e6 + 2.0)
     assert 0 < s.us < s.before_us <= m.step.layer_us
 
 
@@ -144,9 +163,9 @@ def test_a_measured_kernel_that_does_not_pay_is_found_by_pattern_mode_and_shape(
     entry = {"name": "matmul_swiglu", "mode": "eager", "shape": {"num_tokens": 4096, "hidden_size": 4096,
                                                                  "intermediate_size": 12288},
              "reference_us": 1500.0, "fused_us": 1600.0, "source": "bench"}
-    prefill = SimpleNamespace(mode="eager", n=4096, d={"hidden_size": 4096, "intermediate_size": 12288})
-    other = SimpleNamespace(mode="eager", n=4096, d={"hidden_size": 4096, "intermediate_size": 14336})
-    decode = SimpleNamespace(mode="graph", n=32, d={"hidden_size": 4096, "intermediate_size": 12288})
+    prefill = SimpleNamespace(mode="eager", launch="queued", n=4096, d={"hidden_size": 4096, "intermediate_size": 12288})
+    other = SimpleNamespace(mode="eager", launch="queued", n=4096, d={"hidden_size": 4096, "intermediate_size": 14336})
+    decode = SimpleNamespace(mode="graph", launch="graph", n=32, d={"hidden_size": 4096, "intermediate_size": 12288})
     device = {"measured": [entry]}
     got = _measured_slower("matmul_swiglu", {"prefill": prefill, "decode": decode}, device)
     assert set(got) == {"prefill"} and got["prefill"]["fused_us"] == 1600.0
@@ -154,6 +173,62 @@ def test_a_measured_kernel_that_does_not_pay_is_found_by_pattern_mode_and_shape(
     assert _measured_slower("add_rmsnorm", {"prefill": prefill}, device) == {}  # another pattern
     faster = {"measured": [dict(entry, fused_us=1400.0)]}
     assert _measured_slower("matmul_swiglu", {"prefill": prefill}, faster) == {}  # it pays: nothing said
+    # measured as the step pays its launches (eager with the host ahead: queued) where the profile has that
+    queued = {"measured": [entry, dict(entry, mode="queued", fused_us=1400.0)]}
+    assert _measured_slower("matmul_swiglu", {"prefill": prefill}, queued) == {}
+
+
+def test_a_dependent_access_adds_the_profiles_latency_before_and_after_a_fusion():
+    """RoPE reads each token's cos / sin row at its position, the KV-cache write scatters each token at its slot:
+    each an access whose address is loaded first, whose latency (the profile's `dependent_access_us`, calibrate)
+    comes on top of the op's bytes, before the fusion and after it (the fused kernel still loads the index)."""
+    ops = [op(0, "matmul", ["hidden_states#1"], ["qkv#2", "_#3"], merged="qkv"),
+           op(9, "split", ["qkv#2"], ["q#20", "k#21", "v#22"]),
+           op(1, "rope", ["positions#1", "q#20", "k#21"], ["q#4", "k#5"]),
+           op(2, "attention", ["q#4", "k#5", "v#22"], ["o#7"])]
+    scen = dict(DECODE)
+    plain = StepModel(ops, DIMS, 2, DEVICE, "decode", scen, Parallel(), parallel_style)
+    timed = StepModel(ops, DIMS, 2, dict(DEVICE, dependent_access_us=0.5), "decode", scen, Parallel(), parallel_style)
+    assert (plain.step.costs["o1"].dependent, plain.step.costs["o2"].part("kv_write").dependent) == (1, 1)
+    parts = {"o2": "kv_write"}
+    a, b = fused_saving(plain, ops[2:], parts), fused_saving(timed, ops[2:], parts)
+    assert a is not None and b is not None
+    assert b.before_us == pytest.approx(a.before_us + 2 * 0.5) and b.after_us == pytest.approx(a.after_us + 2 * 0.5)
+    assert b.us == pytest.approx(a.us)  # the latencies stay: the saving is the launch and the bytes
+
+
+def test_a_fusion_across_the_layer_boundary_keeps_the_carried_value_on_chip():
+    """The layer is walked once: the next layer's input norm reads the prologue's value, which from the second
+    layer on is what this layer's MoE wrote (the matcher's back edges, ir/ops.py loop_carried). The MoE layer's
+    output is its join's, its experts' their combine's (the walk chains the parts). Fused [norm, combine, join],
+    the combine's and the join's [T, H] outputs are neither written nor read back; the epilogue's final norm reads
+    the last layer's (another instance)."""
+    from fusion_analyze.estimate.cost import fused_terms
+
+    dims = {**DIMS, "num_experts": 8, "top_k": 2, "moe_intermediate_size": 256}
+    ops = [Op("e", "embedding", "embed", None, "m.py", 1, "M.forward", "e", "prologue", ["input_ids#1"], ["x#2"]),
+           op(1, "add_rmsnorm", ["x#2"], ["h#3", "r#4"]),
+           op(2, "moe", ["h#3"], ["f#5"], expanded=["experts", "join"]),
+           op(3, "moe_experts", ["h#3"], ["x#6"], part="experts"),
+           op(4, "moe_dispatch", ["h#3"], ["d#7"], step="dispatch"),
+           op(5, "expert_gemm", ["d#7"], ["g#8"], step="gemm1"),
+           op(6, "expert_act", ["g#8"], ["a#9"], step="act"),
+           op(7, "expert_gemm", ["a#9"], ["o#10"], step="gemm2"),
+           op(8, "moe_combine", ["o#10"], ["c#11"], step="combine"),
+           op(9, "matmul", ["h#3"], ["s#12", "_#13"], role="shared_expert", values={"output_size": 1024}),
+           op(10, "moe_join", ["x#6"], ["j#14"], part="join"),
+           op(11, "view", ["f#5"], ["v#15"]),
+           Op("n", "add_rmsnorm", "norm", None, "m.py", 99, "M.forward", "n", "epilogue", ["v#15", "r#4"], ["y#16"])]
+    m = StepModel(ops, dims, 2, DEVICE, "prefill", PREFILL, Parallel(), parallel_style)
+    assert m.root["x#6"] == "c#11" and m.root["f#5"] == m.root["v#15"] == "j#14"
+    assert [r.id for r in m.next_readers("j#14")] == ["o1"]
+    by = {o.id: o for o in m.ops}
+    terms = {t["op"]: t for t in fused_terms(m, [by["o1"], by["o2"]], {"o2": ["combine", "join"]}) or []}
+    assert set(terms) == {"o1", "o8", "o10"}
+    th = 1000 * 1024 * 2  # one [T, H] tensor
+    assert terms["o8"]["bytes"] - terms["o8"]["fused_bytes"] == th  # the combine's write
+    assert terms["o10"]["bytes"] - terms["o10"]["fused_bytes"] == 2 * th  # the join's read of it and its write
+    assert terms["o1"]["bytes"] - terms["o1"]["fused_bytes"] == th  # the next layer's norm's read of the join's
 
 
 def test_weights_the_code_builds_in_fp32_and_a_cast_to_fp32_move_four_bytes_an_element():

@@ -60,12 +60,12 @@ def test_deepseek_v3_step_sums_the_kinds(dsv3):
     for name, model in dsv3.steps.items():
         step = model.step
         assert step.kind_counts == [3, 58] and step.num_layers == 61 and step.moe_layers == 58
-        once = sum(step.costs[o.id].time_us(model.device, model.mode) for o in model.ops
+        once = sum(step.costs[o.id].time_us(model.device, model.launch) for o in model.ops
                    if o.section != "layer" and o.id in step.counted and step.costs[o.id].known)
         per_kind = [0.0, 0.0]
         for o in model.ops:
             if o.section == "layer" and o.id in step.counted and step.costs[o.id].known:
-                per_kind[o.attrs["layer_kind"]] += step.costs[o.id].time_us(model.device, model.mode)
+                per_kind[o.attrs["layer_kind"]] += step.costs[o.id].time_us(model.device, model.launch)
         assert step.kind_us == pytest.approx(per_kind)
         assert per_kind[1] > per_kind[0] > 0, name  # a MoE layer costs more than a dense one
         assert step.total_us == pytest.approx(once + 3 * per_kind[0] + 58 * per_kind[1] - step.fused_us)

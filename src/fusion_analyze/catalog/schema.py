@@ -535,8 +535,10 @@ class Presets:
 class Launch:
     """`launch_us`: the fixed cost of one kernel in µs (dispatch and the kernel's minimum time), per run mode."""
 
-    eager: float
+    eager: float  # launched by the host, which paces the kernels (its dispatch cost)
     graph: float  # replayed from a captured graph (aclgraph / CUDA graph)
+    # launched eagerly with the host ahead of the device: the device's cost per kernel; None: as in a graph
+    queued: float | None = None
 
 
 @dataclass(frozen=True)
@@ -545,7 +547,7 @@ class Measured:
 
     name: str  # the scenario (add_rmsnorm, silu_mul, ...)
     shape: Mapping[str, int]  # num_tokens, hidden_size, ...
-    mode: Literal["eager", "graph"]
+    mode: Literal["eager", "queued", "graph"]
     reference_us: float
     fused_us: float
     source: str = ""  # how it was measured (the kernel the fused side ran)
@@ -560,6 +562,8 @@ class Device:
     link_gb_s: float | None = None  # the bus bandwidth of an all-reduce among the devices of one node; None: unknown
     soc: str | None = None
     memory_gib: float | None = None  # device memory of one device (one rank); None: unknown (nothing is said of fit)
+    # what an access whose address is loaded first (a row at an index) adds to a kernel; None: not measured (0)
+    dependent_access_us: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict)  # field -> where its number comes from
     measured: tuple[Measured, ...] = ()
 

@@ -3,7 +3,8 @@ of patterns/catalog/devices.yaml (for `--device-profile FILE`).
 
 On the device (torch_npu's NPU, else CUDA), with warm-up, device events and the median of repeats: HBM bandwidth
 (a device-to-device copy, bytes read + written), the bf16 matrix rate, the cost of one tiny kernel launched
-eagerly and replayed from a captured graph, and two fusions the reports propose, each a Triton kernel checked
+eagerly, launched eagerly with the host ahead of the device and replayed from a captured graph, what an access
+whose address is loaded first adds to a kernel, and two fusions the reports propose, each a Triton kernel checked
 against its eager PyTorch reference before both are timed. PyTorch and Triton are imported here only: neither is
 a dependency of the analysis. docs/calibration.md says how to read the numbers.
 """
@@ -116,6 +117,8 @@ class Calibration:
     how: dict[str, str]  # field -> how it was measured
     link: str = "not measured: one device"
     measured: list[dict] = field(default_factory=list)
+    launch_queued_us: float | None = None  # eager with the host ahead; None: no device-side wait here
+    dependent_access_us: float | None = None  # None: no graphs or no Triton here
 
 
 def detect(cpu: bool = False) -> Accelerator:
@@ -151,11 +154,25 @@ def measure(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> Calib
     say(_said("matmul", tflops=f"{tflops:.1f}", n=sizes.matmul, dtype=dtype))
     eager, graph = _launch_us(acc, sizes.launch_ops, reps)
     say(_said("launch", eager=f"{eager:.2f}", graph=_said("launch_graph", us=f"{graph:.2f}") if graph else _said("no_graphs")))
+    queued = _launch_queued_us(acc, sizes.launch_ops, reps)
+    dependent = _dependent_us(acc, sizes, reps)
+    if queued is not None or dependent is not None:
+        say(_said("queued_dependent", queued="-" if queued is None else f"{queued:.2f}",
+                  dependent="-" if dependent is None else f"{dependent:.3f}"))
     m = sizes.matmul
     how = {"hbm_gb_s": f"device-to-device copy of {sizes.copy_mib} MiB, (bytes read + written) / {ran}",
            "tflops": f"{m}x{m}x{m} {dtype} matmul on random data, 2n^3 / {ran}",
            "launch_us": f"a loop of {sizes.launch_ops} in-place multiplies of a 1-element tensor, per op, eager "
                         f"and replayed from one captured graph; {ran}"}
+    if queued is not None:
+        how["launch_us"] += (f"; queued: the same loop launched eagerly behind a device-side wait longer than the "
+                             f"host takes to launch it, timed from the wait's end (the device's time per kernel, the "
+                             f"host ahead)")
+    if dependent is not None:
+        n, w = sizes.tokens[1], sizes.hidden
+        how["dependent_access_us"] = (f"{n} rows of {w} {dtype} elements gathered at random indices of a "
+                                      f"{ROWS_TABLE}-row table, minus a copy of {n} rows, one program a row, each a "
+                                      f"loop of {CALLS} calls replayed from one captured graph, per call; {ran}")
     link = "not measured: one device" if acc.count == 1 else f"not measured: calibrate times one of {acc.count} devices"
     if acc.kind == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         say(_said("no_interpreter"))
@@ -163,7 +180,7 @@ def measure(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> Calib
     else:
         measured = scenarios(acc, sizes, say)
     return Calibration(acc.name, acc.software, datetime.date.today().isoformat(), hbm, tflops, eager, graph, how,
-                       link, measured)
+                       link, measured, queued, dependent)
 
 
 def _copy_gb_s(acc: Accelerator, n: int, repeats: int) -> float:
@@ -188,6 +205,93 @@ def _launch_us(acc: Accelerator, ops: int, repeats: int) -> tuple[float, float |
     replay = acc.capture(tiny_ops)
     return (acc.median_us(tiny_ops, repeats) / ops,
             acc.median_us(replay, repeats) / ops if replay is not None else None)
+
+
+def _launch_queued_us(acc: Accelerator, ops: int, repeats: int) -> float | None:
+    """Per op: the loop of tiny kernels launched eagerly behind a device-side wait (torch.cuda._sleep) longer than
+    the host takes to launch it, timed from the wait's end: the device's time per kernel with the host ahead, as
+    in a step whose device work outlasts the host's dispatch. None where the device has no such wait."""
+    sleep = getattr(acc._mod(), "_sleep", None) if acc.kind != "cpu" else None
+    if sleep is None:
+        return None
+    one = acc.torch.ones(1, device=acc.kind)
+    event = acc._mod().Event
+    start = time.perf_counter()
+    for _ in range(ops):
+        one.mul_(1.0)
+    host_ms = (time.perf_counter() - start) * 1e3
+    sleep(1 << 20)  # the wait's kernel loaded before it is timed (a cold first wait is longer: too short a wait)
+    acc.sync()
+    cycles_per_ms = (1 << 20) / max(acc.once_us(lambda: sleep(1 << 20)) / 1e3, 1e-3)
+    wait = int(cycles_per_ms * (2 * host_ms + 1))
+
+    def queued() -> float:
+        begin, end = event(enable_timing=True), event(enable_timing=True)
+        sleep(wait)
+        begin.record()
+        for _ in range(ops):
+            one.mul_(1.0)
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) * 1e3 / ops
+
+    queued()
+    return statistics.median(queued() for _ in range(repeats))
+
+
+ROWS_TABLE = 4096  # rows of the table a dependent access gathers from (a cos / sin cache of 4096 positions)
+
+
+def _dependent_us(acc: Accelerator, sizes: Sizes, repeats: int) -> float | None:
+    """What loading a row's address first adds to a kernel: `decode` rows gathered at random indices of a table
+    against a copy of as many rows (build_rows), each a loop of CALLS calls replayed from one graph, per call;
+    never below 0. None where there are no graphs or no Triton (on the CPU, in Triton's interpreter, the kernel is
+    checked, not timed)."""
+    if acc.kind == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        return None
+    try:
+        rows = build_rows()
+    except ImportError:
+        return None
+    t, n, w = acc.torch, sizes.tokens[1], sizes.hidden
+    table = t.randn(ROWS_TABLE, w, dtype=acc.dtype, device=acc.kind)
+    index = t.randperm(ROWS_TABLE, device=acc.kind)[:n].contiguous()
+    out = t.empty(n, w, dtype=acc.dtype, device=acc.kind)
+    check(rows(table, index, out, True), table[index], "row gather")
+    check(rows(table, index, out, False), table[:n], "row copy")
+    times = []
+    for gather in (True, False):
+        replay = acc.capture(lambda gather=gather: [rows(table, index, out, gather) for _ in range(CALLS)])
+        if replay is None:
+            return None
+        times.append(acc.median_us(replay, repeats) / CALLS)
+    return max(times[0] - times[1], 0.0)
+
+
+def build_rows() -> Callable[..., Any]:
+    """rows(src, index, out, gather): out[r] = src[index[r]] (gather) or src[r] (copy), one program a row.
+    ImportError where Triton is not installed."""
+    global tl
+    triton = importlib.import_module("triton")
+    tl = importlib.import_module("triton.language")
+
+    @triton.jit
+    def rows_kernel(src_ptr, idx_ptr, out_ptr, width, GATHER: tl.constexpr,  # pyright: ignore[reportInvalidTypeForm]
+                    BLOCK: tl.constexpr):  # pyright: ignore[reportInvalidTypeForm]
+        r = tl.program_id(0).to(tl.int64)
+        row = r
+        if GATHER:
+            row = tl.load(idx_ptr + r).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < width
+        tl.store(out_ptr + r * width + cols, tl.load(src_ptr + row * width + cols, mask=mask), mask=mask)
+
+    def rows(src: Any, index: Any, out: Any, gather: bool) -> Any:
+        n, width = out.shape
+        rows_kernel[(n,)](src, index, out, width, GATHER=gather, BLOCK=triton.next_power_of_2(width), num_warps=4)
+        return out
+
+    return rows
 
 
 # -- the fusions, timed: eager PyTorch vs one Triton kernel ----------------------------------------------------
@@ -345,6 +449,12 @@ def profile(cal: Calibration, ident: str, scenarios_table: dict) -> dict:
                     "link_gb_s": cal.link,
                     "launch_us": f"{where}: {launch_how}"},
     }
+    if cal.launch_queued_us is not None:
+        device["launch_us"]["queued"] = _sig(cal.launch_queued_us)
+    if cal.dependent_access_us is not None:  # after launch_us, as devices.yaml would list it
+        sources = device.pop("sources")
+        device["dependent_access_us"] = round(cal.dependent_access_us, 3)
+        device["sources"] = dict(sources, dependent_access_us=f"{where}: {cal.how['dependent_access_us']}")
     if cal.measured:
         device["sources"]["measured"] = f"{where}: each entry's source says what ran"
         device["measured"] = [{**e, "shape": _Flow(e["shape"])} for e in cal.measured]

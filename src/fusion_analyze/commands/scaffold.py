@@ -668,7 +668,8 @@ def _cost_terms(a) -> dict:
                 t["kernels"] = _deployed_kernels(rows.get(t["op"]) or {}, scen, t["part"])
                 if not t["kernels"] and t["op"] in native:  # a layer's forward_native: PyTorch's own op
                     t["kernels"] = [f"PyTorch {(rows.get(t['op']) or {}).get('name') or t['kind']}"]
-            out.setdefault(o.id, {})[scen] = {"mode": model.mode, "num_tokens": int(model.n), "ops": terms}
+            out.setdefault(o.id, {})[scen] = {"mode": model.mode, "launch": model.launch, "num_tokens": int(model.n),
+                                              "ops": terms}
     return out
 
 

@@ -174,18 +174,24 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
 
 def _measured_slower(pattern_id: str, models: dict, device: dict) -> dict:
     """Scenario -> the device profile's measured entry of the pattern's kernel (`measured` of a profile, name =
-    the pattern id) at the scenario's mode, token count and dimensions, where the fused kernel was not faster."""
+    the pattern id) at the scenario's token count and dimensions, where the fused kernel was not faster: the
+    entries measured as the step pays its launches (`queued`: eager with the host ahead), else at its mode."""
     out = {}
     for name, model in models.items():
-        for m in device.get("measured") or []:
-            if not isinstance(m, dict) or m.get("name") != pattern_id or m.get("mode") != model.mode:
-                continue
-            shape = dict(m.get("shape") or {})
-            if shape.pop("num_tokens", None) != int(model.n) or any(model.d.get(k) != v for k, v in shape.items()):
-                continue
-            if float(m["fused_us"]) >= float(m["reference_us"]):
-                out[name] = {"mode": m["mode"], "fused_us": m["fused_us"], "reference_us": m["reference_us"],
-                             "source": m.get("source", "")}
+        for mode in dict.fromkeys((model.launch, model.mode)):
+            found = []
+            for m in device.get("measured") or []:
+                if not isinstance(m, dict) or m.get("name") != pattern_id or m.get("mode") != mode:
+                    continue
+                shape = dict(m.get("shape") or {})
+                if shape.pop("num_tokens", None) == int(model.n) and all(model.d.get(k) == v for k, v in shape.items()):
+                    found.append(m)
+            for m in found:
+                if float(m["fused_us"]) >= float(m["reference_us"]):
+                    out[name] = {"mode": m["mode"], "fused_us": m["fused_us"], "reference_us": m["reference_us"],
+                                 "source": m.get("source", "")}
+            if found:
+                break
     return out
 
 
@@ -211,9 +217,10 @@ def _saving(opp, model: StepModel) -> dict | None:
         found.append((r, ids, branches, all(counted(o) for o in m.op_list), all(o.section == "layer" for o in m.op_list)))
     if not found:
         return None
-    # each path once: the largest savings first, a match skipped when it shares an op with one taken, or sits on
-    # the other side of an undecided test than one taken
-    found.sort(key=lambda f: (-f[0].us, sorted(f[1])))
+    # each path once: the largest savings first (equal ones, to rounding, a layer's match before one of the
+    # prologue or epilogue: it pays in every layer), a match skipped when it shares an op with one taken, or sits
+    # on the other side of an undecided test than one taken
+    found.sort(key=lambda f: (-round(f[0].us, 6), not f[4], sorted(f[1])))
     taken: list = []
     for f in found:
         if any(f[1] & t[1] or any(t[2].get(k, s) != s for k, s in f[2].items()) for t in taken):
@@ -239,7 +246,7 @@ def _saving(opp, model: StepModel) -> dict | None:
     total = in_layers("us") + sum(s.us for s in once)
     share = total / step.total_us if step.total_us else 0.0
     return {
-        "num_tokens": int(model.n), "mode": model.mode,
+        "num_tokens": int(model.n), "mode": model.mode, "launch": model.launch,
         "per_layer": {"bytes": int(per_layer("bytes")), "launches": round(per_layer("launches")),
                       "time_us": round(per_layer("us"), 2), "before_us": round(per_layer("before_us"), 2),
                       "after_us": round(per_layer("after_us"), 2)},

@@ -7,8 +7,12 @@ layer's experts) and a width (elements per row, on one rank), from the model's d
 what the walk recorded of each layer (its class, `attrs.values`, `merged`, `role`, `part`, `step`). An op whose
 shapes cannot be told is not costed and is counted as such: a step is then a lower bound, and the report says so.
 
-time(op) = max(bytes / HBM bandwidth, FLOPs / peak) + transfer bytes / link bandwidth + launches × launch cost,
-the launch cost of the step's mode (eager or graph capture, patterns/catalog/devices.yaml `scenarios.*.mode`).
+time(op) = max(bytes / HBM bandwidth, FLOPs / peak) + dependent accesses × their latency + transfer bytes / link
+bandwidth + launches × launch cost, the launch cost of the step's mode (eager or graph capture,
+patterns/catalog/devices.yaml `scenarios.*.mode`); an eager step whose device work outlasts the host's dispatch of
+its kernels runs with the host ahead (`queued`): a launch then costs the device's time per kernel, not the host's.
+A dependent access is one whose address is loaded first (a row gathered or scattered at an index: a token's
+position, its cache slot, its expert): the index's round trip comes before the row's, at any size.
 A fused op reads and writes what its ops do, less the intermediate tensors it keeps on chip; a fused
 communication op overlaps its transfer with its compute (max instead of sum).
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.ops import Op
+from ..ir.ops import Op, loop_carried
 from .shapes import DTYPE_BYTES
 
 # ops that only relabel a tensor: no kernel, no bytes (a `contiguous` of a strided view may copy; not counted)
@@ -40,6 +44,7 @@ class OpCost:
     flops: float = 0.0
     comm: float = 0.0  # bytes each rank sends over the link
     launches: int = 1
+    dependent: int = 0  # accesses whose address the kernel loads first (an index): their latency is in series
     known: bool = True
     why: str = ""  # an op not costed: why
     parts: dict = field(default_factory=dict)  # name -> OpCost: the kernels of a layer a fusion may take one of
@@ -50,27 +55,45 @@ class OpCost:
     def time_us(self, device: dict, mode: str) -> float:
         if not self.known:
             return 0.0
-        return _time(self.bytes, self.flops, self.comm, self.launches, device, mode, overlap=False)
+        return _time(self.bytes, self.flops, self.comm, self.launches, device, mode, overlap=False,
+                     dependent=self.dependent)
 
 
-def _time(nbytes: float, flops: float, comm: float, launches: int, device: dict, mode: str, overlap: bool) -> float:
+def _time(nbytes: float, flops: float, comm: float, launches: int, device: dict, mode: str, overlap: bool,
+          dependent: int = 0) -> float:
     mem = nbytes / (device["hbm_gb_s"] * 1e3)  # GB/s -> bytes per µs
     compute = flops / (device["tflops"] * 1e6)  # TFLOP/s -> FLOP per µs
     link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
     busy = max(mem, compute, link) if overlap else max(mem, compute) + link
-    return busy + launches * launch_us(device, mode)
+    return busy + dependent * dependent_us(device) + launches * launch_us(device, mode)
+
+
+def dependent_us(device: dict) -> float:
+    """What one dependent access (its address loaded first) adds to a kernel: the profile's
+    `dependent_access_us` (calibrate: a gather of rows at an index against a copy of the same rows, at a few rows,
+    replayed from a graph); 0 for a profile without it."""
+    v = device.get("dependent_access_us")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0.0
 
 
 def launch_us(device: dict, mode: str) -> float:
-    """The fixed cost of one kernel in `mode`. Replayed from a graph there is no host launch to hide behind: a
-    kernel costs at least what the profile's measured kernels took there (`measured` entries of that mode, a kernel
-    that reads and writes HBM at a few tokens), more than calibrate's launch loop (a 1-element multiply that stays
-    in L2)."""
+    """The fixed cost of one kernel in `mode`: `eager`, the host's dispatch (calibrate's loop of tiny ops, which
+    the host paces); `graph`, replayed from a graph; `queued`, launched eagerly with the host ahead of the device
+    (the step's device work outlasts the host's dispatch): the device's time per kernel, the profile's
+    `launch_us.queued` where calibrate measured it, else the graph's figure. Without a host launch to hide behind
+    (graph, queued), a kernel costs at least what the profile's measured kernels took replayed from a graph
+    (`measured` entries of mode graph, a kernel that reads and writes HBM at a few tokens), more than calibrate's
+    launch loop (a 1-element multiply that stays in L2)."""
     launch = device["launch_us"]
-    base = float(launch[mode]) if isinstance(launch, dict) else float(launch)
-    if mode == "graph":
+    if not isinstance(launch, dict):
+        base = float(launch)
+    elif mode == "queued":
+        base = float(launch.get("queued") or launch["graph"])
+    else:
+        base = float(launch[mode])
+    if mode in ("graph", "queued"):
         floors = [float(m["fused_us"]) for m in device.get("measured") or []
-                  if isinstance(m, dict) and m.get("mode") == mode and m.get("fused_us")]
+                  if isinstance(m, dict) and m.get("mode") == "graph" and m.get("fused_us")]
         if floors:
             return max(base, min(floors))
     return base
@@ -89,6 +112,7 @@ class Step:
     scenario: str
     mode: str
     costs: dict[str, OpCost] = field(default_factory=dict)  # op id -> its cost
+    launch: str = ""  # the launch cost its ops pay (launch_us): the mode's, or `queued` (eager, the host ahead)
     counted: set[str] = field(default_factory=set)  # ops on the path the step adds (each undecided test's first side)
     layer_us: float = 0.0
     total_us: float = 0.0
@@ -114,7 +138,8 @@ class Step:
         return self.moe_layers if any(is_moe_op(o) for o in ops) else self.num_layers
 
     def to_json(self, device: dict | None = None) -> dict:
-        d: dict = {"mode": self.mode, "layer_us": round(self.layer_us, 2), "step_us": round(self.total_us, 1),
+        d: dict = {"mode": self.mode, "launch": self.launch or self.mode, "layer_us": round(self.layer_us, 2),
+                   "step_us": round(self.total_us, 1),
                    "num_layers": self.num_layers, "moe_layers": self.moe_layers, "not_costed": len(self.unknown),
                    "fused_by_passes_us": round(self.fused_us, 1)}
         if self.kind_counts:
@@ -122,7 +147,7 @@ class Step:
                                 for k, (n, us) in enumerate(zip(self.kind_counts, self.kind_us))]
         if device is not None:  # each op the step adds, with what its time is made of; those not costed, with why
             d["ops"] = {i: {"bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm),
-                            "launches": c.launches, "time_us": round(c.time_us(device, self.mode), 3)}
+                            "launches": c.launches, "time_us": round(c.time_us(device, self.launch or self.mode), 3)}
                         for i, c in self.costs.items() if i in self.counted and c.known}
             d["not_costed_ops"] = {i: self.costs[i].why for i in self.unknown}
         return d
@@ -138,6 +163,7 @@ class StepModel:
         self.ops, self.d, self.b, self.device = ops, dims, dtype_bytes, device
         self.scen, self.par, self.parallel_style = scen, par, parallel_style
         self.mode = scen.get("mode", "eager")
+        self.launch = self.mode  # what a launch costs: the mode's, or `queued` (_launch_mode)
         self.n = float(scen["num_tokens"])
         self.rows: dict[str, float] = {}
         self.width: dict[str, float] = {}
@@ -145,6 +171,7 @@ class StepModel:
         self.producer: dict[str, Op] = {}
         self.children: dict[str, list[Op]] = {}  # a container op -> the ops after it that carry its cost
         self._readers: dict[str, list[Op]] | None = None
+        self._next: dict[str, list[Op]] | None = None
         self._comm_impl: str | None = None  # the class of the MoE experts part last walked (its communication)
         self._shared = any(o.attrs.get("role") == "shared_expert" and counted(o) for o in ops)
         self.step = Step(scenario, self.mode, num_layers=int(dims.get("num_layers") or 1))
@@ -162,6 +189,20 @@ class StepModel:
                 for v in dict.fromkeys([*r.inputs, *(self.root.get(x, x) for x in r.inputs)]):
                     self._readers.setdefault(v, []).append(r)
         return self._readers.get(value, [])
+
+    def next_readers(self, value: str) -> list[Op]:
+        """The ops of the next layer that read `value`, a layer output carried round the layer loop (the layer
+        is walked once: its ops that read a prologue value read, from the second layer on, what the layer before
+        left for the epilogue; ir/ops.py `loop_carried`, the matcher's back edges). Alternatives of each other
+        and of the epilogue's readers: one of them reads the value after a given layer."""
+        if self._next is None:
+            self._next = {}
+            for w, outs in loop_carried([o for o in self.ops if o.steady]).items():
+                layer = [r for r in self.readers_of(w) if r.section == "layer"]
+                for u in outs:
+                    for key in dict.fromkeys((u, self.root.get(u, u))):
+                        self._next.setdefault(key, []).extend(layer)
+        return self._next.get(value, [])
 
     def _dim(self, name: str) -> float | None:
         v = self.d.get(name)
@@ -200,9 +241,51 @@ class StepModel:
             for v in op.outputs:
                 self.producer[v] = op
             self.step.costs[op.id] = cost
+        self._alias_containers()
         self._sum()
 
+    def _alias_containers(self) -> None:
+        """A container's output is the value its last part (or step) writes: the walk chains them, each reading
+        the one before (walk/composites.py), so a MoE layer's output is its join's, its experts' their combine's,
+        the same tensor as a view's output is the value it views. Innermost first; a layer's native forward
+        (outputs of several of its ops) is left as it is."""
+        for op in reversed(self.ops):
+            kids = self.children.get(op.id)
+            if not kids or len(op.outputs) != 1 or op.attrs.get("native_ops"):
+                continue
+            key = "part" if op.attrs.get("expanded") else "step"
+            chain = [k for k in kids if k.attrs.get(key) and k.outputs]
+            if not chain:
+                continue
+            (v,), last = op.outputs, chain[-1].outputs[0]
+            target = self.root.get(last, last)
+            self.root[v] = target
+            for w, r in self.root.items():  # the views of the container's output view its last part's
+                if r == v:
+                    self.root[w] = target
+
+    def _launch_mode(self) -> str:
+        """`queued` for an eager step whose device work (its kernels' times at the device's cost per kernel)
+        outlasts the host's dispatch of them (the profile's eager launch each): the host runs ahead, and a launch
+        costs the device's time, hidden behind the work before it (a prefill's GEMMs). Else the step's mode."""
+        if self.mode != "eager":
+            return self.mode
+        host, dev = {}, {}
+        for op in self.ops:
+            c = self.step.costs[op.id]
+            if not counted(op) or not c.known:
+                continue
+            sec = op.section if op.section in ("prologue", "epilogue") else "layer"
+            host[sec] = host.get(sec, 0.0) + c.launches * launch_us(self.device, "eager")
+            dev[sec] = dev.get(sec, 0.0) + c.time_us(self.device, "queued")
+
+        def step(d: dict) -> float:
+            return d.get("prologue", 0.0) + d.get("layer", 0.0) * self.step.num_layers + d.get("epilogue", 0.0)
+
+        return "queued" if step(dev) >= step(host) > 0 else self.mode
+
     def _sum(self) -> None:
+        self.launch = self.step.launch = self._launch_mode()
         per = {"prologue": 0.0, "layer": 0.0, "epilogue": 0.0}
         for op in self.ops:
             if not counted(op):
@@ -213,7 +296,7 @@ class StepModel:
                 if c.why != "container":
                     self.step.unknown.append(op.id)
                 continue
-            per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.mode)
+            per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.launch)
         self.step.layer_us = per["layer"]
         layers = self.step.num_layers
         if self.step.kind_counts:  # each kind of layer its own time, times its count
@@ -221,7 +304,7 @@ class StepModel:
             for op in self.ops:
                 if op.section != "layer" or op.id not in self.step.counted or not self.step.costs[op.id].known:
                     continue
-                us = self.step.costs[op.id].time_us(self.device, self.mode)
+                us = self.step.costs[op.id].time_us(self.device, self.launch)
                 k = op.attrs.get("layer_kind")
                 for j in range(len(kinds)) if k is None or k >= len(kinds) else (k,):
                     kinds[j] += us
@@ -237,7 +320,7 @@ class StepModel:
         k = int(self._dim("first_k_dense_replace") or 0)
         moe = [o for o in self.ops if o.section == "layer" and o.id in self.step.counted and is_moe_op(o)]
         if k and moe and k < layers:
-            moe_us = sum(self.step.costs[o.id].time_us(self.device, self.mode) for o in moe)
+            moe_us = sum(self.step.costs[o.id].time_us(self.device, self.launch) for o in moe)
             self.step.moe_layers = layers - k
             dense = self.step.layer_us - moe_us + self._dense_mlp_us()
             self.step.total_us = per["prologue"] + per["layer"] * (layers - k) + dense * k + per["epilogue"]
@@ -255,14 +338,14 @@ class StepModel:
                OpCost(n, (i * h + n * (i + h)) * b, 2 * n * i * h)]
         if self.par.tp > 1:
             ops.append(OpCost(n, 0, 0, 2 * (self.par.tp - 1) / self.par.tp * n * h * b))
-        return sum(c.time_us(self.device, self.mode) for c in ops)
+        return sum(c.time_us(self.device, self.launch) for c in ops)
 
     # -- one op -----------------------------------------------------------------------------------------------
     def _cost(self, op: Op) -> OpCost:
         kind, a = op.kind, op.attrs
         native_layer = a.get("native_ops") and not a.get("native_of")  # its native ops follow (they carry the count too)
         if a.get("expanded") or native_layer or (kind == "moe_experts" and self._has_steps(op)):
-            self._pass_through(op)  # its parts / steps / native ops follow it and carry the cost
+            self._pass_through(op, alias=False)  # its parts / steps / native ops follow it and carry the cost
             self.children[op.id] = self._following(op)
             return OpCost(known=False, launches=0, why="container")
         if kind in VIEWS:
@@ -304,7 +387,8 @@ class StepModel:
                 self._set(out, self.rows.get(src, self.n), self.width[src])
             w = sum(self.width[v] for v in ins)
             hd = self._dim("head_dim") or 128
-            return OpCost(self.n, self.n * (2 * w + hd) * self.b, self.n * w * 3)
+            # each token's cos / sin row read at its position
+            return OpCost(self.n, self.n * (2 * w + hd) * self.b, self.n * w * 3, dependent=1)
         if kind == "gather":  # index_select of rows: one row per index (a token's position), read and written
             return self._gather(op)
         if kind == "attention":
@@ -319,7 +403,7 @@ class StepModel:
                 return self._unknown(op, "hidden_size unknown")
             for v in op.outputs:
                 self._set(v, self.n, h)
-            return OpCost(self.n, self.n * h * self.b * 2, 0)
+            return OpCost(self.n, self.n * h * self.b * 2, 0, dependent=1)  # each token's row at its id
         if kind in ("logits", "lm_head"):
             h, vocab = self._dim("hidden_size"), self._dim("vocab_size")
             if not h or not vocab:
@@ -353,12 +437,15 @@ class StepModel:
     def _unknown(self, op: Op, why: str) -> OpCost:
         return OpCost(known=False, why=why)
 
-    def _pass_through(self, op: Op) -> None:
+    def _pass_through(self, op: Op, alias: bool = True) -> None:
+        """The op's outputs take its input's shape; `alias`: they are its input (a view), not a container's
+        result (`_alias_containers`)."""
         src = self._in(op)
         if src is None:
             return
         for v in op.outputs:
-            self.root[v] = self.root.get(src, src)
+            if alias:
+                self.root[v] = self.root.get(src, src)
             self._set(v, self.rows.get(src, self.n), self.width[src] / (len(op.outputs) if op.kind == "split" and
                                                                      not self._qkv(src) else 1))
         if op.kind == "split" and self._qkv(src) and len(op.outputs) == 3:
@@ -391,7 +478,7 @@ class StepModel:
         rows = self.n  # the index: one row per token
         for v in op.outputs:
             self._set(v, rows, w)
-        return OpCost(rows, (2 * rows * w) * self.b + rows * 8, 0)
+        return OpCost(rows, (2 * rows * w) * self.b + rows * 8, 0, dependent=1)
 
     def _elementwise(self, op: Op) -> OpCost:
         ins = [v for v in op.inputs if self.width.get(v)]
@@ -461,8 +548,10 @@ class StepModel:
         causal = 0.5 if q_len > 1 else 1.0
         kv_read = batch * kv_len * 2 * nkv * hd * self.b if q_len == 1 else self.n * 2 * nkv * hd * self.b
         flops = 4 * batch * q_len * kv_len * causal * heads * hd
-        parts = {"kv_write": OpCost(self.n, kv_write, 0), "core": OpCost(self.n, qo + kv_read, flops)}
-        return OpCost(self.n, qo + kv_write + kv_read, flops, launches=2, parts=parts)
+        # the keys and values written at each token's slot; the cache read through the block table
+        parts = {"kv_write": OpCost(self.n, kv_write, 0, dependent=1),
+                 "core": OpCost(self.n, qo + kv_read, flops, dependent=1)}
+        return OpCost(self.n, qo + kv_write + kv_read, flops, launches=2, dependent=2, parts=parts)
 
     def _mla(self, op: Op) -> OpCost:
         """The attention core of multi-head latent attention (its projections are ops of their own)."""
@@ -478,7 +567,7 @@ class StepModel:
         flops = 2 * batch * q_len * kv_len * causal * heads * (latent + rank)
         kv = (batch * kv_len if q_len == 1 else self.n) * latent * self.b
         return OpCost(self.n, kv + self.n * heads * (latent + rank) * self.b + self.n * latent * self.b * 2, flops,
-                      launches=2)
+                      launches=2, dependent=2)
 
     def _collective(self, op: Op, factor: float) -> OpCost:
         x = self._in(op)
@@ -522,7 +611,7 @@ class StepModel:
         if kind == "moe_dispatch" or step == "dispatch":
             for v in outs:
                 self._set(v, pairs, h)
-            return OpCost(pairs, (self.n * h + pairs * h) * self.b, 0, dispatch_comm)
+            return OpCost(pairs, (self.n * h + pairs * h) * self.b, 0, dispatch_comm, dependent=1)  # rows by expert
         if step == "gemm1" or (kind == "expert_gemm" and step != "gemm2" and "1" in (step or "1")):
             for v in outs:
                 self._set(v, pairs, 2 * i_rank)
@@ -539,7 +628,7 @@ class StepModel:
         if kind == "moe_combine" or step == "combine":
             for v in outs:
                 self._set(v, self.n, h)
-            return OpCost(self.n, (pairs * h + self.n * h) * self.b, pairs * h, combine_comm)
+            return OpCost(self.n, (pairs * h + self.n * h) * self.b, pairs * h, combine_comm, dependent=1)
         if kind == "moe_join":
             for v in outs:
                 self._set(v, self.n, h)
@@ -552,7 +641,7 @@ class StepModel:
         weights = hit * 3 * h * i_rank
         acts = pairs * (2 * h + 3 * i_rank + 2 * i_rank) + 2 * self.n * h
         return OpCost(self.n, (weights + acts) * self.b, 2 * pairs * 3 * h * i_rank, dispatch_comm + combine_comm,
-                      launches=5)
+                      launches=5, dependent=2)
 
 
 def _dtype_bytes(dtype: str | None, default: float) -> float:
@@ -597,12 +686,12 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
     if found is None:
         return None
     pairs, removed = found
-    device, mode = model.device, model.mode
+    device, mode = model.device, model.launch
     before = sum(c.time_us(device, mode) for _o, c in pairs)
     # each op keeps its own time, less the traffic it no longer does (no overlap between the ops' work is
     # assumed), in one launch; a communication's transfer overlaps the compute it is fused with
-    work = sum(_time(max(c.bytes - removed[o.id], 0.0), c.flops, 0.0, 0, device, mode, overlap=False)
-               for o, c in pairs)
+    work = sum(_time(max(c.bytes - removed[o.id], 0.0), c.flops, 0.0, 0, device, mode, overlap=False,
+                     dependent=c.dependent) for o, c in pairs)
     comm = sum(c.comm for _o, c in pairs)
     link = comm / (device["link_gb_s"] * 1e3) if comm and device.get("link_gb_s") else 0.0
     # a communication fusion overlaps its transfer with the compute it is fused with; any other fusion still
@@ -628,9 +717,10 @@ def native_span(model: StepModel, ops: list[Op]) -> list[Op]:
 
 def fused_terms(model: StepModel, ops: list[Op], parts: dict | None = None) -> list[dict] | None:
     """What fused_saving's before and after are made of, op by op (one match): the kernels it replaces with their
-    bytes, FLOPs, transfer bytes and launches, and the bytes each still moves once fused. Any device profile
-    recomputes the estimate from them (a generated benchmark's --device-profile): before = sum of the ops'
-    times, after = sum of their times at the fused bytes with no launch, plus one launch."""
+    bytes, FLOPs, transfer bytes, launches and dependent accesses, and the bytes each still moves once fused. Any
+    device profile recomputes the estimate from them (a generated benchmark's --device-profile): before = sum of
+    the ops' times, after = sum of their times at the fused bytes with no launch (their dependent accesses kept:
+    the fused kernel still loads each index before its row), plus one launch."""
     found = _fusion_parts(model, ops, parts)
     if found is None:
         return None
@@ -638,7 +728,7 @@ def fused_terms(model: StepModel, ops: list[Op], parts: dict | None = None) -> l
     parts = parts or {}
     return [{"op": o.id, "kind": o.kind, "part": parts.get(o.id) if isinstance(parts.get(o.id), str) else None,
              "bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm), "launches": c.launches,
-             "fused_bytes": int(max(c.bytes - removed[o.id], 0.0))} for o, c in pairs]
+             "dependent": c.dependent, "fused_bytes": int(max(c.bytes - removed[o.id], 0.0))} for o, c in pairs]
 
 
 def _fusion_parts(model: StepModel, ops: list[Op], parts: dict | None):
@@ -657,6 +747,9 @@ def _fusion_parts(model: StepModel, ops: list[Op], parts: dict | None):
             continue
         for v in o.outputs:
             readers = [r for r in model.readers_of(v) if r.id != o.id]
+            carried = [r for r in model.next_readers(v) if r.id in runs and r.id != o.id]
+            if carried:  # the next layer's reader is fused with it: the epilogue reads the last layer's instead
+                readers = [r for r in readers if r.section != "epilogue"] + carried
             # a reader of which the fusion takes one kernel (an attention layer's KV-cache write) reads only the
             # inputs after its first there (k and v, not q: the attention kernel, outside, still reads q)
             inside = [r for r in readers if r.id in runs

@@ -183,3 +183,23 @@ class WalkResult:
     # where the walked model's classes carry vLLM's compile decorator (`@support_torch_compile`): "file:line" of
     # each class decorated; empty where none does (vLLM compiles none of the model: no graph pass runs)
     compiled_by: list[str] = field(default_factory=list)
+
+
+def loop_carried(ops: list[Op]) -> dict[str, list[str]]:
+    """The decoder layer is walked once; from the second layer on, what it reads from the prologue is what the
+    layer before left: the layer's values the epilogue reads. Each value a layer op reads from the prologue ->
+    those layer outputs (sorted; empty where the epilogue reads none), over `ops` (match/matcher.py's back
+    edges, one layer's output into the next layer's first ops; estimate/cost.py `next_readers`)."""
+    producer = {v: op for op in ops for v in op.outputs}
+    layer_out = sorted({v for op in ops if op.section == "epilogue" for v in op.inputs
+                        if v in producer and producer[v].section == "layer"})
+    back: dict[str, list[str]] = {}
+    if layer_out:
+        for op in ops:
+            if op.section != "layer":
+                continue
+            for v in op.inputs:
+                p = producer.get(v)
+                if p is not None and p.section == "prologue":
+                    back[v] = layer_out
+    return back

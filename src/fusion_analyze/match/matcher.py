@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import kernel_covers, kernel_fuses
 from ..ir.conditions import contradicts
-from ..ir.ops import Op
+from ..ir.ops import Op, loop_carried
 from .patterns import Form, Node, Pattern
 
 MAX_MATCHES = 200  # per form; a model has tens of layers' worth of ops at most once
@@ -38,17 +38,7 @@ class Graph:
         for op in self.ops:
             for v in op.outputs:
                 self.producer[v] = op
-        layer_out = sorted({v for op in self.ops if op.section == "epilogue" for v in op.inputs
-                            if v in self.producer and self.producer[v].section == "layer"})
-        self.back: dict[str, list[str]] = {}
-        if layer_out:
-            for op in self.ops:
-                if op.section != "layer":
-                    continue
-                for v in op.inputs:
-                    p = self.producer.get(v)
-                    if p is not None and p.section == "prologue":
-                        self.back[v] = layer_out
+        self.back: dict[str, list[str]] = loop_carried(self.ops)
         self._walked: dict[tuple, frozenset[str]] = {}  # every form and every status asks again
         self._readers_of: dict[tuple, dict[str, set[str]]] = {}  # skip -> op id -> the ops reading it
         self.by_id: dict[str, Op] = {op.id: op for op in self.ops}

@@ -212,7 +212,7 @@ def _benefit_text(o: dict, L: dict, T) -> str:
             continue
         pl, m = n["per_layer"], n["model"]
         parts.append(L["benefit_line"].format(
-            step=L["step_names"][name], tokens=n["num_tokens"], mode=L["modes"].get(n["mode"], n["mode"]),
+            step=L["step_names"][name], tokens=n["num_tokens"], mode=_mode(n, L),
             saved=_us(m["time_us"]), per_layer=_us(pl["time_us"]), before=_us(pl["before_us"]),
             after=_us(pl["after_us"]), share=f"{n['share_of_step'] * 100:.1f}", step_us=_us(n["step_us"]),
             bytes=human_bytes(pl["bytes"]), launches=pl["launches"]))
@@ -233,6 +233,12 @@ def _when(row: dict, L: dict) -> str:
     return f" — {L['conditional_if']} `{short_condition(first, 48)}`"
 
 
+def _mode(step: dict, L: dict) -> str:
+    """How a step runs, as its launches are costed (`queued`: eager with the host ahead of the device)."""
+    mode = step.get("launch") or step["mode"]
+    return L["modes"].get(mode, mode)
+
+
 def _step_text(est: dict, L: dict) -> str:
     """The line under the ranked list: what one step is, on which device, per rank."""
     dev = est.get("device") or {}
@@ -241,6 +247,8 @@ def _step_text(est: dict, L: dict) -> str:
     launch = dev.get("launch_us")
     launch_text = (L["launch_modes"].format(eager=launch.get("eager"), graph=launch.get("graph"))
                    if isinstance(launch, dict) else f"{launch} µs")
+    if isinstance(launch, dict) and launch.get("queued"):
+        launch_text += L["launch_queued"].format(us=launch["queued"])
     if "assumption" in str((dev.get("sources") or {}).get("launch_us", "")):  # said where it is not measured
         launch_text += f" ({L['assumed']})"
     tp = est.get("tp")
@@ -253,7 +261,7 @@ def _step_text(est: dict, L: dict) -> str:
         if not st:
             continue
         text += " · " + L["step_line"].format(step=L["step_names"][name], tokens=sc.get("num_tokens"),
-                                              kv=sc.get("kv_len"), mode=L["modes"].get(st["mode"], st["mode"]),
+                                              kv=sc.get("kv_len"), mode=_mode(st, L),
                                               us=_us(st["step_us"]))
         if st["not_costed"]:
             text += " " + L["step_partial"].format(n=st["not_costed"])
