@@ -130,6 +130,10 @@ class Op:
     # 2 for an other layer class's op that is not steady there either); status/derive.py matches each test's
     # `else` side in place of its `if` side (not in the report)
     branches: list = field(default_factory=list, compare=False, repr=False)
+    # where the decoder layers are of several kinds: output value -> the loop variable it leaves a layer of its
+    # kind in (`hidden_states`); match/matcher.py feeds every kind's, not only the last walked kind's, into the
+    # next layer's first ops (not in the report)
+    carried: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {

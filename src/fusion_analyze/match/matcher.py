@@ -39,6 +39,12 @@ class Graph:
                 self.producer[v] = op
         layer_out = sorted({v for op in self.ops if op.section == "epilogue" for v in op.inputs
                             if v in self.producer and self.producer[v].section == "layer"})
+        # several kinds of decoder layer: what each kind leaves in the same loop variables feeds the next layer
+        # too (the epilogue reads only the kind walked last)
+        names = {self.producer[v].carried.get(v) for v in layer_out} - {None}
+        if names:
+            layer_out = sorted(set(layer_out) | {v for op in self.ops if op.section == "layer"
+                                                 for v, name in op.carried.items() if name in names})
         self.back: dict[str, list[str]] = {}
         if layer_out:
             for op in self.ops:
