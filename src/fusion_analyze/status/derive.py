@@ -533,17 +533,16 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
 
 
 def _kernel_sites(ops: list[Op], names: list[str], cited: list[dict]) -> list[dict]:
-    """Where the backend's code launches the separate kernels a row names (TritonAttentionDiffKVImpl's KV-cache
-    write, vllm/v1/attention/ops/triton_reshape_and_cache_flash.py), after the ops' call sites; a site already
-    cited once."""
+    """Where an attention layer's backend implementation launches the separate kernels a row names (its call
+    site says nothing of them: TritonAttentionDiffKVImpl's KV-cache write,
+    vllm/v1/attention/ops/triton_reshape_and_cache_flash.py), after the ops' call sites; a site cited once."""
     out, seen = [], {(e["file"], e["line"]) for e in cited}
     for op in ops:
-        for k in op.kernels:
-            if k.name in names and (k.file, k.line) not in seen:
+        impl = (op.attrs.get("attention_backend") or {}).get("impl")
+        for k in op.kernels if impl else ():
+            if k.name in names and not is_dispatcher(k.name) and (k.file, k.line) not in seen:
                 seen.add((k.file, k.line))
-                impl = None if is_dispatcher(k.name) else (op.attrs.get("attention_backend") or {}).get("impl")
-                where = impl or op.attrs.get("ascend_class") or op.layer_class or op.scope
-                out.append(_ev(k.file, k.line, say("ev_kernel_in", kernel=k.name, where=where)))
+                out.append(_ev(k.file, k.line, say("ev_kernel_in", kernel=k.name, where=impl)))
     return out
 
 
