@@ -4,7 +4,9 @@
 built) and the deployment, and the backend's `get_impl_cls()` names the implementation walked op by op.
 DeepSeek-V3.2 (`index_topk` in its configuration) runs AscendSFABackend -> AscendSFAImpl with its indexer, not
 AscendMLAImpl; without a configuration the selector's test on `use_sparse` is open and the report lists the
-alternatives; where no selector is run (CUDA) the op says the class is the catalog's."""
+alternatives; where no selector is run (CUDA) the op says the class is the catalog's. A model that passes the
+backend itself (MiMo-V2's `attn_backend=backend_enum.get_class()`) runs that backend, no selector; where that
+choice is not decided the op and the header say so."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ import yaml
 
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.analysis.session import Session
+from fusion_analyze.render.markdown import render_markdown
 from fusion_analyze.resources import data_dir
 
-from .conftest import validate_report
+from .conftest import FIXTURES, validate_report
 
 
 def _v32_config(tmp_path) -> str:
@@ -129,3 +132,92 @@ def test_cuda_says_its_backend_is_the_catalogs(cuda_session, hf):
     chosen, _layer = _chosen(a, "attention")
     assert chosen["selector"] is None and not chosen.get("decided")
     assert "catalog" in str(chosen["why"])
+
+
+def _mimo_config() -> str:
+    return str(FIXTURES / "configs" / "mimo-v2-flash.json")
+
+
+def _tree_line(root, rel: str, needle: str) -> int:
+    lines = (root / rel).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if needle in line)
+
+
+@pytest.fixture(scope="module")
+def mimo(session, hf):
+    return analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=_mimo_config(), hf_root=hf))
+
+
+def test_mimo_runs_the_backend_its_construction_passes(mimo, session):
+    """MiMoV2Attention's V head dim (128) differs from its Q/K head dim (192): it picks a DiffKV backend itself
+    (`backend_enum.get_class()`, FlashAttention's only where `is_supported_on_current_device` says so, which
+    needs CUDA, XPU or ROCm) and hands it to Attention as `attn_backend=`, so no selector runs: every layer runs
+    AttentionBackendEnum.TRITON_ATTN_DIFFKV's class (the path its value names; no tree registers another for
+    it) and its TritonAttentionDiffKVImpl, not vllm-ascend's AscendAttentionBackendImpl."""
+    chosen, layer = _chosen(mimo, "attention")
+    assert chosen["backend"] == "vllm.v1.attention.backends.triton_attn_diffkv.TritonAttentionDiffKVBackend"
+    assert chosen["impl"] == "TritonAttentionDiffKVImpl" and chosen["decided"] and chosen["selector"] is None
+    rel = "vllm/model_executor/models/mimo_v2.py"
+    line = _tree_line(session.vllm.root, rel, "attn_backend = backend_enum.get_class()")
+    assert chosen["passed_by"] == f"{rel}:{line} backend_enum.get_class()"
+    assert "AttentionBackendEnum.TRITON_ATTN_DIFFKV" in chosen["why"] and "no platform selector" in chosen["why"]
+    kernels = {k.name: k for k in layer.kernels}
+    write = "triton:vllm.v1.attention.ops.triton_reshape_and_cache_flash.reshape_and_cache_kernel_flash_diffkv"
+    attend = "triton:vllm.v1.attention.ops.triton_unified_attention_diffkv.kernel_unified_attention_diffkv"
+    assert {write, attend} <= set(kernels)
+    assert not [n for n in kernels if "npu" in n or n.startswith("torch_npu")]  # no Ascend attention kernel
+    for name, needle in ((write, "reshape_and_cache_kernel_flash_diffkv["), (attend, "kernel_unified_attention_diffkv[")):
+        k = kernels[name]
+        assert needle in (session.vllm.root / k.file).read_text().splitlines()[k.line - 1], name
+    (att,) = mimo.report["deployment"]["attention"]
+    assert att["impl"] == "TritonAttentionDiffKVImpl" and att["decided"] and att["passed_by"] == chosen["passed_by"]
+    md = render_markdown(mimo, lang="en")
+    header = next(x for x in md.splitlines() if x.startswith("> deployment:"))
+    assert f"attention TritonAttentionDiffKVImpl (passed by the model's construction at {rel}:{line}" in header
+    assert "AscendAttentionBackendImpl" not in md
+    validate_report(mimo.report)
+
+
+def test_mimo_attention_rows_cite_vllms_triton_kernels(mimo, session):
+    rows = {o["id"]: o for o in mimo.report["opportunities"]}
+    line = _tree_line(session.vllm.root, "vllm/v1/attention/ops/triton_unified_attention_diffkv.py",
+                      "kernel_unified_attention_diffkv[grid](")
+    for scenario in ("flash_attention", "mask_softmax", "softmax_matmul"):
+        row = rows[f"{scenario}@MiMoV2Attention.forward"]
+        assert row["status"] == "fused_by_ascend_kernel", scenario
+        ev = row["evidence"][0]
+        assert (ev["file"], ev["line"]) == ("vllm/v1/attention/ops/triton_unified_attention_diffkv.py", line)
+        assert ev["what"].startswith("vLLM's Triton kernel ") and "TritonAttentionDiffKVImpl" in ev["what"]
+        assert "vLLM's own Triton kernel" in row["note"]
+    rope = rows["rope_kvcache@MiMoV2Attention.forward"]
+    assert rope["status"] == "open"
+    write = "triton:vllm.v1.attention.ops.triton_reshape_and_cache_flash.reshape_and_cache_kernel_flash_diffkv"
+    assert write in rope["note"] and "npu_scatter_pa_kv_cache" not in rope["note"]
+    cited = [e for e in rope["evidence"] if write in e["what"]]
+    assert cited and cited[0]["file"] == "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py"
+    md = render_markdown(mimo, lang="en")
+    line = next(x for x in md.splitlines() if "(`flash_attention@MiMoV2Attention.forward`)" in x)
+    assert "vLLM's Triton kernel" in line and "triton_unified_attention_diffkv.py" in line
+
+
+def test_mimo_without_configuration_says_the_backend_is_open(session, hf):
+    """No configuration: whether the V head dim differs (the model's own test) is not known, so which backend
+    the construction hands Attention is not either; the report says so on the op and in the header and never
+    presents the platform's class as chosen."""
+    a = analyze_in(session, "MiMoV2FlashForCausalLM", Options())
+    (att,) = a.report["deployment"]["attention"]
+    assert not att["decided"] and att.get("open")
+    assert "self.attn_backend" in att["why"] and "not decided" in att["why"]
+    md = render_markdown(a, lang="en")
+    header = next(x for x in md.splitlines() if x.startswith("> deployment:"))
+    assert "not decided: the backend the layer holds is not known statically" in header
+    assert "selected by the platform's selector" not in header
+
+
+def test_mimo_on_cuda_leaves_the_flash_attention_test_open(cuda_session, hf):
+    """On CUDA FlashAttention's DiffKV backend is usable only where its FA version check (a `try` the tool does
+    not run) passes: the model's choice is not decided, and the report says so rather than naming the catalog's
+    FlashAttentionImpl as chosen."""
+    a = analyze_in(cuda_session, "MiMoV2FlashForCausalLM", Options(config=_mimo_config(), hf_root=hf))
+    (att,) = a.report["deployment"]["attention"]
+    assert not att["decided"] and att.get("open") and "not decided" in att["why"]

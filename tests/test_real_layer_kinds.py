@@ -286,3 +286,56 @@ def test_bailing_v3_kinds_from_a_local_of_the_layer_factory(bailing):
     for name, model in bailing.steps.items():
         assert model.step.kind_counts == [2, 33, 7], name
     validate_report(bailing.report)
+
+
+@pytest.fixture(scope="module")
+def mimo(session, hf):
+    """MiMo-V2-Flash (fixtures/configs/mimo-v2-flash.json, 48 layers): MiMoV2FlashDecoderLayer builds its MLP
+    by `self.is_moe_layer(layer_id)`, a method of the layer taking the index as an argument
+    (`hasattr(self.config, "moe_layer_freq") and layer_idx >= 0 and not isinstance(..., int) and
+    self.config.moe_layer_freq[layer_idx]`), and its attention by `self.is_compressed_softmax_layer()`
+    (`hybrid_layer_pattern[self.layer_id] == 1`: sliding-window attention)."""
+    return analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(FIXTURES / "configs" / "mimo-v2-flash.json"),
+                                                                hf_root=hf))
+
+
+def test_mimo_three_kinds_from_a_method_with_arguments(mimo):
+    cfg = json.loads((FIXTURES / "configs" / "mimo-v2-flash.json").read_text(encoding="utf-8"))
+    moe = [i for i, f in enumerate(cfg["moe_layer_freq"]) if f]
+    swa = [i for i, p in enumerate(cfg["hybrid_layer_pattern"]) if p == 1]
+    expected = [[i for i in range(48) if i not in moe],  # dense MLP (layer 0: full attention)
+                [i for i in range(48) if i in moe and i in swa],  # sliding-window attention + MoE
+                [i for i in range(48) if i in moe and i not in swa]]  # full attention + MoE
+    assert expected == [[0], expected[1], [5, 11, 17, 23, 29, 35, 41, 47]] and len(expected[1]) == 39
+    kinds = mimo.report["layer_kinds"]
+    assert [(k["layers"], k["count"], k["of"]) for k in kinds] == [(e, len(e), 48) for e in expected]
+    assert [k["differs"]["mlp"] for k in kinds] == ["MiMoV2MLP", "MiMoV2MoE", "MiMoV2MoE"]
+    # the method's value is its last operand, as Python's `and` gives it
+    assert [k["differs"]["is_layer_sparse"] for k in kinds] == ["0", "1", "1"]
+    ops = mimo.report["ops"]
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"} == {1, 2}
+    # no op stands under the undecided test any more, and no MLP is an other-branch alternative
+    assert not any("is_layer_sparse" in (o.get("condition") or "") for o in ops)
+    assert not any(o["attrs"].get("other_branch") for o in ops if o["name"] in ("gate_up_proj", "experts"))
+    for name, model in mimo.steps.items():
+        assert model.step.kind_counts == [1, 39, 8], name
+    md = render_markdown(mimo, lang="en")
+    assert "Decoder layer, kind 1: layers 0 (1 of 48)" in md
+    assert "(39 of 48)" in md and "(8 of 48)" in md
+    validate_report(mimo.report)
+
+
+def test_mimo_moe_norm_holds_in_every_moe_kind(mimo):
+    """Every MoE layer's output feeds the next layer's residual add + norm (or the final norm), whichever kind
+    the next layer is: the row holds in both MoE kinds (47 layers), not only in the kind walked last."""
+    rows = {o["id"]: o for o in mimo.report["opportunities"]}
+    row = rows["moe_norm@MiMoV2FlashDecoderLayer.forward"]
+    assert row["layer_kinds"] == [1, 2]
+    for name, n in row["benefit"]["numbers"].items():
+        assert n["model"]["launches"] == n["per_layer"]["launches"] * 47, name
+    for rid in ("router_experts@MiMoV2MoE.forward", "matmul_swiglu@MiMoV2MoE.forward"):
+        assert rows[rid]["layer_kinds"] == [1, 2], rid
+    assert rows["matmul_swiglu@MiMoV2MLP.forward"]["layer_kinds"] == [0]
+    md = render_markdown(mimo, lang="en")
+    line = next(x for x in md.splitlines() if "(`moe_norm@MiMoV2FlashDecoderLayer.forward`)" in x and "open (" in x)
+    assert "in kind 2, 3 layers only" in line and "if `" not in line

@@ -146,11 +146,14 @@ def test_token_mixers_are_recognised_by_their_interface(ascend, cuda):
     assert ("attention", "MiniMaxM3SparseAttention", "vllm_ascend/models/minimax_m3/minimax_m3.py", 1081) in mixer("MiniMaxM3SparseForCausalLM")
     assert ("linear_attention", "QwenGatedDeltaNetAttention", "vllm/model_executor/models/qwen3_next.py", 568) in mixer("Qwen3NextForCausalLM")
     assert ("ssm", "MambaMixer", "vllm/model_executor/models/mamba.py", 96) in mixer("MambaForCausalLM")
-    # a class returned by a selector function (`_select_dsv4_attn_cls(vllm_config)(...)`): undecided, listed
+    # a class returned by a selector function (`_select_dsv4_attn_cls(vllm_config)(...)`): undecided, listed;
+    # `attention_config.backend` is the deployment's (AttentionConfig's default None: the returns for an explicit
+    # backend are ruled out), the device capability (SM12) is not known
     dsv4 = analyze_in(cuda, "DeepseekV4ForCausalLM")  # vLLM's model (on Ascend, vllm-ascend's own class runs)
     assert [op.kind for op in dsv4.walk.ops if op.attrs.get("mixer")] == ["attention"]
     alt = next(x for x in dsv4.walk.alternatives if x["path"] == "model.layers.attn")
-    assert alt["decided"] is False and len(alt["others"]) >= 2
+    assert alt["decided"] is False and alt["others"]
+    assert all("device_capability" in cond and "backend" not in cond for _cls, cond in alt["others"])
     # layers appended to a local list, then nn.ModuleList(layers); next(cycle([...])) blocks (Zamba2)
     zamba = analyze_in(ascend, "Zamba2ForCausalLM")
     assert zamba.walk.locations["decoder_layer"].cls == "Zamba2HybridLayer"
@@ -237,30 +240,48 @@ def test_a_helper_reached_with_other_arguments_is_walked_again_and_an_elif_reads
 
 
 def test_the_other_branch_of_an_undecided_test_is_listed_apart(ascend):
-    """HunYuan V3's attention: `if self.hpc_rope_norm is not None:` (HpcRopeNorm.support() is not decided) runs
-    the HPC kernel, else q_norm, k_norm, rope and attention. The walk follows the `if` branch; the `else`
-    branch, which may be the one that runs, is kept with its ops (marked `other_branch`) and the report lists
-    it apart; a decided test's other side and a first-layer-only branch (`residual is None`) are not."""
+    """IQuest-LoopCoder's attention: `if loop_idx == 0:` (the index of the model's own loop over its attention
+    modules, a runtime value) runs one attention, else a global and a local one mixed by a gate. The walk
+    follows the `if` branch; the `else` branch, which may be the one that runs, is kept with its ops (marked
+    `other_branch`) and the report lists it apart; a first-layer-only branch (`residual is None`) is not."""
     from fusion_analyze.analysis.pipeline import render
 
-    a = analyze_in(ascend, "HYV3ForCausalLM")
+    a = analyze_in(ascend, "IQuestLoopCoderForCausalLM")
+    rel = "vllm/model_executor/models/iquest_loopcoder.py"
+    lines = (ascend.vllm.root / rel).read_text().splitlines()
+    local = next(n for n, line in enumerate(lines, 1) if "local_attn_output = local_attn(q, k, v)" in line)
     other = [(op.kind, op.name, op.line) for op in a.walk.ops if op.attrs.get("other_branch")]
-    assert other and ("rmsnorm", "q_norm", 350) in other and ("attention", "attn", 359) in other
+    assert ("attention", "local_attn", local) in other and ("attention", "global_attn", local - 1) in other
     assert not any(op.steady for op in a.walk.ops if op.attrs.get("other_branch"))
-    assert all("not (self.hpc_rope_norm is not None)" in str(op.condition) for op in a.walk.ops
-               if op.attrs.get("other_branch"))
+    assert all("not (loop_idx == 0)" in str(op.condition) for op in a.walk.ops if op.attrs.get("other_branch"))
     md = render(a, "md", lang="en")
     section = md.split("The other branch of tests the walk could not decide")[1].split("```")[1]
-    assert "q_norm (RMSNorm → AscendRMSNorm)" in section and "vllm/model_executor/models/hy_v3.py:359" in section
+    assert "local_attn" in section and f"{rel}:{local}" in section
     # the input layernorm's `residual is None` side runs on the first layer only: not an undecided test
     assert not any(op.attrs.get("other_branch") for op in a.walk.ops if op.name == "input_layernorm")
-    # the patterns are matched on that side too, in place of the `if` side: its q/k norms and rope
+    # the patterns are matched on that side too, in place of the `if` side (the gate's mix of the outputs)
     opps = {o.id: o for o in a.opportunities}
-    for oid in ("qknorm_rope@HYV3Attention.forward", "rope_kvcache@HYV3Attention.forward"):
-        assert oid in opps and opps[oid].conditions[0].startswith("not (self.hpc_rope_norm is not None)")
-        assert {op.id for op in a.walk.ops if op.attrs.get("other_branch")} & set(opps[oid].ops)
+    held = {op.id for op in a.walk.ops if op.attrs.get("other_branch")}
+    mixed = [o for o in opps.values() if held & set(o.ops)]
+    assert mixed and all(o.conditions[0].startswith("not (loop_idx == 0)") for o in mixed)
     # and what the `if` side runs is still matched on its own (its attention's kernels)
-    assert opps["flash_attention@HYV3Attention.forward"].conditions[0] == "self.hpc_rope_norm is not None"
+    assert opps["flash_attention@LoopCoderAttention.forward"].conditions[0] == "loop_idx == 0"
+
+
+def test_hunyuan_v3_hpc_rope_norm_is_off_without_the_hpc_backend(ascend):
+    """HunYuan V3's attention builds `self.hpc_rope_norm` only where `HpcRopeNorm.support(...)` holds, a
+    classmethod that first asks `vllm_config.attention_config.backend != AttentionBackendEnum.HPC_ATTN`: the
+    deployment gives no attention backend (AttentionConfig's default None, as the selector reads it; vllm-ascend
+    resets it to None anyway), so it is False and `if self.hpc_rope_norm is not None:` is decided: q_norm,
+    k_norm, rope and attention are the sequence, nothing of it is another branch."""
+    a = analyze_in(ascend, "HYV3ForCausalLM")
+    assert not any(op.attrs.get("other_branch") for op in a.walk.ops if op.file.endswith("hy_v3.py"))
+    assert not any("hpc_rope_norm" in op.name for op in a.walk.ops)
+    steady = [(op.kind, op.name) for op in a.walk.ops if op.steady and op.file.endswith("hy_v3.py")]
+    assert ("rmsnorm", "q_norm") in steady and ("attention", "attn") in steady
+    opps = {o.id: o for o in a.opportunities}
+    assert not any("hpc_rope_norm" in c for o in opps.values() for c in o.conditions)
+    assert "flash_attention@HYV3Attention.forward" in opps
 
 
 def test_the_other_layer_classes_of_an_undecided_per_layer_choice_are_walked(ascend):

@@ -382,3 +382,32 @@ def test_a_decision_function_is_run_once_per_call_site_and_argument_values(tmp_p
     assert not isinstance(ev.infer(call, unbound), Known)
     ev.infer(call, unbound)
     assert len(runs) == 5
+
+
+ISINSTANCE = [
+    # (value, type expression, expected): `isinstance(self.config.moe_layer_freq, int)` on a configuration value
+    (Known([0, 1, 1]), "int", Known(False)),
+    (Known(3), "int", Known(True)),
+    (Known(True), "int", Known(True)),  # as Python: a bool is an int
+    (Known("a"), "(int, str)", Known(True)),
+    (Known(None), "float", Known(False)),
+    (Known(3), "list", Known(False)),  # a scalar is neither sequence
+    (Known([0, 1]), "list", Unknown("a list or a tuple (not told apart)")),  # the reader holds lists as tuples
+    (Known(3), "SomeClass", Unknown("isinstance of a type not read here")),
+    (Unknown("x"), "int", Unknown("isinstance of an unknown value")),
+]
+
+
+@pytest.mark.parametrize("value,wanted,expected", ISINSTANCE, ids=[f"{t[0]}-{t[1]}" for t in ISINSTANCE])
+def test_isinstance_of_a_plain_value(value, wanted, expected):
+    from fusion_analyze.semantics.known_calls import isinstance_value
+
+    assert isinstance_value(value, cst.parse_expression(wanted)) == expected
+
+
+def test_enum_member_is_its_string_and_knows_its_member():
+    from fusion_analyze.semantics.values import EnumMember
+
+    m = EnumMember("pkg.mod.Cls", object(), "TRITON")
+    assert m == "pkg.mod.Cls" and repr(m) == repr("pkg.mod.Cls") and m.member == "TRITON"
+    assert Known(m) == Known("pkg.mod.Cls")

@@ -340,3 +340,74 @@ def test_a_norms_output_is_no_tuple():
     assert query == [("rmsnorm", "norm", None), ("matmul", "proj", None)]
     norm, proj = (op for op in a.walk.ops if op.path.startswith("model.layers.mlp.query"))
     assert proj.inputs == norm.outputs
+
+
+# a decoder layer whose MLP class a method of the layer decides from arguments (MiMo-V2's `is_moe_layer(layer_id)`):
+# a positional argument, a keyword one, a default left alone, and `isinstance` of a configuration value
+KINDS_MODEL = '''\
+from torch import nn
+
+from .qwen2 import Qwen2DecoderLayer, Qwen2MLP, Qwen2Model
+from .utils import maybe_prefix
+
+
+class KindsWideMLP(Qwen2MLP):
+    pass
+
+
+class KindsDecoderLayer(Qwen2DecoderLayer):
+    def __init__(self, config, prefix=""):
+        super().__init__(config, prefix=prefix)
+        self.config = config
+        layer_id = int(prefix.split(".")[-1])
+        self.is_wide = self.is_wide_layer(layer_id, kind=2)
+        if self.is_wide:
+            self.mlp = KindsWideMLP(config.hidden_size, config.intermediate_size, config.hidden_act, prefix=f"{prefix}.mlp")
+        else:
+            self.mlp = Qwen2MLP(config.hidden_size, config.intermediate_size, config.hidden_act, prefix=f"{prefix}.mlp")
+
+    def is_wide_layer(self, layer_idx, kind=1, first=0):
+        return (
+            layer_idx >= first
+            and not isinstance(self.config.layer_kinds, int)
+            and self.config.layer_kinds[layer_idx] == kind
+        )
+
+
+class KindsForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = Qwen2Model(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"),
+                                decoder_layer_type=KindsDecoderLayer)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+        return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
+'''
+
+
+def test_layer_kinds_from_a_method_called_with_arguments(mini, tmp_path):
+    """`self.is_wide_layer(layer_id, kind=2)` is run per layer with its arguments bound to the method's
+    parameters (`first` at its default): the layers fall into two kinds by `config.layer_kinds`; the second
+    kind's MLP output feeds the next layer's norm whichever kind that layer is (both kinds count a match)."""
+    from fusion_analyze.analysis.pipeline import Options
+
+    (mini / "vllm/model_executor/models/kinds.py").write_text(KINDS_MODEL, encoding="utf-8")
+    registry = mini / "vllm/model_executor/models/registry.py"
+    text = registry.read_text(encoding="utf-8")
+    registry.write_text(text.replace('    "HybridForCausalLM":', '    "KindsForCausalLM": ("kinds", "KindsForCausalLM"),\n'
+                                                               '    "HybridForCausalLM":', 1), encoding="utf-8")
+    layer_kinds = [1, 2, 2, 1, 2, 1]
+    config = {"architectures": ["KindsForCausalLM"], "model_type": "kinds", "num_hidden_layers": 6,
+              "layer_kinds": layer_kinds, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 512, "hidden_act": "silu", "rms_norm_eps": 1e-6, "vocab_size": 1000,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    a = analyze("KindsForCausalLM", str(mini), str(mini), "ascend", options=Options(config=str(path)), cache=False)
+    kinds = a.report["layer_kinds"]
+    assert [k["layers"] for k in kinds] == [[0, 3, 5], [1, 2, 4]]
+    assert [k["differs"]["mlp"] for k in kinds] == ["Qwen2MLP", "KindsWideMLP"]
+    assert [k["differs"]["is_wide"] for k in kinds] == ["False", "True"]
+    # each kind's last op leaves the layer in `hidden_states`: both feed the next layer's input norm
+    carried = {op.attrs.get("layer_kind") for op in a.walk.ops if op.carried}
+    assert carried == {0, 1}

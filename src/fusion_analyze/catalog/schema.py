@@ -182,6 +182,10 @@ class AttentionBackends:
     attr: str | None = None  # the attribute an attention layer holds the selected backend in
     config: str | None = None  # the class get_attn_backend builds the selector's configuration with
     vllm_config: Mapping[str, str] = field(default_factory=dict)  # vllm_config attribute -> its class's defaults
+    model_reads: tuple[str, ...] = ()  # of `vllm_config`, read at their defaults by any code (as the selector)
+    member_class: str | None = None  # the method of a backend enum's member that returns its class (get_class)
+    register: str | None = None  # the function that registers another class for a member (register_backend)
+    register_path: str | None = None  # its parameter that names the class by its path (class_path)
 
 
 @dataclass(frozen=True)

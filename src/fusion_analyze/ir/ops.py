@@ -134,6 +134,10 @@ class Op:
     # `condition` as code (ir.conditions.Condition), for telling two ops apart that cannot run on one path (the
     # matcher, match/matcher.py); not part of what the op is
     cond: object = field(default=None, compare=False, repr=False)
+    # where the decoder layers are of several kinds: output value -> the loop variable it leaves a layer of its
+    # kind in (`hidden_states`); match/matcher.py feeds every kind's, not only the last walked kind's, into the
+    # next layer's first ops (not in the report)
+    carried: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -193,6 +197,12 @@ def loop_carried(ops: list[Op]) -> dict[str, list[str]]:
     producer = {v: op for op in ops for v in op.outputs}
     layer_out = sorted({v for op in ops if op.section == "epilogue" for v in op.inputs
                         if v in producer and producer[v].section == "layer"})
+    # several kinds of decoder layer: what each kind leaves in the same loop variables feeds the next layer too
+    # (the epilogue reads only the kind walked last)
+    names = {producer[v].carried.get(v) for v in layer_out} - {None}
+    if names:
+        layer_out = sorted(set(layer_out) | {v for op in ops if op.section == "layer"
+                                             for v, name in op.carried.items() if name in names})
     back: dict[str, list[str]] = {}
     if layer_out:
         for op in ops:

@@ -80,6 +80,10 @@ def _deployment(a) -> dict | None:
             item = {"backend": chosen.get("backend"), "impl": chosen.get("impl"), "selector": chosen.get("selector"),
                     "decided": bool(chosen.get("decided")), "why": str(chosen.get("why") or ""),
                     "alternatives": chosen.get("alternatives") or []}
+            if chosen.get("passed_by"):  # the model's construction names the backend: no selector runs
+                item["passed_by"] = chosen["passed_by"]
+            if chosen.get("open"):  # the backend the layer holds is not decided (said, never the default silently)
+                item["open"] = True
             if item not in attention:
                 attention.append(item)
     out["attention"] = attention

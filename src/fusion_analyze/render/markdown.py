@@ -291,7 +291,10 @@ def _deployment_text(d: dict | None, L: dict) -> str:
     if d.get("mc2_capacity"):
         parts.append(L["deployment_capacity"].format(n=d["mc2_capacity"], seqs=d["max_num_seqs"]))
     for c in d.get("attention") or ():  # how the attention backend was chosen: run, open, or the catalog's
-        how = L["deployment_attention_selected"] if c["decided"] else L["deployment_attention_open"] if c["selector"] else L["deployment_attention_table"]
+        how = (L["deployment_attention_passed"].format(at=c["passed_by"]) if c.get("passed_by") and c["decided"]
+               else L["deployment_attention_undecided"] if c.get("open") or (c.get("passed_by") and not c["decided"])
+               else L["deployment_attention_selected"] if c["decided"] else L["deployment_attention_open"] if c["selector"]
+               else L["deployment_attention_table"])
         others = ", ".join(o["impl"] or o["backend"].rsplit(".", 1)[-1] for o in c.get("alternatives") or ())
         parts.append(L["deployment_attention"].format(impl=c["impl"], how=how) + (
             " " + L["deployment_attention_or"].format(others=others) if others else ""))

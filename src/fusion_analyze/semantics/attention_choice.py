@@ -19,10 +19,11 @@ from typing import Any
 
 import libcst as cst
 
+from ..index.facts import FactTable
 from ..ir.texts import say
 from .function_bodies import class_method, tables
 from .scope import Scope, bind_params
-from .values import ClassRef, Known, OneOf, Unknown, Value
+from .values import ClassRef, Known, OneOf, Unknown, Value, literal
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,13 @@ class BackendChoice:
     selector: str | None  # "vllm_ascend/platform.py:247 NPUPlatform.get_attn_backend_cls" where it was run
     inputs: dict = field(default_factory=dict)  # the selector configuration's fields it read, as written
     why: str = ""  # where not decided or not run: what was not known
+    # where the model's own construction names the backend instead (`backend_enum.get_class()`: "file:line
+    # code"): the layer is handed that class (`attn_backend=`) and runs no selector
+    passed: str = ""
 
     @property
     def decided(self) -> bool:
-        return self.selector is not None and len(self.classes) == 1
+        return (self.selector is not None or bool(self.passed)) and len(self.classes) == 1
 
     def value(self) -> Value:
         refs = [Known(Selected(c, self)) for c in self.classes]
@@ -46,7 +50,7 @@ class BackendChoice:
 
     def to_json(self) -> dict:
         return {"classes": [c.qualname for c in self.classes], "selector": self.selector,
-                "inputs": dict(self.inputs), "why": self.why}
+                "inputs": dict(self.inputs), "why": self.why, "passed": self.passed}
 
 
 class Selected(ClassRef):
@@ -57,6 +61,98 @@ class Selected(ClassRef):
     def __init__(self, definition, choice: BackendChoice) -> None:
         super().__init__(definition)
         self.choice = choice
+
+
+def member_class(evaluator, member, method: str, call: cst.Call, scope) -> Value | None:
+    """`<Enum>.<member>.get_class()` (walk.yaml `attention_backend.member_class`) of a member of a backend enum
+    of the trees: the class at the path its value names, or the one the trees register for it
+    (`register_backend(<Enum>.<member>[, class_path])`, as a call or a class decorator; only vLLM's and the
+    walked platform's plugin's registrations load). The value carries where the code names it (BackendChoice
+    `passed`): a layer handed it runs no selector. Unknown where the registrations disagree or the path names
+    no class of the trees; None where `method` is not that method."""
+    from ..catalog import catalog
+
+    spec = catalog().typed.walk.runtime.attention_backend
+    index = evaluator.env.index
+    if spec is None or not spec.member_class or method != spec.member_class or index is None:
+        return None
+    shown = f"{member.enum.name}.{member.member}"
+    found = _registered(index, spec, member.enum, evaluator.env.backend).get(member.member, [])
+    paths = list(dict.fromkeys(p for p, _w in found))
+    if len(paths) > 1 or None in paths:
+        return Unknown(say("attention_member_registered", member=shown,
+                           where=", ".join(f"{w} ({p or '?'})" for p, w in found)))
+    path = paths[0] if paths else str(member)
+    cls = _class(index, path) if path else None
+    if cls is None:
+        return Unknown(f"{shown}: {path or '-'} is not a class of the trees")
+    module = getattr(scope, "module", None)
+    at = f"{module.rel}:{module.line_of(call)} {module.code(call).strip()}" if module is not None else shown
+    why = say("attention_member_class", member=shown, cls=cls.name,
+              how=say("attention_member_override", where=found[0][1]) if found else say("attention_member_value"))
+    return Known(Selected(cls, BackendChoice((cls,), None, {}, why, passed=at)))
+
+
+def _registered(index, spec, enum, backend: str | None) -> dict:
+    """member name -> [(the class path registered for it, or None where not read, "file:line")] of the
+    registrations of `enum`'s members in the enum's own package and the walked platform's plugin package."""
+    from ..catalog import catalog
+
+    platform_q = (catalog().typed.walk.runtime.platform or {}).get(backend or "") or ""
+    packages = tuple(sorted({enum.module.name.split(".")[0], *([platform_q.split(".")[0]] if platform_q else [])}))
+    return _REGISTERED.get(index, (enum.qualname, spec.register, packages),
+                           lambda: _scan_registered(index, spec, enum, packages))
+
+
+def _scan_registered(index, spec, enum, packages: tuple) -> dict:
+    from ..index.nodes import find_all
+    from .signatures import bind_arguments, call_arguments
+
+    out: dict = {}
+    needle = f"{spec.register}(".encode()
+    for package in packages:
+        tree = index.trees.get(package)
+        for path in sorted(tree.package_dir.rglob("*.py")) if tree is not None else ():
+            try:
+                if needle not in path.read_bytes():  # (reading every file costs less than parsing one)
+                    continue
+            except OSError:
+                continue
+            name = index.module_name_for(path)
+            info = index.get(name) if name else None
+            if info is None:
+                continue
+            for stmt in info.statements_with(needle):
+                decorated = {id(d.decorator): stmt for d in getattr(stmt, "decorators", ())
+                             if type(stmt) is cst.ClassDef}
+                for call in find_all(stmt, cst.Call):
+                    target = index.resolve_expr(info, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                    fn = getattr(target, "node", None) if getattr(target, "kind", None) == "function" else None
+                    if not isinstance(fn, cst.FunctionDef) or fn.name.value != spec.register:
+                        continue
+                    args, keywords = call_arguments(call)
+                    bound = dict(bind_arguments(fn, args, keywords, skip_self=False))
+                    params = [p.name.value for p in fn.params.params]
+                    member = bound.get(params[0]) if params else None
+                    if not isinstance(member, cst.Attribute):
+                        continue
+                    owner = index.resolve_expr(info, member.value)
+                    if getattr(owner, "kind", None) != "class" or getattr(owner, "qualname", None) != enum.qualname:
+                        continue
+                    given = bound.get(spec.register_path or "")
+                    value = literal(given) if given is not None else None
+                    if value is not None and isinstance(value.value, str):
+                        registered = value.value
+                    elif given is None and id(call) in decorated:  # the decorated class itself
+                        registered = f"{info.name}.{decorated[id(call)].name.value}"
+                    else:
+                        registered = None
+                    out.setdefault(member.attr.value, []).append((registered, f"{info.rel}:{info.line_of(call)}"))
+    return out
+
+
+_REGISTERED = FactTable("attention_registered", "(enum, register function, packages) -> {member: [(class path, "
+                                                "file:line)]} of the trees' registrations of its members")
 
 
 def select_backend(env, evaluator, call: cst.Call, scope, spec) -> BackendChoice | None:
@@ -347,15 +443,18 @@ class Chosen:
     choice: BackendChoice
     others: tuple = ()
     impl_why: str = ""  # the tests of get_impl_cls() not decided, where it may name another class
+    open: str = ""  # where the layer may hold another backend, not decided (an option of its value not known)
 
     def to_attrs(self) -> dict:
         """The op's `attention_backend` (the report's JSON; markdown names it in the deployment line)."""
-        from ..ir.texts import say
+        from ..ir.texts import joined, say
 
         c = self.choice
         fn = c.selector.split(" ", 1)[-1] + "()" if c.selector else None
         impl = self.impl.name if self.impl is not None else "?"
-        if c.selector is None:
+        if c.passed:
+            why = say("attention_passed", at=c.passed, cls=self.backend.name, why=c.why or "-", impl=impl)
+        elif c.selector is None:
             why = c.why
         elif c.decided:
             why = say("attention_selected", fn=fn, cls=self.backend.name, impl=impl,
@@ -363,23 +462,36 @@ class Chosen:
         else:
             why = say("attention_not_decided", fn=fn, why=c.why or "-",
                       classes=", ".join(b.name for b, _i in ((self.backend, self.impl), *self.others)))
+        if self.open:
+            why = joined([why, self.open], "; ")
         out = {"backend": self.backend.qualname, "impl": impl, "impl_file": self.impl.module.rel if self.impl is not None
-               else None, "selector": c.selector, "decided": c.decided, "why": why}
+               else None, "selector": c.selector, "decided": c.decided and not self.open, "why": why}
+        if c.passed:
+            out["passed_by"] = c.passed
+        if self.open:
+            out["open"] = True
         if self.others:
             out["alternatives"] = [{"backend": b.qualname, "impl": i.name if i is not None else None}
                                    for b, i in self.others]
         return out
 
 
-def chosen_of(evaluator, value: Value) -> Chosen | None:
+def chosen_of(evaluator, value: Value, attr: str = "attn_backend") -> Chosen | None:
     """The Chosen of a layer's `self.attn_backend` value (one Selected class, or a OneOf of them: the first
-    is what the walk reads, the others are listed); None where it holds no selected class."""
+    is what the walk reads, the others are listed; an option not known makes the choice open, said); None
+    where it holds no selected class. A plain class the construction hands the layer (not through
+    `member_class`) is taken as passed there."""
     options = [value] if isinstance(value, Known) else list(getattr(value, "options", ()))
-    picked = [o.value for o in options if isinstance(o, Known) and isinstance(o.value, Selected)]
+    picked = [o.value if isinstance(o.value, Selected) else
+              Selected(o.value.definition, BackendChoice((o.value.definition,), None, {}, "", passed=attr))
+              for o in options if isinstance(o, Known) and isinstance(o.value, ClassRef)]
     if not picked:
         return None
+    open_ = [str(getattr(o, "reason", "") or o) for o in options
+             if not (isinstance(o, Known) and isinstance(o.value, ClassRef))]
     pairs = [(s.definition, impl_of(evaluator, s.definition)) for s in picked]
     (backend, (impl, others, why)), rest = pairs[0], pairs[1:]
     # the backends the selector may return instead, then the implementations this backend may name instead
     alts = tuple((b, i[0]) for b, i in rest) + tuple((backend, o) for o in others)
-    return Chosen(backend, impl, picked[0].choice, alts, why)
+    opened = say("attention_value_partly_open", attr=f"self.{attr}", why="; ".join(dict.fromkeys(open_))) if open_ else ""
+    return Chosen(backend, impl, picked[0].choice, alts, why, opened)

@@ -20,10 +20,10 @@ from .environment import Environment
 from .runtime_defaults import config_default
 from .scope import Scope, star_kwarg
 from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _item, _never_none, _class_constant,
-                          _decision_function, _dotted_text, _is_unbound_chain, _rebound, isinstance_test,
-                          known_isinstance, none_test)
-from .values import (Bindings, ClassRef, ConfigRef, Defaults, Known, NotNone, OneOf, Symbol, Unknown, Value, _is_none,
-                     assumed, literal)
+                          _decision_function, _dotted_text, _is_unbound_chain, _only_decisions, _rebound, isinstance_test,
+                          isinstance_value, known_isinstance, none_test)
+from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Unknown, Value,
+                     _is_none, assumed, literal)
 from ..ir.conditions import Condition, Term, Truth, code_of
 
 _EMPTY = Bindings()
@@ -487,6 +487,9 @@ class Evaluator:
             got = self._engine_local(holder, attr)
             if got is not None:  # `cache_config.sliding_window`: None where the configuration states none
                 return got
+            got = self._selector_default(holder, attr, depth)
+            if got is not None:  # `attention_config.backend`: the default the attention selector reads too
+                return got
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -495,6 +498,9 @@ class Evaluator:
             return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, depth + 1))
         if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
             return Known(Symbol(base.value.fields[attr]))  # a hardware profile's family / policy member
+        member = base.value if isinstance(base, Known) and isinstance(base.value, EnumMember) else None
+        if member is not None and attr in ("name", "value"):
+            return Known(member.member if attr == "name" else str(member))  # `requested.name`
         if _is_unbound_chain(expr, scope):
             found = self._global(expr, scope, depth)
             if found is not _NOT_GLOBAL:
@@ -506,6 +512,20 @@ class Evaluator:
             if got is not None:
                 return got
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _selector_default(self, holder: str, attr: str, depth: int) -> Value | None:
+        """`<holder>.<attr>` of a part of vllm_config that walk.yaml `attention_backend.model_reads` says code
+        reads at its class's declared default (the deployment states none of it: as the attention selector's
+        run reads it, attention_choice._vllm_config); None for any other holder."""
+        from ..catalog import catalog
+        from .values import Defaults
+
+        spec = catalog().typed.walk.runtime.attention_backend
+        qualname = (spec.vllm_config or {}).get(holder) if spec is not None and holder in spec.model_reads else None
+        cls = self.env.index.lookup(*str(qualname).rsplit(".", 1)) if qualname and self.env.index is not None else None
+        if getattr(cls, "kind", None) != "class":
+            return None
+        return config_default(Defaults(cls, {}), attr, lambda e, sc: self.infer(e, sc, depth + 1))
 
     def _engine_local(self, holder: str, attr: str) -> Value | None:
         """`<holder>.<attr>` where EngineArgs.create_engine_config builds it from a local of its own
@@ -700,7 +720,11 @@ class Evaluator:
                 return got
         if type(func) is cst.Name and func.value == "isinstance" and len(args) == 2 and len(call.args) == 2:
             wanted = [e.value for e in args[1].elements] if type(args[1]) is cst.Tuple else [args[1]]
-            return known_isinstance(self.infer(args[0], scope, depth), [self._class_of(c, scope, depth) for c in wanted])
+            value = self.infer(args[0], scope, depth)
+            got = known_isinstance(value, [self._class_of(c, scope, depth) for c in wanted])
+            if isinstance(got, Unknown):  # a list or dict of the configuration against builtin types
+                got = isinstance_value(value, args[1])
+            return got
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
             if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
@@ -716,6 +740,17 @@ class Evaluator:
                 if platform is not Truth.UNKNOWN:
                     return Known(platform is Truth.TRUE)
             base = self.infer(func.value, scope, depth)
+            held = base.value if isinstance(base, Known) else None
+            if isinstance(held, EnumMember) and not call.args:
+                from .attention_choice import member_class
+
+                got = member_class(self, held, name, call, scope)
+                if got is not None:  # AttentionBackendEnum.TRITON_ATTN_DIFFKV.get_class(): the class it names
+                    return got
+            if isinstance(held, ClassRef):
+                got = self._class_method(held.definition, name, call, scope, depth)
+                if got is not None:  # fa_backend.is_supported_on_current_device(...): the class's own answer
+                    return got
             if isinstance(base, Known) and isinstance(base.value, dict) and f"{name}()" in base.value and not call.args:
                 return _held(base.value[f"{name}()"])  # what a runtime object's method returns (ir/deployment.py)
             if isinstance(base, Known) and isinstance(base.value, dict) and name in ("values", "keys", "items") and not args:
@@ -823,12 +858,17 @@ class Evaluator:
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
 
-    def _run_decision(self, fn, table, call: cst.Call, scope, depth: int, item: int | None) -> Value | None:
-        """A small decision function run on the call's arguments: its value, else None (not decided)."""
+    def _run_decision(self, fn, table, call: cst.Call, scope, depth: int, item: int | None,
+                      skip_self: bool = False, values: dict | None = None, decides: bool = True) -> Value | None:
+        """A small decision function run on the call's arguments: its value, else None (not decided).
+        `skip_self`: a method of the instance `scope` reads (`self.m(x)`): its `self` is that instance (or
+        `values` binds `cls`). `decides` False: a function that does more than decide, run only where a return
+        is reached through decisions alone (`if not available(): return False` before a `try`)."""
         from .scope import Scope, bind_params
 
-        inner = Scope(module=table.module)
-        bind_params(fn, call, scope, inner, skip_self=False)
+        inner = Scope(module=table.module, owner=getattr(scope, "owner", None) if skip_self else None,
+                      cls=getattr(scope, "cls", None) if skip_self else None, values=dict(values or {}))
+        bind_params(fn, call, scope, inner, skip_self=skip_self)
         for name, value, cond, _pos in table.local_assignments:
             inner.locals.setdefault(name, []).append((value, cond))
         returns = table.returns_decided(_EMPTY, self, inner)
@@ -836,6 +876,10 @@ class Evaluator:
             returns = [(_tuple_item(v, item), c) for v, c in returns]
             if not all(v is not None for v, _c in returns):
                 return Unknown("an item of a return that is not a tuple")
+        if not decides:
+            first = returns[0][0] if returns and returns[0][1] is None else None
+            return self.infer(first, inner, depth) if isinstance(first, cst.BaseExpression) \
+                and _reached_by_decisions(fn, first) else None
         if returns and returns[0][1] is None:  # the first return that can run does
             return self.infer(returns[0][0], inner, depth)
         # a function that ends in a return always returns one of the returns left: when they all give one
@@ -943,15 +987,17 @@ class Evaluator:
         return Known(False)
 
     def _self_method(self, call: cst.Call, scope, depth: int) -> Value:
-        """`self.m()` with no arguments, where the class is known (a part's code read without an instance:
+        """`self.m(...)` where the class is known (a part's code read without an instance:
         `self._use_ep_sequence_parallel()` returning `self.moe_config.is_sequence_parallel`): the value of its
-        one return, read in the same scope; else unknown."""
+        one return, read in the same scope; with arguments (`self.is_moe_layer(layer_id)`), the method run as a
+        decision function with the call's arguments bound to its parameters (positional, keyword, defaults),
+        each read where the call wrote it; else unknown."""
         from .function_bodies import class_method, tables
 
         func = call.func
         cls = getattr(scope, "cls", None) or getattr(getattr(scope, "owner", None), "cls", None)
-        if call.args or not (type(func) is cst.Attribute and type(func.value) is cst.Name
-                             and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
+        if not (type(func) is cst.Attribute and type(func.value) is cst.Name
+                and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
             if depth > _MAX_INFER // 2:
                 self._too_deep += 1
             return Unknown("the result of a call")
@@ -963,9 +1009,38 @@ class Evaluator:
             if found is not None and _decision_function(found[1], found[0].module):
                 returns = tables(found[1], found[0].module).returns
                 one = returns[0][0] if len(returns) == 1 and returns[0][1] is None else None
-            self._one_return[key] = (cls, one)  # (the class is kept: its id is not reused while it is here)
-        one = self._one_return[key][1]
-        return self.infer(one, scope, depth + 1) if one is not None else Unknown("the result of a call")
+            else:
+                found = None
+            self._one_return[key] = (cls, one, found)  # (the class is kept: its id is not reused while it is here)
+        _cls, one, found = self._one_return[key]
+        if not call.args:
+            return self.infer(one, scope, depth + 1) if one is not None else Unknown("the result of a call")
+        if found is None or any(a.star for a in call.args):
+            return Unknown("the result of a call")
+        owner_cls, fn = found
+        got = self._run_decision(fn, tables(fn, owner_cls.module), call, scope, depth + 1, None, skip_self=True)
+        return got if got is not None else Unknown("the result of a call")
+
+    def _class_method(self, cls, name: str, call: cst.Call, scope, depth: int) -> Value | None:
+        """`C.m(...)` of a class the code holds as a value, `m` a classmethod or staticmethod of its MRO: run on
+        the call's arguments (`cls` the class), as far as decisions alone reach a return; None where it is no
+        such method."""
+        from .function_bodies import class_method, tables
+
+        if any(a.star for a in call.args) or depth > _MAX_INFER // 2:
+            return None
+        mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
+        found = next(((c, f) for c in mro if (f := class_method(c, name)) is not None), None)
+        if found is None:
+            return None
+        owner, fn = found
+        kinds = {d.decorator.value for d in fn.decorators if type(d.decorator) is cst.Name}
+        if not kinds & {"classmethod", "staticmethod"}:
+            return None
+        got = self._run_decision(fn, tables(fn, owner.module), call, scope, depth + 1, None,
+                                 skip_self="classmethod" in kinds, values={"cls": Known(ClassRef(cls))},
+                                 decides=_decision_function(fn, owner.module))
+        return got if got is not None else Unknown(f"{cls.name}.{name}(...) is not decided")
 
     def _boolean(self, expr: cst.BooleanOperation, scope, depth: int) -> Value:
         left = self.infer(expr.left, scope, depth)
@@ -1063,6 +1138,18 @@ def _declares_global(fn: cst.FunctionDef, name: str) -> bool:
     """`global name` among the function's top-level statements."""
     return any(isinstance(small, cst.Global) and name in [n.name.value for n in small.names]
                for stmt in fn.body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
+
+
+def _reached_by_decisions(fn: cst.FunctionDef, ret: cst.BaseExpression) -> bool:
+    """The top-level statements of `fn` up to the one holding the return of `ret` only decide (known_calls
+    `_only_decisions`): what comes after it never runs on that path."""
+    from ..index.nodes import iter_nodes
+
+    body = list(fn.body.body)
+    for k, stmt in enumerate(body):
+        if any(n is ret for n in iter_nodes(stmt)):
+            return _only_decisions(body[:k + 1])
+    return False
 
 
 def _tuple_item(expr, k: int):

@@ -58,8 +58,13 @@ def _class_constant(cls, name: str) -> Value:
              and len(s.body[0].targets) == 1 and type(s.body[0].targets[0].target) is cst.Name
              and s.body[0].targets[0].target.value == name]
     value = literal(found[0]) if len(found) == 1 else None
-    if value is None and len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases):
+    is_enum = len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases)
+    if value is None and is_enum:
         return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
+    if is_enum and value is not None and type(value.value) is str:
+        from .values import EnumMember
+
+        return Known(EnumMember(value.value, cls, name))  # its string, knowing which member it is
     if not found and any(type(s) is cst.FunctionDef and s.name.value == name for s in cls.node.body.body):
         from .values import NotNone
 
@@ -120,6 +125,31 @@ def _convert(kind):
                 return Unknown(f"{kind.__name__}() of {value.value!r}")
         return Unknown(f"{kind.__name__}() of an unknown value")
     return convert
+
+
+_PLAIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "dict": dict}
+_SEQUENCES = ("list", "tuple")
+
+
+def isinstance_value(value: Value, wanted) -> Value:
+    """`isinstance(x, T)` (T a builtin type name or a tuple of them) of a known plain value
+    (`isinstance(self.config.moe_layer_freq, int)` on the configuration's list): decided as Python does; a
+    list and a tuple are not told apart (the reader holds a list literal as a tuple), so `list` / `tuple`
+    decide only a value that is neither. Anything else: unknown."""
+    if not (isinstance(value, Known) and (value.value is None or type(value.value) in
+                                          (bool, int, float, str, list, tuple, dict))):
+        return Unknown("isinstance of an unknown value")
+    exprs = [e.value for e in wanted.elements] if type(wanted) is cst.Tuple else [wanted]
+    names = [n.value for n in exprs if isinstance(n, cst.Name)]
+    if len(names) != len(exprs) or not all(n in _PLAIN_TYPES or n in _SEQUENCES for n in names):
+        return Unknown("isinstance of a type not read here")
+    v = value.value
+    for n in names:
+        if n in _PLAIN_TYPES and isinstance(v, _PLAIN_TYPES[n]):
+            return Known(True)
+        if n in _SEQUENCES and isinstance(v, (list, tuple)):
+            return Unknown("a list or a tuple (not told apart)")
+    return Known(False)
 
 
 _BUILTINS = {"len": _len, "next": _first, "iter": _iter, "sorted": _sorted,

@@ -75,6 +75,21 @@ class ClassRef:
         return f"<class {self.definition.name}>"
 
 
+class EnumMember(str):
+    """A member of an Enum class of the trees whose value is a string (`AttentionBackendEnum.TRITON_ATTN_DIFFKV`
+    = "vllm.v1.attention.backends.triton_attn_diffkv.TritonAttentionDiffKVBackend"): equal to that string, as
+    the evaluator reads such a member, and carrying its class (`enum`, an index.Definition) and name (`member`),
+    for `.name` and what a method of the enum makes of it (`.get_class()`, attention_choice.member_class)."""
+
+    enum: object  # index.Definition of the Enum class
+    member: str
+
+    def __new__(cls, value: str, enum, member: str) -> "EnumMember":
+        out = super().__new__(cls, value)
+        out.enum, out.member = enum, member
+        return out
+
+
 @dataclass(frozen=True)
 class NotNone:
     """An object the code builds (`Router(...)`, a factory whose every return builds one): never None; its

@@ -165,6 +165,11 @@ def _path_names(backend: str) -> list[str]:
     return list(spec.paths) if spec is not None else []
 
 
+def _vllm_triton(k) -> bool:
+    """A `@triton.jit` kernel of vLLM's own tree (not vllm-ascend's)."""
+    return k.name.startswith("triton:vllm.") and k.file.startswith("vllm/")
+
+
 def _separate_kernels(ops: list[Op], need: tuple[str, ...]) -> list[str]:
     """Kernel names when the ops' kernels do the scenario only together (no single one covers it)."""
     if any(kernel_fuses(kernel_covers_of(k, op), need) for op in ops for k in op.kernels):
@@ -460,6 +465,8 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             alone = len(fusing) == 1
             for op, k, paths in hits:
                 where = op.attrs.get("ascend_class") or op.layer_class or op.scope
+                if _vllm_triton(k):  # the attention implementation the model's backend names runs it
+                    where = (op.attrs.get("attention_backend") or {}).get("impl") or where
                 rests = dict((name, r) for name, r, _p in k.paths or ())
                 for path in paths or [None]:
                     rest = rests.get(path) if path else k.condition
@@ -468,8 +475,10 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
                     ifs += [f"{path + ': ' if path else ''}{rest}"] if rest and alone else []
                 said = (say("ev_kernel_in_paths" if len(paths) > 1 else "ev_kernel_in_path", kernel=k.name, where=where,
                             paths=paths) if paths else say("ev_kernel_in", kernel=k.name, where=where))
-                ev.append(_ev(k.file, k.line, said))
-            return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, None, ifs
+                ev.append(_ev(k.file, k.line, say("ev_vllm_triton", said=said) if _vllm_triton(k) else said))
+            # no vllm-ascend kernel: a vLLM Triton kernel the model's own backend launches (TritonAttentionDiffKVImpl)
+            note = say("note_vllm_triton") if all(_vllm_triton(k) for _op, k, _p in hits) else None
+            return Status.FUSED_BY_ASCEND_KERNEL, c, ev + sites, note, ifs
         hit_pass = _ascend_pass(m, ascend_passes, around)
         if hit_pass is not None:
             p, pat, failed, undecided, unregistered = hit_pass
@@ -520,7 +529,21 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
     if backend == "ascend" and not separate and any(op.kind == "moe" for op in ops):
         separate = _moe_separate(ops, around or [], need)  # what the MoE layer's runner runs for it
     note = say("separate_kernels", kernels=separate) if separate else None
-    return Status.OPEN, conds, sites, note, []
+    return Status.OPEN, conds, sites + _kernel_sites(ops, separate, sites), note, []
+
+
+def _kernel_sites(ops: list[Op], names: list[str], cited: list[dict]) -> list[dict]:
+    """Where an attention layer's backend implementation launches the separate kernels a row names (its call
+    site says nothing of them: TritonAttentionDiffKVImpl's KV-cache write,
+    vllm/v1/attention/ops/triton_reshape_and_cache_flash.py), after the ops' call sites; a site cited once."""
+    out, seen = [], {(e["file"], e["line"]) for e in cited}
+    for op in ops:
+        impl = (op.attrs.get("attention_backend") or {}).get("impl")
+        for k in op.kernels if impl else ():
+            if k.name in names and not is_dispatcher(k.name) and (k.file, k.line) not in seen:
+                seen.add((k.file, k.line))
+                out.append(_ev(k.file, k.line, say("ev_kernel_in", kernel=k.name, where=impl)))
+    return out
 
 
 def cuda_status(m: Match, cuda_passes: list[GraphPass], backend: str | None = None, inductor: dict | None = None,

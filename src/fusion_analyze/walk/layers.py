@@ -492,7 +492,14 @@ class Layers(WalkerState):
                 qual = leaf_ops().attention_impls.get(self.index.backend or "", {}).get(kind)
                 mod, _, cls_name = (qual or "").rpartition(".")
                 target = self.index.lookup(mod, cls_name) if qual else None
-                if attrs is not None and isinstance(target, Definition):
+                open_ = self._attention_open(sub, impl, kind) if chosen is None and sub is not None \
+                    and sub.call is not None else None
+                if attrs is not None and isinstance(target, Definition) and open_ is not None:
+                    # the layer holds a backend the walk cannot tell (the model's own choice, not decided): said
+                    attrs.setdefault("attention_backend", {
+                        "impl": target.name, "selector": None, "decided": False, "open": True,
+                        "why": say("attention_value_open", attr=open_[0], why=open_[1], impl=target.name)})
+                elif attrs is not None and isinstance(target, Definition):
                     attrs.setdefault("attention_backend", {"impl": target.name, "selector": None,
                                                            "why": say("attention_impl_table", impl=target.name)})
             if isinstance(target, Definition) and target.kind == "class":
@@ -542,6 +549,31 @@ class Layers(WalkerState):
         holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
         return holder if holder is not None and holder.cls is not None else own
 
+    def _attention_open(self, sub: Instance, impl: Definition, kind: str) -> tuple[str, str] | None:
+        """(`self.attn_backend`, why) where the layer's construction assigns the backend it holds but the walk
+        cannot tell which (a model passing `attn_backend=` under a test not decided): the report says so, never
+        the table's class as if chosen; None where the layer holds no such attribute (the table is the answer)."""
+        from ..semantics.values import Unknown
+
+        spec = catalog().typed.walk.runtime.attention_backend
+        holder = self._backend_holder(sub, impl, kind)
+        if spec is None or not spec.attr or holder is None or holder.cls is None:
+            return None
+        if not any(spec.attr in tables(fn, c.module).self_assignments for c, fn, _s in self.ctor.init_scopes(holder)):
+            return None
+        value = self.ctor.self_value(holder, spec.attr, self.ctor.evaluator)
+        options = [value] if isinstance(value, (Known, Unknown)) else list(getattr(value, "options", ()))
+        reasons = [o.reason for o in options if isinstance(o, Unknown)]
+        return (f"self.{spec.attr}", "; ".join(dict.fromkeys(r for r in reasons if r)) or "-") if reasons else None
+
+    def _backend_holder(self, sub: Instance, impl: Definition, kind: str) -> Instance | None:
+        """The instance that holds `self.attn_backend`: the layer itself, or for an MLA wrapper the attention
+        layer it holds (composites.yaml `mla_attention.impl.holder`)."""
+        if kind != "mla_attention":
+            return Instance(impl, sub.call, sub.scope, sub.condition)
+        comp = catalog().typed.composites.of(kind, self.index.backend)
+        return self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+
     def _attention_backend(self, sub: Instance, impl: Definition, kind: str):
         """The backend the runtime selects for an attention layer and the implementation it names
         (attention_choice.Chosen), read on the instance that holds `self.attn_backend`: the layer itself, or
@@ -551,10 +583,7 @@ class Layers(WalkerState):
         spec = catalog().typed.walk.runtime.attention_backend
         if spec is None or not spec.attr:
             return None
-        holder = Instance(impl, sub.call, sub.scope, sub.condition)
-        if kind == "mla_attention":
-            comp = catalog().typed.composites.of(kind, self.index.backend)
-            holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+        holder = self._backend_holder(sub, impl, kind)
         if holder is None or holder.cls is None:
             return None
         memo = self.__dict__.setdefault("_attention_chosen", {})

@@ -265,6 +265,7 @@ class Statements(WalkerState):
                     self.layer_kind, self.kind_undecided = None, None
                 ends.append((frame.env, frame.facts.none, frame.loop_vars))
             if len(kinds) > 1:  # after the loop: what the last layer's kind left
+                self._mark_carried(ends, _assigned_names(stmt.body))
                 last = max(range(len(kinds)), key=lambda k: kinds[k]["layers"][-1])
                 frame.env, frame.facts.none, frame.loop_vars = ends[last]
                 self.layer_kinds = [{"layers": kd["layers"], "count": len(kd["layers"]), "of": layer_list.count,
@@ -272,6 +273,18 @@ class Statements(WalkerState):
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
+
+    def _mark_carried(self, ends: list, names: set[str]) -> None:
+        """Each kind's values of the loop's variables at the end of its layer (`hidden_states, residual =
+        layer(...)`), marked on the ops that produce them (Op.carried): any kind's layer feeds the next layer,
+        whose kind the matcher does not know, not only the kind walked last."""
+        producer = {v: op for op in self.ops if op.section == "layer" for v in op.outputs}
+        for env, _none, _loop_vars in ends:
+            for name in sorted(names):
+                for v in env.get(name, ()):
+                    op = producer.get(v)
+                    if op is not None:
+                        op.carried[v] = name
 
     def _layer_kinds(self, layer_list: Instance) -> list[dict] | None:
         """The decoder layers grouped by what their construction decides with each one's index bound (the
