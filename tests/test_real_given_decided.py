@@ -60,10 +60,13 @@ def test_qwen3_5_attributes_from_fields_not_given(qwen35):
         e = by[test]
         assert (e["waits_on"], e["given"]) == ("config_field", False), e
         assert f"not given: {field}" in e["why"], e
-    # the one given input still not traced: the attention implementation's `self.sliding_window` (a kernel
-    # test, attention_v1.py), `cache_config.sliding_window` that EngineArgs sets from the configuration
-    # (vllm/engine/arg_utils.py:2081-2087)
-    assert [e["test"] for e in qwen35.report["undecided"] if e["given"] is True] == ["self.sliding_window is not None"]
+    # the attention implementation's `self.sliding_window` (a kernel test, attention_v1.py) is
+    # `cache_config.sliding_window` that EngineArgs sets from the configuration (vllm/engine/arg_utils.py:
+    # 2081-2087): Qwen3_5TextConfig declares no `sliding_window` and computes `layer_types` from a key not given,
+    # so it waits on the configuration, and nothing given is left undecided
+    assert not [e["test"] for e in qwen35.report["undecided"] if e["given"] is True]
+    e = by["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "sliding_window" in e["why"], e
     assert not [c for c in _conditions(qwen35) if "sliding_window" in c]
 
 

@@ -455,6 +455,9 @@ class AttentionFuser:
     attr: str
     cls: str = key("class")
     runs: str | None = None
+    built_in: str | None = None  # the backend's method that builds the layer: `attn_cls(**kwargs)` in it
+    # a method of the fuser that returns None unless the module's interface call passes that keyword
+    keyword_methods: Mapping[str, str] | None = None
 
 
 Fuser = GluFuser | QkvFuser | PackedQkvFuser | RmsNormFuser | AttentionFuser

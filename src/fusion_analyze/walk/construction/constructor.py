@@ -531,6 +531,12 @@ class Constructor(AttrSources, OtherChoices):
                     if got is not None:
                         code(got[0], got[1], left - 1)
                         return
+                holder = node.value.attr.value if type(node.value) is cst.Attribute else \
+                    node.value.value if type(node.value) is cst.Name else ""
+                if holder.endswith("_config"):  # `cache_config.sliding_window`: what EngineArgs builds it from
+                    from ...semantics.runtime_defaults import engine_local_code
+
+                    out.extend(engine_local_code(self.index, holder, node.attr.value))
                 names(node.value, scope, left)
                 return
             if t is cst.Name:
@@ -538,8 +544,11 @@ class Constructor(AttrSources, OtherChoices):
                     return
                 seen.add((node.value, id(scope)))
                 if node.value in scope.locals:
-                    for value, _cond in scope.locals[node.value]:
+                    for value, cond in scope.locals[node.value]:
                         code(value, scope, left - 1)
+                        for term in (cond.terms if cond is not None else ()):  # what decides which one it holds
+                            if term.expr is not None:
+                                code(term.expr, scope, left - 1)
                 elif node.value in scope.params:
                     value, where = scope.params[node.value]
                     code(value, where, left - 1)
