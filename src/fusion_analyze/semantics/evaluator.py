@@ -11,6 +11,7 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from functools import lru_cache
 
 import libcst as cst
@@ -271,7 +272,8 @@ class Evaluator:
                 return self.infer(expr.body, scope, step)
             if t is Truth.FALSE:
                 return self.infer(expr.orelse, scope, step)
-            return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
+            body, orelse = self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)
+            return body if _same(body, orelse) else OneOf((body, orelse))  # (the same value either way)
         if kind is cst.Tuple or kind is cst.List:
             items = []
             for e in expr.elements:
@@ -461,6 +463,12 @@ class Evaluator:
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
             return _carried(scope, attr, self.env) or Unknown(f"self.{attr} outside a construction")
+        if type(expr.value) is cst.Attribute and type(expr.value.value) is cst.Name and expr.value.value.value == "self" \
+                and "self" not in (getattr(scope, "values", None) or ()) and self.attrs is not None \
+                and getattr(scope, "owner", None) is not None:
+            got = self._submodule_attribute(scope.owner, expr.value.attr.value, attr, depth)
+            if got is not None:  # `self.dt_proj.bias`: what the submodule's construction assigns
+                return got
         if type(expr.value) is cst.Name and self.attrs is not None and expr.value.value in (getattr(scope, "instances", None) or ()):
             held = scope.instances[expr.value.value]  # `layer.use_sequence_parallel`: the layer the loop walks
             return self.attrs.self_value(held, attr, self, depth)
@@ -479,6 +487,9 @@ class Evaluator:
         if holder == "vllm_config" and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             got = _deployment_none(self.env.deployment, attr)
             if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
+                return got
+            got = self._config_property(attr, depth)
+            if got is not None:  # `vllm_config.num_speculative_tokens`: VllmConfig's property, run on its fields
                 return got
         if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             from .runtime_defaults import vllm_config_default
@@ -508,6 +519,52 @@ class Evaluator:
             if got is not None:
                 return got
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _submodule_attribute(self, owner, name: str, attr: str, depth: int) -> Value | None:
+        """`self.<name>.<attr>` where the walk built `self.<name>` (a module of the trees): its `self.<attr>` after
+        its __init__ chain, read on the class the backend runs (`ColumnParallelLinear(..., bias=True)`: `self.bias
+        = Parameter(...)` under `if bias:`, never None); None where that is not decided (an attribute set
+        another way, `register_parameter("bias", None)`, is not read)."""
+        attrs = self.attrs
+        sub = attrs.attr(owner, name) if attrs is not None else None
+        if attrs is None or sub is None or getattr(sub, "cls", None) is None:
+            return None
+        running = attrs.running_instance(sub) if hasattr(attrs, "running_instance") else sub
+        got = attrs.self_value(running, attr, self, depth)
+        return got if isinstance(got, (Known, NotNone)) else None
+
+    def _config_property(self, attr: str, depth: int) -> Value | None:
+        """`vllm_config.<attr>` where VllmConfig's `attr` is a property that only decides (`num_speculative_tokens`:
+        `if self.speculative_config is not None and ...: return ...`, vllm/config/vllm.py): its first return whose
+        tests hold, every test before it decided false, each `self.x` read as `vllm_config.x` (the deployment's
+        configuration objects, what the engine builds); None where a test is not decided."""
+        from .function_bodies import class_method, tables
+        from .runtime_defaults import VLLM_CONFIG
+
+        memo = self.__dict__.setdefault("_config_properties", {})
+        if attr in memo:
+            return memo[attr]
+        memo[attr] = None
+        cls = self.env.index.lookup(*VLLM_CONFIG) if self.env.index is not None else None
+        if cls is None or cls.kind != "class":
+            return None
+        fn = class_method(cls, attr)
+        if fn is None or not any(type(d.decorator) is cst.Name and d.decorator.value == "property"
+                                 for d in fn.decorators) or not _decision_function(fn, cls.module):
+            return None
+        scope, swap = Scope(module=cls.module), _SelfAs("vllm_config")
+        for value, cond in tables(fn, cls.module).returns:
+            truth = Truth.TRUE
+            for term in cond.terms if cond is not None else ():
+                truth = truth.and_(self.term_truth(replace(term, expr=term.expr.visit(swap)) if term.expr is not None
+                                                   else term, scope=scope))
+            if truth is Truth.FALSE:
+                continue
+            if truth is Truth.TRUE:
+                got = self.infer(value.visit(swap), scope, depth + 1)
+                memo[attr] = got if isinstance(got, Known) else None
+            break
+        return memo[attr]
 
     def _engine_local(self, holder: str, attr: str, expr=None, scope=None) -> Value | None:
         """`<holder>.<attr>` where EngineArgs.create_engine_config builds it from a local of its own
@@ -1066,6 +1123,16 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     return Unknown("a comparison of unknown values")
 
 
+class _SelfAs(cst.CSTTransformer):
+    """`self` -> another name (a property of VllmConfig read as `vllm_config.<field>`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value=self.name) if original.value == "self" else updated
+
+
 def _same(a: Value, b: Value) -> bool:
     """Two known values that are the same value (and of one type: 1, 1.0 and True are not)."""
     return isinstance(a, Known) and isinstance(b, Known) and type(a.value) is type(b.value) and a.value == b.value
@@ -1079,8 +1146,8 @@ def _carried(scope, attr: str, env=None) -> Value | None:
     if fields and attr in fields:
         return fields[attr]
     deployment = _deployment()
-    if attr in deployment:
-        return Known(deployment[attr])
+    if attr in deployment and not (attr == "speculative_config" and getattr(getattr(env, "deployment", None), attr, None)):
+        return Known(deployment[attr])  # (not where --speculative-config states one)
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
 

@@ -311,6 +311,8 @@ def _engine_built(index, name: str) -> Value | None:
         method = class_method(engine, func.attr.value)
         if method is None:
             return None
+        if _unset_returns_none(engine, method):
+            return Known(None)
         returns = [r.value for r in iter_returns(method)]
         if not returns or not all(type(r) is cst.Call and getattr(index.resolve_expr(engine.module, r.func), "kind", None)
                                   == "class" for r in returns if r is not None) or any(r is None for r in returns):
@@ -318,6 +320,32 @@ def _engine_built(index, name: str) -> Value | None:
         return NotNone(f"EngineArgs.{func.attr.value}()")
     built = index.resolve_expr(engine.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
     return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
+
+
+def _unset_returns_none(engine, method: cst.FunctionDef) -> bool:
+    """EngineArgs' `create_x_config()` that starts with `if self.<f> is None: return None` (vllm/engine/arg_utils.py
+    `create_diffusion_config`), where EngineArgs declares `<f> ... = None` and the tool reads no `--<f>` option:
+    the engine builds no such configuration (VllmConfig holds None)."""
+    from ..ir.deployment import READ
+
+    body = method.body.body
+    first = next((st for st in body if not (type(st) is cst.SimpleStatementLine and len(st.body) == 1
+                                            and type(st.body[0]) is cst.Expr
+                                            and isinstance(st.body[0].value, cst.SimpleString))), None)
+    if type(first) is not cst.If or first.orelse is not None:
+        return False
+    test = first.test
+    if not (type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is
+            and literal(test.comparisons[0].comparator) == Known(None) and type(test.left) is cst.Attribute
+            and type(test.left.value) is cst.Name and test.left.value.value == "self"):
+        return False
+    inner = first.body.body
+    if not (len(inner) == 1 and type(inner[0]) is cst.SimpleStatementLine and type(inner[0].body[0]) is cst.Return
+            and literal(inner[0].body[0].value or cst.Name("None")) == Known(None)):
+        return False
+    field = test.left.attr.value
+    default = _declared(engine).get(field)
+    return default is not None and literal(default) == Known(None) and f"--{field.replace('_', '-')}" not in READ
 
 
 def iter_returns(fn):

@@ -97,7 +97,10 @@ class LoadTime(Rewrites):
         of `keyword_methods` returns None where the module's interface call passes no such keyword. (None, None)
         where the method is not there or not of that form."""
         spec = next((f for f in self.spec.fusers.values() if isinstance(f, AttentionFuser)), None)
-        key = (inst.cls.qualname, name, cls.qualname)
+        index_attr = spec.layer_index if spec is not None else None
+        layer = self.ctor.self_value(inst, index_attr, self.ctor.evaluator) if index_attr else None
+        layer = layer if isinstance(layer, Known) and type(layer.value) is int else None
+        key = (inst.cls.qualname, name, cls.qualname, layer.value if layer is not None else None)
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = (None, None)
@@ -120,6 +123,9 @@ class LoadTime(Rewrites):
         for local, value, cond, _pos in table.local_assignments:
             scope.locals.setdefault(local, []).append((value, cond))
         scope.values[func] = Known(ClassRef(cls))  # `attn_cls`: the class this interface call became
+        loop = next((f for f in find_all(fn, cst.For) if any(c is call for c in find_all(f, cst.Call))), None)
+        if layer is not None and loop is not None and type(loop.target) is cst.Name:
+            scope.values[loop.target.value] = layer  # `for i in ...: self.attention_fusers[i]`: this module's layer
         scope.version += 1
         passed = plan.keywords.get(name, frozenset())
         unset = {m for m, kw in (spec.keyword_methods or {}).items() if kw not in passed}
