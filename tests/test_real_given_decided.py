@@ -60,10 +60,13 @@ def test_qwen3_5_attributes_from_fields_not_given(qwen35):
         e = by[test]
         assert (e["waits_on"], e["given"]) == ("config_field", False), e
         assert f"not given: {field}" in e["why"], e
-    # the one given input still not traced: the attention implementation's `self.sliding_window` (a kernel
-    # test, attention_v1.py), `cache_config.sliding_window` that EngineArgs sets from the configuration
-    # (vllm/engine/arg_utils.py:2081-2087)
-    assert [e["test"] for e in qwen35.report["undecided"] if e["given"] is True] == ["self.sliding_window is not None"]
+    # the attention implementation's `self.sliding_window` (a kernel test, attention_v1.py) is
+    # `cache_config.sliding_window` that EngineArgs sets from the configuration (vllm/engine/arg_utils.py:
+    # 2081-2087): Qwen3_5TextConfig declares no `sliding_window` and computes `layer_types` from a key not given,
+    # so it waits on the configuration, and nothing given is left undecided
+    assert not [e["test"] for e in qwen35.report["undecided"] if e["given"] is True]
+    e = by["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "sliding_window" in e["why"], e
     assert not [c for c in _conditions(qwen35) if "sliding_window" in c]
 
 
@@ -302,6 +305,14 @@ def test_sliding_window_from_the_engine_and_the_configuration(session, hf):
             if k["name"] == "torch_npu.npu_fused_infer_attention_score"]
     assert attn and not [k for k in attn if "sliding_window" in (k.get("condition") or "")], attn
     validate_report(qwen.report)
+
+
+def test_sliding_window_of_a_class_that_declares_none_waits_on_it(session, hf, tmp_path):
+    """BloomConfig declares no `sliding_window`, but a checkpoint may carry the key (transformers keeps every extra
+    key, transformers/configuration_utils.py:499-504) and vLLM reads it with `getattr(self.hf_text_config,
+    "sliding_window", None)` (vllm/config/model.py:1494): with the class's defaults the test waits on that field,
+    not on the tool. A whole config.json without the key decides it: None, and the kernels of the window path
+    (attention_v1.py:956) are not listed."""
     bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
     assert "self.sliding_window is not None" in _by_test(bloom)
 
@@ -326,3 +337,125 @@ def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
     bare = analyze_in(session, "BailingMoeV3ForCausalLM", Options(hf_root=hf))
     assert any("separate_b_proj" in c for c in _conditions(bare))
     validate_report(a.report)
+
+
+    e = _by_test(bloom)["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: sliding_window" in e["why"], e
+    cfg = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 512,
+           "vocab_size": 250880, "layer_norm_epsilon": 1e-5}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    whole = analyze_in(session, "BloomForCausalLM", Options(config=str(path), hf_root=hf))
+    assert not [t for t in _by_test(whole) if "sliding_window" in t], list(_by_test(whole))
+    assert not [k for k in _kernels(whole, "attention") if k["line"] == 956 and k["file"].endswith("attention_v1.py")]
+    # MistralConfig states a window (4096) but no `layer_types`, which both llama.py's per-layer window
+    # (`if layer_types := getattr(config, "layer_types", None):`, llama.py:186) and EngineArgs' test read
+    e = _by_test(analyze_in(session, "MistralForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
+    validate_report(whole.report)
+
+
+def _kernels(a, kind: str) -> list[dict]:
+    return [dict(k, layer_kind=op["attrs"].get("layer_kind")) for op in a.report["ops"] if op["kind"] == kind
+            for k in op.get("kernels") or ()]
+
+
+def test_sliding_window_of_interleaved_layers_decided_per_kind(session, hf):
+    """Gemma2Config's `layer_types` alternate (its defaults): EngineArgs sets `cache_config.sliding_window` only
+    where every layer slides (`layer_types is None or all(lt == "sliding_attention" for lt in layer_types)`,
+    vllm/engine/arg_utils.py:2083-2087), so it is None, and the full layers, which pass no per-layer window
+    (gemma2.py), hold None; the sliding layers the configuration's 4096. Each kind walks only its own path:
+    the window path (attention_v1.py:956) in the sliding kind, the paged decode (:1110, `self.sliding_window is
+    None`) in the full one. Phi3Config's window is None: whatever `layer_types` (not declared) the per-layer
+    window is None either way (`sliding_window = None`, then `= config.sliding_window` under a test)."""
+    gemma = analyze_in(session, "Gemma2ForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(gemma) if "sliding_window" in t and "attn_metadata" not in t], list(_by_test(gemma))
+    lines = {(k["layer_kind"], k["line"]) for k in _kernels(gemma, "attention") if k["file"].endswith("attention_v1.py")}
+    assert (0, 956) in lines and (1, 956) not in lines and (1, 1110) in lines and (0, 1110) not in lines, sorted(lines)
+    assert [kd["differs"].get("self_attn.attn.sliding_window") for kd in gemma.report["layer_kinds"]] == ["4096", "None"]
+    phi3 = analyze_in(session, "Phi3ForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(phi3) if t == "self.sliding_window is not None"]
+    validate_report(gemma.report)
+
+
+def test_model_config_resets_and_model_code_that_changes_the_window(session):
+    """ModelConfig sets `self.hf_text_config.sliding_window = None` when it is 0 (vllm/config/model.py:765-767) or
+    with `disable_sliding_window` (:860-863, False: EngineArgs' default is ModelConfig's, arg_utils.py:545, and
+    the tool reads no such option): a window of 0 is not read as 0, one of 4096 is kept. Step3p5's decoder layer
+    sets `cache_config.sliding_window = None` before it builds its attention (step3p5.py:426-427): an engine value
+    other than None is not said for an object handed through that module."""
+    import libcst as cst
+
+    from fusion_analyze.semantics.evaluator import _set_on_the_way
+    from fusion_analyze.semantics.runtime_defaults import model_config_keeps
+    from fusion_analyze.semantics.scope import Scope
+
+    index = session.index
+    assert model_config_keeps(index, "get_sliding_window", "sliding_window", 4096)
+    assert model_config_keeps(index, "get_sliding_window", "sliding_window", None)
+    assert not model_config_keeps(index, "get_sliding_window", "sliding_window", 0)
+    name = cst.Name("cache_config")
+    step = Scope(module=index.get("vllm.model_executor.models.step3p5"))
+    llama = Scope(module=index.get("vllm.model_executor.models.llama"))
+    assert _set_on_the_way(name, step, "cache_config", "sliding_window")
+    assert not _set_on_the_way(name, llama, "cache_config", "sliding_window")
+
+
+_ATTENTION_ATTRS = ("use_direct_call", "kv_sharing_target_layer_name", "attn_type", "forward_includes_kv_cache_update",
+                    "sinks", "sliding_window")
+
+
+def test_transformers_backend_attention_built_with_the_backends_arguments(session, hf):
+    """The Transformers backend builds each layer's vLLM attention as `attn_cls(**kwargs)` in
+    Base._create_attention_instances (vllm/model_executor/models/transformers/base.py:617-658): the walk reads
+    the layer with those keywords, the model instance as `self`. So the platform's selector runs for it
+    (AscendAttentionBackend, whose `forward_includes_kv_cache_update`...), `use_direct_call` is NPUPlatform's
+    answer, `kv_sharing_target_layer_name` and `attn_type` keep the defaults the backend leaves, `sinks` is not
+    passed where the module's interface call has no `s_aux=` (fusers/attention.py `sinks`), and the window is the
+    configuration's: none of these tests is left, and the sinks kernel (attention_v1.py:921) is not listed.
+    VaultGemma's layers alternate: the backend's loop index is the module's `layer_idx`, so each kind of layer
+    holds its own window."""
+    for arch in ("SmolLM3ForCausalLM", "Olmo2ForCausalLM"):
+        a = analyze_in(session, arch, Options(hf_root=hf))
+        left = {t: e for t, e in _by_test(a).items() if any(attr in t for attr in _ATTENTION_ATTRS)
+                and "attn_metadata" not in t}
+        # (Olmo2Config declares no `sliding_window`: that one waits on the configuration)
+        assert set(left) <= ({"self.sliding_window is not None"} if arch.startswith("Olmo2") else set()), (arch, left)
+        assert all(e["waits_on"] == "config_field" for e in left.values()), left
+        attn = [op for op in a.report["ops"] if op["kind"] == "attention"]
+        assert attn and all(op["attrs"]["attention_backend"].get("selector") for op in attn), attn[0]["attrs"]
+        assert not [k for k in _kernels(a, "attention") if k["line"] == 921 and k["file"].endswith("attention_v1.py")]
+        assert not [e for e in a.report["undecided"] if e["given"] is True], (arch, a.report["undecided"])
+    vault = analyze_in(session, "VaultGemmaForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(vault) if t == "self.sliding_window is not None"]
+    lines = {(k["layer_kind"], k["line"]) for k in _kernels(vault, "attention") if k["file"].endswith("attention_v1.py")}
+    assert (0, 956) in lines and (1, 956) not in lines, sorted(lines)
+    # GPTBigCodeConfig declares no `layer_types`: the window waits on it
+    e = _by_test(analyze_in(session, "GPTBigCodeForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
+    validate_report(vault.report)
+
+
+def test_speculative_tokens_and_a_submodules_bias(session, hf):
+    """MambaMixer2's `self.num_spec = vllm_config.num_speculative_tokens` (vllm/model_executor/layers/mamba/
+    mamba_mixer2.py:541): VllmConfig's property (vllm/config/vllm.py:613) run on the deployment's objects, no
+    speculative configuration and no diffusion configuration (EngineArgs' `create_diffusion_config` returns None
+    for its None default, arg_utils.py:2007), is 0, so `if self.num_spec > 0:` (:1019) is decided and only the
+    other side's ops (:1036, :1039) are walked; with --speculative-config it stays open. MambaMixer's
+    `self.dt_proj.bias is not None` (mamba_mixer.py:486): dt_proj is a ColumnParallelLinear built with
+    `bias=True`, which on Ascend is AscendColumnParallelLinear, whose __init__ sets `self.bias = Parameter(...)`
+    (vllm_ascend/ops/linear.py) under `if bias:`: never None."""
+    def lines(a):
+        return sorted({op["line"] for op in a.report["ops"] if op["file"].endswith("mamba_mixer2.py")
+                       and 1015 < op["line"] < 1045})
+
+    mamba2 = analyze_in(session, "Mamba2ForCausalLM", Options(hf_root=hf))
+    assert "self.num_spec > 0" not in _by_test(mamba2)
+    assert lines(mamba2) == [1036, 1039], lines(mamba2)
+    spec = analyze_in(session, "Mamba2ForCausalLM", Options(
+        hf_root=hf, speculative_config='{"method": "mtp", "num_speculative_tokens": 2}'))
+    assert "self.num_spec > 0" in _by_test(spec) and 1021 in lines(spec)
+    mamba = analyze_in(session, "MambaForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(mamba) if "dt_proj" in t]
+    assert not [c for c in _conditions(mamba) if "dt_proj" in c]
+    validate_report(mamba2.report)

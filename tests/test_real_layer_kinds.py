@@ -120,10 +120,14 @@ def test_gemma3_sliding_window_decided_in_the_attention_class(session, hf, tmp_p
     kinds = a.report["layer_kinds"]
     assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]
     # told apart by `is_sliding`; what follows from it in the attention class is said too (the sliding layers'
-    # window from the configuration, each kind's rotary base)
+    # window from the configuration, the full layers' None from the engine's cache_config; each kind's rotary
+    # base and dimension: `if rotary_dim := rope_parameters.get("rope_dim", None):` read in the full layers'
+    # configuration, the sliding layers' `dict(rope_type=..., rope_theta=...)` not read)
     assert [k["differs"]["self_attn.is_sliding"] for k in kinds] == ["True", "False"]
     assert kinds[0]["differs"].get("self_attn.attn.sliding_window") == "512"
-    assert all(set(k["differs"]) <= {"self_attn.is_sliding", "self_attn.attn.sliding_window", "self_attn.rotary_emb.base"}
+    assert kinds[1]["differs"].get("self_attn.attn.sliding_window") == "None"
+    assert all(set(k["differs"]) <= {"self_attn.is_sliding", "self_attn.attn.sliding_window", "self_attn.rotary_emb.base",
+                                     "self_attn.rotary_emb.rotary_dim"}
                for k in kinds), [k["differs"] for k in kinds]
     validate_report(a.report)
 

@@ -463,6 +463,10 @@ class AttentionFuser:
     attr: str
     cls: str = key("class")
     runs: str | None = None
+    built_in: str | None = None  # the backend's method that builds the layer: `attn_cls(**kwargs)` in it
+    # a method of the fuser that returns None unless the module's interface call passes that keyword
+    keyword_methods: Mapping[str, str] | None = None
+    layer_index: str | None = None  # the module's attribute the backend keys its layer loop by
 
 
 Fuser = GluFuser | QkvFuser | PackedQkvFuser | RmsNormFuser | AttentionFuser

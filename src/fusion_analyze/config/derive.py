@@ -204,9 +204,13 @@ class _Run:
     def forget_call(self, call: ast.Call) -> None:
         """A call that may change what it is handed (`kwargs.setdefault(...)`, `cfg.update(...)`)."""
         func = call.func
+        mutators = ("setdefault", "update", "pop", "append", "extend", "clear", "insert", "remove")
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.names:
-            if func.attr in ("setdefault", "update", "pop", "append", "extend", "clear", "insert", "remove"):
+            if func.attr in mutators:
                 self.names[func.value.id] = UNKNOWN
+        elif isinstance(func, ast.Attribute) and func.attr in mutators and isinstance(func.value, ast.Attribute) \
+                and isinstance(func.value.value, ast.Name) and func.value.value.id == "self":
+            self.forget_target(func.value)  # `self.layer_types.append(...)` in a loop: not the [] it started as
 
     def call_statement(self, call: ast.Call) -> None:
         func = call.func

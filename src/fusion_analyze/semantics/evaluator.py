@@ -11,6 +11,7 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from functools import lru_cache
 
 import libcst as cst
@@ -265,13 +266,16 @@ class Evaluator:
                 except (TypeError, ZeroDivisionError, OverflowError):
                     return Unknown("arithmetic on values that do not combine")
             return Unknown("arithmetic on an unknown value")
+        if kind is cst.NamedExpr and isinstance(expr, cst.NamedExpr):  # `(x := value)` is value
+            return self.infer(expr.value, scope, step)
         if kind is cst.IfExp:
             t = truth_of(self.infer(expr.test, scope, step))
             if t is Truth.TRUE:
                 return self.infer(expr.body, scope, step)
             if t is Truth.FALSE:
                 return self.infer(expr.orelse, scope, step)
-            return OneOf((self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)))
+            body, orelse = self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)
+            return body if _same(body, orelse) else OneOf((body, orelse))  # (the same value either way)
         if kind is cst.Tuple or kind is cst.List:
             items = []
             for e in expr.elements:
@@ -449,7 +453,9 @@ class Evaluator:
             t = self.condition_truth(cond, scope=scope)
             if t is Truth.TRUE:
                 result = self.infer(value, scope, depth)
-            elif t is Truth.UNKNOWN:
+            elif t is Truth.UNKNOWN and not (isinstance(result, Known) and _same(result, self.infer(value, scope, depth))):
+                # (the value it had already, assigned again under a test: `sliding_window = config.sliding_window`
+                # under `if is_sliding:` after `sliding_window = None`, with a configuration whose window is None)
                 result = Unknown("assigned under a condition that is not decided")
         return result
 
@@ -459,6 +465,12 @@ class Evaluator:
             if scope is not None and scope.owner is not None and self.attrs is not None:
                 return self.attrs.self_value(scope.owner, attr, self, depth)
             return _carried(scope, attr, self.env) or Unknown(f"self.{attr} outside a construction")
+        if type(expr.value) is cst.Attribute and type(expr.value.value) is cst.Name and expr.value.value.value == "self" \
+                and "self" not in (getattr(scope, "values", None) or ()) and self.attrs is not None \
+                and getattr(scope, "owner", None) is not None:
+            got = self._submodule_attribute(scope.owner, expr.value.attr.value, attr, depth)
+            if got is not None:  # `self.dt_proj.bias`: what the submodule's construction assigns
+                return got
         if type(expr.value) is cst.Name and self.attrs is not None and expr.value.value in (getattr(scope, "instances", None) or ()):
             held = scope.instances[expr.value.value]  # `layer.use_sequence_parallel`: the layer the loop walks
             return self.attrs.self_value(held, attr, self, depth)
@@ -478,13 +490,16 @@ class Evaluator:
             got = _deployment_none(self.env.deployment, attr)
             if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
                 return got
+            got = self._config_property(attr, depth)
+            if got is not None:  # `vllm_config.num_speculative_tokens`: VllmConfig's property, run on its fields
+                return got
         if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             from .runtime_defaults import vllm_config_default
 
             got = vllm_config_default(self.env.index, holder, attr, lambda e, sc: self.infer(e, sc, depth + 1))
             if got is not None:  # `cache_config.kv_sharing_fast_prefill`: vLLM's default, no argument changes it
                 return got
-            got = self._engine_local(holder, attr)
+            got = self._engine_local(holder, attr, expr.value, scope)
             if got is not None:  # `cache_config.sliding_window`: None where the configuration states none
                 return got
             got = self._selector_default(holder, attr, depth)
@@ -527,36 +542,112 @@ class Evaluator:
             return None
         return config_default(Defaults(cls, {}), attr, lambda e, sc: self.infer(e, sc, depth + 1))
 
-    def _engine_local(self, holder: str, attr: str) -> Value | None:
+    def _submodule_attribute(self, owner, name: str, attr: str, depth: int) -> Value | None:
+        """`self.<name>.<attr>` where the walk built `self.<name>` (a module of the trees): its `self.<attr>` after
+        its __init__ chain, read on the class the backend runs (`ColumnParallelLinear(..., bias=True)`: `self.bias
+        = Parameter(...)` under `if bias:`, never None); None where that is not decided (an attribute set
+        another way, `register_parameter("bias", None)`, is not read)."""
+        attrs = self.attrs
+        sub = attrs.attr(owner, name) if attrs is not None else None
+        if attrs is None or sub is None or getattr(sub, "cls", None) is None:
+            return None
+        running = attrs.running_instance(sub) if hasattr(attrs, "running_instance") else sub
+        got = attrs.self_value(running, attr, self, depth)
+        return got if isinstance(got, (Known, NotNone)) else None
+
+    def _config_property(self, attr: str, depth: int) -> Value | None:
+        """`vllm_config.<attr>` where VllmConfig's `attr` is a property that only decides (`num_speculative_tokens`:
+        `if self.speculative_config is not None and ...: return ...`, vllm/config/vllm.py): its first return whose
+        tests hold, every test before it decided false, each `self.x` read as `vllm_config.x` (the deployment's
+        configuration objects, what the engine builds); None where a test is not decided."""
+        from .function_bodies import class_method, tables
+        from .runtime_defaults import VLLM_CONFIG
+
+        memo = self.__dict__.setdefault("_config_properties", {})
+        if attr in memo:
+            return memo[attr]
+        memo[attr] = None
+        cls = self.env.index.lookup(*VLLM_CONFIG) if self.env.index is not None else None
+        if cls is None or cls.kind != "class":
+            return None
+        fn = class_method(cls, attr)
+        if fn is None or not any(type(d.decorator) is cst.Name and d.decorator.value == "property"
+                                 for d in fn.decorators) or not _decision_function(fn, cls.module):
+            return None
+        scope, swap = Scope(module=cls.module), _SelfAs("vllm_config")
+        for value, cond in tables(fn, cls.module).returns:
+            truth = Truth.TRUE
+            for term in cond.terms if cond is not None else ():
+                truth = truth.and_(self.term_truth(replace(term, expr=term.expr.visit(swap)) if term.expr is not None
+                                                   else term, scope=scope))
+            if truth is Truth.FALSE:
+                continue
+            if truth is Truth.TRUE:
+                got = self.infer(value.visit(swap), scope, depth + 1)
+                memo[attr] = got if isinstance(got, Known) else None
+            break
+        return memo[attr]
+
+    def _engine_local(self, holder: str, attr: str, expr=None, scope=None) -> Value | None:
         """`<holder>.<attr>` where EngineArgs.create_engine_config builds it from a local of its own
-        (runtime_defaults.engine_passed_values): None where every value that local may take is None — a literal
-        None, or `model_config.<m>()` whose ModelConfig method returns `getattr(self.hf_text_config, "k", None)`
-        (`get_sliding_window`, vllm/config/model.py) with a configuration that gives no `k` (or None). Anything
-        else (a value, a read not run here): not decided (None)."""
-        from .runtime_defaults import engine_passed_values
+        (runtime_defaults.engine_local): that local's last assignment whose test holds, its tests read in that
+        method with the model's configuration (`layer_types is None or all(lt == "sliding_attention" for lt in
+        layer_types)`, `layer_types = getattr(model_config.hf_text_config, "layer_types", None)`), a
+        `model_config.<m>()` read through ModelConfig's method (`get_sliding_window`: `getattr(self.hf_text_config,
+        "sliding_window", None)`) and what ModelConfig makes of it (model_config_keeps). A value other than None
+        only where no module the object was handed through assigns `<holder>.<attr>` (Step3p5's layer sets
+        `cache_config.sliding_window = None` before it builds its attention). None: not decided."""
+        from .runtime_defaults import engine_local
 
         if self.config is None:
             return None
-        values = engine_passed_values(self.env.index, holder, attr)
-        if not values:
+        found = engine_local(self.env.index, holder, attr)
+        if found is None:
             return None
-        for value in values:
-            got = literal(value) if not isinstance(value, cst.Call) else self._model_config_getter(value)
-            if not (isinstance(got, Known) and got.value is None):
-                return None
-        return Known(None)
+        memo = self.__dict__.setdefault("_engine_locals", {})
+        if (holder, attr) not in memo:
+            memo[(holder, attr)] = _ENGINE_BUSY  # a test that reads it again: not decided
+            memo[(holder, attr)] = self._engine_local_value(found)
+        got = memo[(holder, attr)]
+        if not isinstance(got, Known):
+            return None
+        if got.value is not None and _set_on_the_way(expr, scope, holder, attr):
+            return None
+        return got
+
+    def _engine_local_value(self, found) -> Value:
+        from .scope import Scope
+
+        scope = Scope(module=found.module)
+        for local, value, cond in found.before:
+            scope.locals.setdefault(local, []).append((value, cond))
+        result: Value = Unknown("not assigned")
+        for value, cond, _pos in found.assignments:
+            t = self.condition_truth(cond, scope=scope)
+            if t is Truth.FALSE:
+                continue
+            got = self._model_config_getter(value) if type(value) is cst.Call else None
+            if got is None:
+                got = self.infer(value, scope)
+            if t is Truth.TRUE:
+                result = got
+            elif not _same(result, got):
+                result = Unknown("assigned under a test that is not decided")
+        return result
 
     def _model_config_getter(self, call: cst.Call) -> Value | None:
         """`model_config.<m>()` where ModelConfig's `m` is one `return getattr(self.hf_text_config | self.hf_config,
-        "k", <literal>)`: that read of the model's configuration; else None."""
+        "k", <literal>)`: that read of the model's configuration, where ModelConfig leaves the field at that value
+        (runtime_defaults.model_config_keeps: `self.hf_text_config.sliding_window = None` when it is 0); else
+        None."""
         from .function_bodies import class_method
-        from .runtime_defaults import iter_returns
+        from .runtime_defaults import MODEL_CONFIG, iter_returns, model_config_keeps
 
         func = call.func
         if call.args or type(func) is not cst.Attribute or type(func.value) is not cst.Name \
                 or func.value.value != "model_config":
             return None
-        cls = self.env.index.lookup("vllm.config.model", "ModelConfig")
+        cls = self.env.index.lookup(*MODEL_CONFIG)
         method = class_method(cls, func.attr.value) if getattr(cls, "kind", None) == "class" else None
         returns = [r.value for r in iter_returns(method)] if method is not None else []
         if len(returns) != 1 or type(returns[0]) is not cst.Call:
@@ -572,7 +663,10 @@ class Evaluator:
         if k is None or d is None or not isinstance(k.value, str):
             return None
         text = obj.attr.value == "hf_text_config"
-        return self._config_read(("getattr", k.value, text, repr(d)), lambda config: config.getattr(k.value, d, text))
+        got = self._config_read(("getattr", k.value, text, repr(d)), lambda config: config.getattr(k.value, d, text))
+        if isinstance(got, Known) and not model_config_keeps(self.env.index, func.attr.value, k.value, got.value):
+            return Unknown(f"ModelConfig may change {k.value} from {got.value!r}")
+        return got
 
     def _dataclass_field(self, expr, attr: str, scope, depth: int) -> Value | None:
         """`x.<attr>` where `x` is bound (a parameter, a local assigned once) to a call of a @dataclass of the
@@ -936,17 +1030,24 @@ class Evaluator:
         return None
 
     def _all_any(self, is_all: bool, arg, scope, depth: int) -> Value | None:
-        """`all(test for x in (a, b))` / `any(...)` over a tuple or list written out: the test read with each
-        element in place of `x`; decided as soon as one element decides it, unknown when one is unknown and
+        """`all(test for x in (a, b))` / `any(...)` over a tuple or list written out, or a name holding a known
+        sequence of literals: the test read with each element in place of `x`; decided as soon as one element decides it, unknown when one is unknown and
         none decides; None for any other argument."""
         if not (isinstance(arg, (cst.GeneratorExp, cst.ListComp)) and arg.for_in.inner_for_in is None
-                and not arg.for_in.ifs and type(arg.for_in.target) is cst.Name
-                and isinstance(arg.for_in.iter, (cst.Tuple, cst.List))):
+                and not arg.for_in.ifs and type(arg.for_in.target) is cst.Name):
             return None
+        if isinstance(arg.for_in.iter, (cst.Tuple, cst.List)):
+            items = [el.value for el in arg.for_in.iter.elements]
+        else:  # `for lt in layer_types`: a known sequence of literals, each written in place
+            seq = self.infer(arg.for_in.iter, scope, depth)
+            if not (isinstance(seq, Known) and isinstance(seq.value, (tuple, list))
+                    and all(v is None or type(v) in (str, int, float, bool) for v in seq.value)):
+                return None
+            items = [cst.parse_expression(repr(v)) for v in seq.value]
         name = arg.for_in.target.value
         unknown = False
-        for el in arg.for_in.iter.elements:
-            test = arg.elt.visit(_Substitute(name, el.value))
+        for item in items:
+            test = arg.elt.visit(_Substitute(name, item))
             if not isinstance(test, cst.BaseExpression):
                 return None
             t = truth_of(self.infer(test, scope, depth))
@@ -1117,6 +1218,21 @@ def _compare(op: type, left: Value, right: Value) -> Value:
     return Unknown("a comparison of unknown values")
 
 
+class _SelfAs(cst.CSTTransformer):
+    """`self` -> another name (a property of VllmConfig read as `vllm_config.<field>`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value=self.name) if original.value == "self" else updated
+
+
+def _same(a: Value, b: Value) -> bool:
+    """Two known values that are the same value (and of one type: 1, 1.0 and True are not)."""
+    return isinstance(a, Known) and isinstance(b, Known) and type(a.value) is type(b.value) and a.value == b.value
+
+
 def _carried(scope, attr: str, env=None) -> Value | None:
     """What every object of a composite part's runtime carries as `.attr` (Bindings.fields), else what the
     report's deployment says of the runtime's configuration objects (walk.yaml `runtime.deployment`), else
@@ -1125,13 +1241,53 @@ def _carried(scope, attr: str, env=None) -> Value | None:
     if fields and attr in fields:
         return fields[attr]
     deployment = _deployment()
-    if attr in deployment:
-        return Known(deployment[attr])
+    if attr in deployment and not (attr == "speculative_config" and getattr(getattr(env, "deployment", None), attr, None)):
+        return Known(deployment[attr])  # (not where --speculative-config states one)
     stated = env.deployment_attrs() if env is not None else {}
     return stated.get(attr)
 
 
 _STARTUP_BUSY: set = set()  # start-up globals being decided: a test of their own function reading them waits
+_ENGINE_BUSY = Unknown("an engine-built field read while it is decided")
+
+
+def _set_on_the_way(expr, scope, holder: str, attr: str) -> bool:
+    """Whether a module the object `expr` was handed through (parameters and locals followed back to where it was
+    read, across the scopes that bound them) assigns `<holder>.<attr> = ...` (`cache_config.sliding_window = None`
+    in Step3p5's decoder layer, vllm/model_executor/models/step3p5.py): the value the engine built may not be
+    what the code reads. True also where the path cannot be followed."""
+    import re
+
+    setter = re.compile(rf"\b{re.escape(holder)}\.{re.escape(attr)}\s*=(?!=)")
+    seen: set = set()
+    todo = [(expr, scope)]
+    while todo:
+        node, where = todo.pop()
+        if node is None or where is None or len(seen) > 64:
+            return True
+        module = getattr(where, "module", None)
+        if module is None:
+            return True
+        if id(module) not in seen:
+            seen.add(id(module))
+            if setter.search(module.text()):
+                return True
+        c = getattr(getattr(where, "owner", None), "cls", None)
+        if c is not None and id(c.module) not in seen:  # `self.cache_config`: the class's module too
+            seen.add(id(c.module))
+            if setter.search(c.module.text()):
+                return True
+        if type(node) is cst.Attribute:
+            node = node.value
+            while type(node) is cst.Attribute:
+                node = node.value
+        if type(node) is not cst.Name:
+            continue
+        if node.value in where.locals:
+            todo += [(value, where) for value, _cond in where.locals[node.value]]
+        elif node.value in where.params:
+            todo.append(where.params[node.value])
+    return False
 
 
 def _declares_global(fn: cst.FunctionDef, name: str) -> bool:

@@ -110,6 +110,9 @@ class FunctionTables:
                     out.append(LocalAssignment(stmt.name.value, cst.Lambda(params=params, body=rets[0][0]), cond, pos))
                 nested += [LocalAssignment(t, v, join(cond, c), pos) for t, v, c, _p in inner.local_assignments]
                 continue
+            if type(stmt) is cst.If:  # `if layer_types := getattr(config, "layer_types", None):` binds a local
+                out += _walrus(stmt, self.module, cond, pos)
+                continue
             if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if type(small) is cst.Assign:
@@ -250,6 +253,20 @@ def tables(fn: cst.FunctionDef, module) -> FunctionTables:
     if found is None:
         found = TABLES.of(module)[key] = FunctionTables(fn, module)
     return found
+
+
+def _walrus(stmt: cst.If, module, cond: Condition | None, pos: int) -> list[LocalAssignment]:
+    """The locals `name := value` binds in an `if` test and its `elif` tests, each under the tests that run
+    before it (an `elif` test runs when the tests above it fail)."""
+    out: list[LocalAssignment] = []
+    node, before = stmt, cond
+    while type(node) is cst.If:
+        for named in find_all(node.test, cst.NamedExpr):
+            if type(named.target) is cst.Name:
+                out.append(LocalAssignment(named.target.value, named.value, before, pos))
+        before = join(before, Condition.of(node.test, module).negate())
+        node = node.orelse
+    return out
 
 
 def _walk_stmts(body, module, cond: Condition | None = None):

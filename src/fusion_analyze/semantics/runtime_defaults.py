@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from ..index.facts import FactTable
@@ -309,6 +311,8 @@ def _engine_built(index, name: str) -> Value | None:
         method = class_method(engine, func.attr.value)
         if method is None:
             return None
+        if _unset_returns_none(engine, method):
+            return Known(None)
         returns = [r.value for r in iter_returns(method)]
         if not returns or not all(type(r) is cst.Call and getattr(index.resolve_expr(engine.module, r.func), "kind", None)
                                   == "class" for r in returns if r is not None) or any(r is None for r in returns):
@@ -316,6 +320,32 @@ def _engine_built(index, name: str) -> Value | None:
         return NotNone(f"EngineArgs.{func.attr.value}()")
     built = index.resolve_expr(engine.module, func) if isinstance(func, (cst.Name, cst.Attribute)) else None
     return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
+
+
+def _unset_returns_none(engine, method: cst.FunctionDef) -> bool:
+    """EngineArgs' `create_x_config()` that starts with `if self.<f> is None: return None` (vllm/engine/arg_utils.py
+    `create_diffusion_config`), where EngineArgs declares `<f> ... = None` and the tool reads no `--<f>` option:
+    the engine builds no such configuration (VllmConfig holds None)."""
+    from ..ir.deployment import READ
+
+    body = method.body.body
+    first = next((st for st in body if not (type(st) is cst.SimpleStatementLine and len(st.body) == 1
+                                            and type(st.body[0]) is cst.Expr
+                                            and isinstance(st.body[0].value, cst.SimpleString))), None)
+    if type(first) is not cst.If or first.orelse is not None:
+        return False
+    test = first.test
+    if not (type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is
+            and literal(test.comparisons[0].comparator) == Known(None) and type(test.left) is cst.Attribute
+            and type(test.left.value) is cst.Name and test.left.value.value == "self"):
+        return False
+    inner = first.body.body
+    if not (len(inner) == 1 and type(inner[0]) is cst.SimpleStatementLine and type(inner[0].body[0]) is cst.Return
+            and literal(inner[0].body[0].value or cst.Name("None")) == Known(None)):
+        return False
+    field = test.left.attr.value
+    default = _declared(engine).get(field)
+    return default is not None and literal(default) == Known(None) and f"--{field.replace('_', '-')}" not in READ
 
 
 def iter_returns(fn):
@@ -385,8 +415,18 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
 
 
 ENGINE_LOCALS = FactTable("engine_config_locals",
-                          "(VllmConfig field, its field) -> the values EngineArgs.create_engine_config may pass it "
-                          "(a local of that method: its assignments), or None")
+                          "(VllmConfig field, its field) -> the local EngineArgs.create_engine_config passes it (its "
+                          "assignments, with their tests), or None")
+
+
+class EngineLocal(NamedTuple):
+    """The local `create_engine_config` builds a configuration field from (`sliding_window` of
+    `CacheConfig(sliding_window=sliding_window)`): its assignments (value, test, position) in order, and every
+    local assignment of the method before the call (what its tests read: `layer_types`)."""
+
+    module: object  # EngineArgs' module
+    assignments: list
+    before: list  # [(local, value, test)]
 
 
 def engine_passed_values(index, holder: str, name: str) -> list | None:
@@ -396,12 +436,18 @@ def engine_passed_values(index, holder: str, name: str) -> list | None:
     test), each with EngineArgs' class (their module); None where it passes something else, or where start-up
     code assigns `<holder>.<name> = ...` after it is built. The evaluator reads them with the model's
     configuration (a configuration-dependent value is never kept per tree)."""
+    found = engine_local(index, holder, name)
+    return [value for value, _cond, _pos in found.assignments] if found is not None else None
+
+
+def engine_local(index, holder: str, name: str) -> EngineLocal | None:
+    """engine_passed_values with each assignment's test, and the method's locals those tests read."""
     if index is None or not holder.endswith("_config") or holder == "vllm_config":
         return None
     return ENGINE_LOCALS.get(index, (holder, name), lambda: _engine_passed_values(index, holder, name))
 
 
-def _engine_passed_values(index, holder: str, name: str) -> list | None:
+def _engine_passed_values(index, holder: str, name: str) -> EngineLocal | None:
     import re
 
     from .function_bodies import class_method, tables
@@ -432,5 +478,134 @@ def _engine_passed_values(index, holder: str, name: str) -> list | None:
                 if setter.search(path.read_text(encoding="utf-8", errors="replace")):
                     return None
     table = tables(fn, engine.module)
-    values = [value for target, value, _cond, _pos in table.local_assignments if target == passed[0].value]
-    return values or None
+    values = [(value, cond, pos) for target, value, cond, pos in table.local_assignments if target == passed[0].value]
+    if not values:
+        return None
+    at = max(pos for _v, _c, pos in values)
+    before = [(target, value, cond) for target, value, cond, pos in table.local_assignments if pos < at]
+    return EngineLocal(engine.module, values, before)
+
+
+MODEL_CONFIG = ("vllm.config.model", "ModelConfig")
+MODEL_CONFIG_SETTERS = FactTable("model_config_setters",
+                                 "a field of the model's configuration -> ModelConfig's `self.hf_text_config.<field> "
+                                 "= v` assignments: (v, the test it runs under)")
+
+
+def model_config_setters(index, key: str) -> list | None:
+    """[(value, condition)] of each assignment ModelConfig's methods make to the model's configuration's field
+    `key` (`self.hf_text_config.sliding_window = None` under `if self.get_sliding_window() == 0:`, vllm/config/
+    model.py), with ModelConfig; None where ModelConfig is not in the trees."""
+    return MODEL_CONFIG_SETTERS.get(index, key, lambda: _model_config_setters(index, key))
+
+
+def _model_config_setters(index, key: str) -> list | None:
+    from .function_bodies import tables
+
+    cls = index.lookup(*MODEL_CONFIG) if index is not None else None
+    if cls is None or cls.kind != "class":
+        return None
+    out = []
+    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+        if type(stmt) is not cst.FunctionDef:
+            continue
+        for target, value, cond, _pos in tables(stmt, cls.module).assignments:
+            if type(target) is cst.Attribute and target.attr.value == key and type(target.value) is cst.Attribute \
+                    and target.value.attr.value in ("hf_config", "hf_text_config") \
+                    and type(target.value.value) is cst.Name and target.value.value.value == "self":
+                out.append((value, cond))
+    return out
+
+
+def model_config_keeps(index, getter: str, key: str, value) -> bool:
+    """Whether ModelConfig leaves the configuration's `key` at `value` (what its method `getter` returns at start,
+    `getattr(self.hf_text_config, key, None)`): each of its assignments to the field (model_config_setters) sets
+    that value again, or runs under a test this value fails: `self.<getter>() == 0` with another value, or a
+    boolean field of ModelConfig (`self.disable_sliding_window`) that no engine argument the tool reads sets,
+    at a false default EngineArgs takes from ModelConfig, and that ModelConfig sets only under such a test."""
+    setters = model_config_setters(index, key)
+    if setters is None:
+        return False
+    return all(_is_literal(v, value) or _fails(index, getter, value, cond, 0) for v, cond in setters)
+
+
+def _is_literal(node, value) -> bool:
+    """`node` is a literal of `value` (and of its type: 0 is not False)."""
+    lit = literal(node)
+    return lit is not None and type(lit.value) is type(value) and lit.value == value
+
+
+def _fails(index, getter: str, value, cond, depth: int) -> bool:
+    """Whether one term of `cond` surely fails with the field at `value` and vLLM's defaults (model_config_keeps)."""
+    for term in cond.terms if cond is not None else ():
+        test = term.expr
+        if test is None:
+            continue
+        if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.left) is cst.Call \
+                and not test.left.args and _dotted_text(test.left.func) == f"self.{getter}":
+            op, lit = type(test.comparisons[0].operator), literal(test.comparisons[0].comparator)
+            if lit is not None and op in (cst.Equal, cst.NotEqual) and term.negated is False:
+                if (value == lit.value and type(value) is type(lit.value)) != (op is cst.Equal):
+                    return True
+        elif type(test) is cst.Attribute and type(test.value) is cst.Name and test.value.value == "self" \
+                and not term.negated and depth < 2 and _false_flag(index, getter, value, test.attr.value, depth):
+            return True
+    return False
+
+
+def _false_flag(index, getter: str, value, flag: str, depth: int) -> bool:
+    """ModelConfig's boolean field `flag` is False: declared `flag: bool = False`, EngineArgs' own field
+    `flag: bool = ModelConfig.flag` (no engine argument the deployment reads sets it), and every assignment
+    ModelConfig makes to it runs under a test that fails (`self.disable_sliding_window = True` under
+    `if self.get_sliding_window() == 0:`)."""
+    from .function_bodies import tables
+
+    cls, engine = index.lookup(*MODEL_CONFIG), index.lookup(*ENGINE_ARGS_CLASS)
+    if getattr(cls, "kind", None) != "class" or getattr(engine, "kind", None) != "class":
+        return False
+    if literal(_declared(cls).get(flag) or cst.Name("x")) != Known(False):
+        return False
+    own = _declared(engine).get(flag)
+    if own is None or _dotted_text(own) != f"{MODEL_CONFIG[1]}.{flag}":
+        return False
+    from ..ir.deployment import READ
+
+    if f"--{flag.replace('_', '-')}" in READ:
+        return False
+    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+        if type(stmt) is cst.FunctionDef:
+            for v, cond, _pos in tables(stmt, cls.module).self_assignments.get(flag, ()):
+                if literal(v) != Known(False) and not _fails(index, getter, value, cond, depth + 1):
+                    return False
+    return True
+
+
+def engine_local_code(index, holder: str, name: str) -> list[str]:
+    """The code `<holder>.<name>` is built from where EngineArgs builds it from a local (engine_local), for
+    status/waits.py: each assignment, the locals its tests read (`getattr(model_config.hf_text_config,
+    "layer_types", None)`) and the tests, and the read of the configuration a `model_config.<m>()` makes
+    (`getattr(self.hf_text_config, "sliding_window", None)`); [] where it is not built so."""
+    from ..ir.conditions import code_of
+    from .function_bodies import class_method
+
+    found = engine_local(index, holder, name)
+    if found is None:
+        return []
+    out: list[str] = []
+    module = found.module
+    model_config = index.lookup(*MODEL_CONFIG)
+    for value, cond, _pos in found.assignments:
+        out.append(code_of(module, value))
+        func = value.func if type(value) is cst.Call else None
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "model_config" \
+                and getattr(model_config, "kind", None) == "class":
+            method = class_method(model_config, func.attr.value)
+            out += [code_of(model_config.module, r.value) for r in iter_returns(method) if r.value is not None] \
+                if method is not None else []
+        for term in cond.terms if cond is not None else ():
+            if term.expr is None:
+                continue
+            read = {n.value for n in find_all(term.expr, cst.Name)}
+            out += [code_of(module, v) for local, v, _c in found.before if local in read]
+            out.append(code_of(module, term.expr))
+    return [" ".join(t.split()) for t in dict.fromkeys(out)]

@@ -95,7 +95,7 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
         if name not in _CONSTRUCTION_INPUTS:
             continue
         for text in texts:
-            if name == "config_field" and not (re.search(r"\bconfig\.\w+", text) or _GETATTR.search(text)):
+            if name == "config_field" and not (re.search(r"\bconfig\.\w+(?!\w|\s*\()", text) or _GETATTR.search(text)):
                 continue  # a configuration object read without a named field (`model_config.dtype`): no field
             if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
                 given, why = _given(name, text, config, deployment)
@@ -131,7 +131,8 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
             return True, "the model dtype (the configuration's dtype, vLLM's --dtype auto)"
         return False, "a configuration field not given (dtype)"
     if name == "config_field":
-        fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)", test) + _GETATTR.findall(test)))
+        # (a method of the configuration, `config.get_text_config()`, is no field)
+        fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test)))
         if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
         missing = [f for f in fields if not _holds(config, f)]

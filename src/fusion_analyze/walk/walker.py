@@ -94,6 +94,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self.quant = quant if quant.active else None
         if self.ctor.hf is not None:
             self.ctor.hf.root = model_cls.name
+            self.ctor.hf.root_instance = root  # `self` of the backend's methods that build its layers
         self._role("model", root)
         self._expand(root, "forward", [], {}, path="", facts=Bindings())
         if self.ctor.method(model_cls, "compute_logits") is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 
@@ -107,6 +107,9 @@ class Constructor(AttrSources, OtherChoices):
         self._taints: dict = {}  # (class, given) -> what of its __init__ chain reads the layer index (layer_index.py)
         self._sub_decodes: dict = {}  # (class, given, __init__, name) -> whether that submodule reads the index
         self._originals: dict = {}  # (patched __init__, its module) ids -> (both, the original's call it makes)
+        # vLLM class name -> the class vllm-ascend registers in its place (kernels.Backends hands it over)
+        self.registered_ops: Callable[[], Any] | None = None
+        self._running: dict = {}  # id(instance) -> (it, the instance of the class the backend runs for it)
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -390,6 +393,21 @@ class Constructor(AttrSources, OtherChoices):
             result = self.hf.swap(inst, name, result)
         return result
 
+    def running_instance(self, inst: Instance) -> Instance:
+        """The instance as the backend runs it: on Ascend, a vLLM layer class vllm-ascend registers another class
+        for (REGISTERED_ASCEND_OPS: ColumnParallelLinear -> AscendColumnParallelLinear) built with the same call;
+        the instance itself otherwise. One per instance (its values are read once)."""
+        registered = self.registered_ops
+        if self.env.backend != "ascend" or inst.cls is None or inst.cls.module.name.split(".")[0] != "vllm" \
+                or registered is None:
+            return inst
+        kept = self._running.get(id(inst))
+        if kept is None or kept[0] is not inst:
+            cls = registered().get(inst.cls.name, inst.cls)
+            kept = self._running[id(inst)] = (inst, inst if cls is inst.cls else
+                                              Instance(cls, inst.call, inst.scope, inst.condition))
+        return kept[1]
+
     def assigned_local(self, inst: Instance, name: str) -> str | None:
         """The local of an __init__ of the instance's class (its MRO) that `self.<name>` is, where that
         __init__ assigns it once, unconditionally, from a plain name (`self.use_mha = use_mha`); else None."""
@@ -531,6 +549,12 @@ class Constructor(AttrSources, OtherChoices):
                     if got is not None:
                         code(got[0], got[1], left - 1)
                         return
+                holder = node.value.attr.value if type(node.value) is cst.Attribute else \
+                    node.value.value if type(node.value) is cst.Name else ""
+                if holder.endswith("_config"):  # `cache_config.sliding_window`: what EngineArgs builds it from
+                    from ...semantics.runtime_defaults import engine_local_code
+
+                    out.extend(engine_local_code(self.index, holder, node.attr.value))
                 names(node.value, scope, left)
                 return
             if t is cst.Name:
@@ -538,8 +562,11 @@ class Constructor(AttrSources, OtherChoices):
                     return
                 seen.add((node.value, id(scope)))
                 if node.value in scope.locals:
-                    for value, _cond in scope.locals[node.value]:
+                    for value, cond in scope.locals[node.value]:
                         code(value, scope, left - 1)
+                        for term in (cond.terms if cond is not None else ()):  # what decides which one it holds
+                            if term.expr is not None:
+                                code(term.expr, scope, left - 1)
                 elif node.value in scope.params:
                     value, where = scope.params[node.value]
                     code(value, where, left - 1)

@@ -20,8 +20,10 @@ from ...catalog.schema import AttentionFuser, GluFuser, PackedQkvFuser, QkvFuser
 from ...index.modules import Definition
 from ...index.nodes import find_all
 from .rewrites import Rewrites, _Replace, _callee, _self_call
-from ...semantics.function_bodies import tables
-from ...ir.conditions import Condition
+from ...semantics.function_bodies import class_method, tables
+from ...semantics.scope import Scope
+from ...semantics.values import ClassRef, Known, literal
+from ...ir.conditions import Condition, Truth
 from ...ir.texts import say
 
 
@@ -31,6 +33,7 @@ class Plan:
     attrs: dict = field(default_factory=dict)  # self.<name> -> (vLLM class qualname, fuser)
     applied: list = field(default_factory=list)  # (fuser, what it did) for the report
     aliases: dict = field(default_factory=dict)  # node the rewrite built -> the node whose line it reports
+    keywords: dict = field(default_factory=dict)  # self.<name> an interface call became -> the keywords it passed
 
 
 class LoadTime(Rewrites):
@@ -45,6 +48,7 @@ class LoadTime(Rewrites):
         self._tp_plan: dict | None = None
         self.used = False  # a Hugging Face class was met
         self.root: str | None = None  # the backend class the walk starts from (TransformersForCausalLM, ...)
+        self.root_instance = None  # its instance, the `self` of the backend's methods (walker.walk_model)
         self.moe_blocks: list = []  # MoE blocks whose experts MoEMixin replaced
         self._memo: dict = {}
 
@@ -81,6 +85,84 @@ class LoadTime(Rewrites):
         module, _, name = dotted.rpartition(".")
         found = self.index.lookup(module, name)
         return found if isinstance(found, Definition) and found.kind in ("class", "function") else None
+
+    # -- the layer the attention interface runs --------------------------------------------------------
+    def _built_by_backend(self, inst, name: str, cls, plan: Plan) -> tuple:
+        """(call, scope) that build the vLLM layer an interface call became, as the backend builds it
+        (hf_fusers.yaml AttentionFuser `built_in`: `attn_cls(**kwargs)` in Base._create_attention_instances), so
+        that its `self.x` are read with its arguments: the keywords the method collects in `kwargs` (`dict(...)`,
+        `kwargs.update(...)`, `kwargs["k"] = v`), each under its tests, read with the model instance as `self`
+        and the call's name bound to the class built. A test the values decide keeps or drops its keyword; one
+        they do not passes `value if test else <the parameter's literal default, or not known>`. A fuser method
+        of `keyword_methods` returns None where the module's interface call passes no such keyword. (None, None)
+        where the method is not there or not of that form."""
+        spec = next((f for f in self.spec.fusers.values() if isinstance(f, AttentionFuser)), None)
+        index_attr = spec.layer_index if spec is not None else None
+        layer = self.ctor.self_value(inst, index_attr, self.ctor.evaluator) if index_attr else None
+        layer = layer if isinstance(layer, Known) and type(layer.value) is int else None
+        key = (inst.cls.qualname, name, cls.qualname, layer.value if layer is not None else None)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = (None, None)
+        owner, _, method = ((spec.built_in if spec is not None else None) or "").rpartition(".")
+        module, _, cls_name = owner.rpartition(".")
+        holder = self.index.lookup(module, cls_name) if module else None
+        if spec is None or not isinstance(holder, Definition) or holder.kind != "class" or self.root_instance is None:
+            return self._memo[key]
+        fn = class_method(holder, method)
+        if fn is None:
+            return self._memo[key]
+        table = tables(fn, holder.module)
+        calls = [c for c in find_all(fn, cst.Call) if type(c.func) is cst.Name and len(c.args) == 1
+                 and c.args[0].star == "**" and type(c.args[0].value) is cst.Name]
+        if len(calls) != 1:
+            return self._memo[key]
+        call = calls[0]
+        kwargs, func = call.args[0].value.value, call.func.value
+        scope = Scope(module=holder.module, owner=self.root_instance)
+        for local, value, cond, _pos in table.local_assignments:
+            scope.locals.setdefault(local, []).append((value, cond))
+        scope.values[func] = Known(ClassRef(cls))  # `attn_cls`: the class this interface call became
+        loop = next((f for f in find_all(fn, cst.For) if any(c is call for c in find_all(f, cst.Call))), None)
+        if layer is not None and loop is not None and type(loop.target) is cst.Name:
+            scope.values[loop.target.value] = layer  # `for i in ...: self.attention_fusers[i]`: this module's layer
+        scope.version += 1
+        passed = plan.keywords.get(name, frozenset())
+        unset = {m for m, kw in (spec.keyword_methods or {}).items() if kw not in passed}
+        entries = _collected(table, kwargs)
+        if entries is None:
+            return self._memo[key]
+        given: dict = {}
+        for word, value, cond in entries:
+            terms = [_without_methods(t, unset) for t in (cond.terms if cond is not None else ())]
+            truth = Truth.TRUE
+            for t in terms:
+                truth = truth.and_(self.ctor.evaluator.term_truth(t, scope=scope))
+            value = _without_methods_expr(value, unset)
+            if truth is Truth.TRUE:
+                given[word] = (value, scope)
+            elif truth is Truth.UNKNOWN:
+                test = _conjunction([t for t in terms if t.expr is not None])
+                given[word] = (cst.IfExp(test=test, body=value, orelse=self._default_node(cls, word)), scope)
+        scope.star_kwargs[kwargs] = given
+        self._memo[key] = (call, scope)
+        return self._memo[key]
+
+    def _default_node(self, cls, word: str) -> cst.BaseExpression:
+        """The literal default of `cls.__init__`'s parameter `word` (what the layer holds where the keyword is
+        not passed), else a name nothing binds: not known."""
+        from ...semantics.signatures import signature
+
+        for c in self.ctor.mro(cls):
+            init = class_method(c, "__init__")
+            if init is None:
+                continue
+            positional, kwonly = signature(init, True)
+            for p in positional + kwonly:
+                if p.name.value == word and p.default is not None and literal(p.default) is not None:
+                    return p.default
+            break
+        return cst.Name("__not_passed__")
 
     # -- nn.Linear children ------------------------------------------------------------------------
     def linears(self, inst) -> dict[str, cst.Call]:
@@ -230,7 +312,10 @@ class LoadTime(Rewrites):
         plan = self.plan(inst)
         if name in plan.attrs:
             cls = self._class(plan.attrs[name][0]) if plan.attrs[name][0] else None
-            return Instance(cls, None, None, fused_by=self.where(plan.attrs[name][1])) if cls is not None else built
+            if cls is None:
+                return built
+            call, scope = self._built_by_backend(inst, name, cls, plan)
+            return Instance(cls, call, scope, fused_by=self.where(plan.attrs[name][1]))
         linears = self.linears(inst)
         if name in linears:
             qual, style = self.linear_class(name)
@@ -373,3 +458,78 @@ def _is_module_call(index, module, call: cst.Call) -> bool:
     dotted = index.dotted(module, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
     last = (dotted or "").rsplit(".", 1)[-1]
     return bool(last[:1].isupper()) and last not in ("Parameter", "Buffer")
+
+
+def _collected(table, name: str) -> list | None:
+    """(keyword, value, condition) of each entry a function puts in its local dict `name`: `name = dict(k=v)`,
+    `name.update(k=v)`, `name["k"] = v`; None where the dict is built otherwise (spread, or assigned twice)."""
+    out: list = []
+    made = 0
+    for stmt, cond in table.statements:
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            if type(small) is cst.Assign and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+                if type(target) is cst.Name and target.value == name:
+                    if not (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "dict"):
+                        return None
+                    made += 1
+                    out += _keywords(value, cond)
+                elif type(target) is cst.Subscript and type(target.value) is cst.Name and target.value.value == name:
+                    key = literal(target.slice[0].slice.value) if len(target.slice) == 1 \
+                        and type(target.slice[0].slice) is cst.Index else None
+                    if key is None or not isinstance(key.value, str):
+                        return None
+                    out.append((key.value, value, cond))
+            elif type(small) is cst.Expr and type(small.value) is cst.Call:
+                f = small.value.func
+                if type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value == name:
+                    if f.attr.value != "update":
+                        return None
+                    out += _keywords(small.value, cond)
+    if made != 1 or any(word is None for word, _v, _c in out):
+        return None
+    return out
+
+
+def _keywords(call: cst.Call, cond) -> list:
+    return [(a.keyword.value if a.keyword is not None else None, a.value, cond) for a in call.args]
+
+
+class _NoneForCalls(cst.CSTTransformer):
+    """`x.<m>(...)` of the given method names -> `None`."""
+
+    def __init__(self, methods: set):
+        self.methods = methods
+
+    def leave_Call(self, original, updated):
+        if type(original.func) is cst.Attribute and original.func.attr.value in self.methods:
+            return cst.Name("None")
+        return updated
+
+
+def _without_methods_expr(expr, methods: set):
+    return expr.visit(_NoneForCalls(methods)) if methods else expr
+
+
+def _without_methods(term, methods: set):
+    from dataclasses import replace
+
+    if not methods or term.expr is None:
+        return term
+    expr = _without_methods_expr(term.expr, methods)
+    return term if expr is term.expr else replace(term, expr=expr)
+
+
+def _conjunction(terms: list) -> cst.BaseExpression:
+    """One expression for the terms of a condition (`a and not (b)`)."""
+    def grouped(e):
+        return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) \
+            if isinstance(e, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr)) and not e.lpar else e
+
+    exprs = [cst.UnaryOperation(cst.Not(), grouped(t.expr)) if t.negated else grouped(t.expr) for t in terms]
+    out = exprs[0]
+    for e in exprs[1:]:
+        out = cst.BooleanOperation(left=out, operator=cst.And(), right=e)
+    return out

@@ -220,6 +220,7 @@ class Rewrites:
         for small in lookups:
             replacements[id(small)] = cst.Expr(cst.Name("None"))  # the lookup itself computes nothing
         plan.attrs[attr] = (spec.cls, "AttentionFuser")
+        plan.keywords[attr] = frozenset(a.keyword.value for a in call.args if a.keyword is not None)
         plan.applied.append(("AttentionFuser", f"{call.func.value}(self, q, k, v, ...) -> self.{attr}(q, k, v)"))
 
 

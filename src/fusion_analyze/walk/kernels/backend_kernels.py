@@ -24,12 +24,11 @@ from ...ir.ops import Kernel
 from ...ir.texts import say
 from ..own_calls import own_call
 from ...catalog.taxonomy import collective_kind, is_kernel
-from .registered_ops import CustomOps, RegisteredOps, read_registered_ops
+from .registered_ops import CustomOps, RegisteredOps, registered_ops
 from .selected_class import selected_classes
 
 KERNELS_OF = FactTable("kernels_of", "a device -> {(implementation, method, bindings): the kernels its forward runs}")
 KERNELS_BY_INSTANCE = FactTable("kernels_by_instance", "a device -> kernels_of_instance's walks, with what each read")
-REGISTERED_OPS = FactTable("registered_ops", "None -> vllm-ascend's REGISTERED_ASCEND_OPS read statically")
 CUSTOM_OPS = FactTable("custom_ops", "None -> vLLM's custom ops (torch.ops.vllm.<name> -> its function)")
 CALLS_IN = FactTable("calls in", "(a statement node, header only?) -> the calls in it, lambdas left out")
 
@@ -52,6 +51,7 @@ class Backends:
         self.ctor = ctor
         self.backend = ctor.env.backend or index.backend  # the backend whose kernels are read
         self._oot: RegisteredOps | dict | None = None
+        ctor.registered_ops = lambda: self.oot  # what the construction reads a submodule's attributes on
         self._custom_ops: CustomOps | None = None
         # a layer's kernels are the same for every model on one device: kept per session and device. They are
         # decided with the platform, the device and the code, not a model's configuration (conditions on it
@@ -113,8 +113,7 @@ class Backends:
     def oot(self) -> "RegisteredOps | dict":
         """REGISTERED_ASCEND_OPS: vLLM class name -> Ascend class (standard hardware path)."""
         if self._oot is None:  # one table per session, not per model: kept in the replacement index
-            self._oot = self.ctor.patches.custom_ops(lambda: REGISTERED_OPS.get(
-                self.index, None, lambda: read_registered_ops(self.index) if "vllm_ascend" in self.index.trees else {}))
+            self._oot = registered_ops(self.ctor)
         return self._oot
 
     def implementation(self, cls: Definition) -> Definition:

@@ -8,11 +8,21 @@ import re
 
 import libcst as cst
 
+from ...index.facts import FactTable
 from ...index.modules import Definition, ModuleIndex
 from ...semantics.function_bodies import imports_in
 from ...semantics.values import Known
 
 ASCEND_UTILS = "vllm_ascend.utils"
+REGISTERED_OPS = FactTable("registered_ops", "None -> vllm-ascend's REGISTERED_ASCEND_OPS read statically")
+
+
+def registered_ops(ctor) -> "RegisteredOps | dict":
+    """REGISTERED_ASCEND_OPS (vLLM class name -> the Ascend class that runs in its place), read once per session
+    and kept in the walk's replacement index."""
+    index = ctor.index
+    return ctor.patches.custom_ops(lambda: REGISTERED_OPS.get(
+        index, None, lambda: read_registered_ops(index) if "vllm_ascend" in index.trees else {}))
 
 
 class RegisteredOps:
