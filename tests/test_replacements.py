@@ -528,3 +528,20 @@ def test_patch_module_imported_under_a_test_runs_under_it(session):
     assert by_module["vllm_ascend.patch.worker.patch_qwen3_5"] == (("vllm_ascend.patch.worker", test, False),)
     assert by_module["vllm_ascend.patch.worker.patch_triton"] == (("vllm_ascend.patch.worker", "HAS_TRITON", False),)
     assert by_module["vllm_ascend.patch.worker.patch_distributed"] == ()
+
+
+def test_a_patchs_tests_run_the_calls_they_make(real_tree):
+    """vllm-ascend 0.23's patch_fused_moe.py replaces vLLM's FusedMoE only `if not vllm_version_is("0.23.0")`, and
+    patch/platform/__init__.py imports it under the same test: with vLLM 0.23.0 both are false (the call is run
+    with the tree's version), so the class vLLM's models build is vLLM's own."""
+    from fusion_analyze.analysis.session import Session
+    from fusion_analyze.ir.conditions import Truth
+    from fusion_analyze.walk.walker import Walker
+
+    s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    w = Walker(s.index, s.resolver.replacements)
+    (p,) = [p for p in s.resolver.patches if p.target == "vllm.model_executor.layers.fused_moe.layer.FusedMoE"]
+    assert p.tests == (("not vllm_version_is('0.23.0')", False),)
+    assert p.imported_under == (("vllm_ascend.patch.platform", "not vllm_version_is('0.23.0')", False),)
+    assert w.ctor._patch_truth(p) is Truth.FALSE
+    assert w.ctor.replaced(p.target) is None

@@ -262,7 +262,9 @@ class Constructor(AttrSources, OtherChoices):
         for where, text, negated in _all_tests(p):
             mod = self.index.get(where)
             try:
-                t = self.evaluator.truth(cst.parse_expression(text), mod) if mod is not None else Truth.UNKNOWN
+                # with the module's scope, so that calls are run (`vllm_version_is("0.23.0")`, the hardware profile)
+                t = self.evaluator.truth(cst.parse_expression(text), mod, scope=Scope(module=mod)) \
+                    if mod is not None else Truth.UNKNOWN
             except Exception:  # a test the evaluator cannot read: it may hold
                 t = Truth.UNKNOWN
             t = t.negate() if negated else t
@@ -1139,7 +1141,8 @@ def _all_tests(p: Patch) -> list[tuple[str, str, bool]]:
 
 def _tests_text(p: Patch) -> str | None:
     """A patch's `if` tests as one condition: `a and not (b)`."""
-    return " and ".join(f"not ({t})" if negated else t for _m, t, negated in _all_tests(p)) or None
+    said = dict.fromkeys(f"not ({t})" if negated else t for _m, t, negated in _all_tests(p))  # each test once
+    return " and ".join(said) or None
 
 
 def _in_module(c: Definition, module) -> Definition:
