@@ -447,3 +447,149 @@ def test_a_replacement_classs_own_forward_casting_its_input_first_is_a_cast_op_b
         assert norm in norms and norm.inputs[0] == cast.outputs[0] and cast.path == norm.path
         assert cast.scope == "AscendRMSNorm.forward_oot" and cast.attrs["dtype"] == "torch.float32"
         assert (cast.condition, cast.steady) == (norm.condition, norm.steady)  # the call's, no test of its own
+
+
+# -- module functions a patch rebinds (patch_triton.py's `_cc1d.causal_conv1d_update = ...`) ----------------------
+
+def _conv_ops(a):
+    return [op for op in a.walk.ops if op.section == "layer" and (".self_attn" in op.path or op.path.endswith("self_attn"))]
+
+
+def test_rebound_module_functions_are_walked_with_their_patch(mini):
+    """ConvMixer (mini tree) calls vLLM's conv functions as model code names them: from-imported from their
+    module, as an attribute of the imported module, and through a package's re-export; patch_conv.py rebinds
+    each (the package's attribute for the re-exported one). The walk runs the patch's functions, each op with
+    the patch's file:line; a value it cannot resolve (a lambda) is not followed and said; a rebind in a try body
+    whose import names nothing the module defines never runs, and the earlier patch of that target does."""
+    a = analyze("ConvMixerForCausalLM", str(mini), str(mini), "ascend", cache=False)
+    ops = _conv_ops(a)
+    by = {op.name: (op.file, op.line, op.attrs.get("replaced_by")) for op in ops}
+    patch = "vllm_ascend/patch/worker/patch_conv.py"
+    target = "vllm.model_executor.layers.conv_ops"
+    # from-import of a name the patch rebinds to a wrapper: the wrapper's call of the Ascend function
+    assert by["silu"] == ("vllm_ascend/ops/conv.py", 8, f"{target}.conv.conv_update = _conv_update ({patch}:18)")
+    # `conv_mod.conv_fwd(...)`: the module's attribute, read when the call runs
+    assert by["sigmoid"] == ("vllm_ascend/ops/conv.py", 12, f"{target}.conv.conv_fwd = _npu_conv_fwd ({patch}:19)")
+    # `from conv_ops import gated_rule`: the package's re-exported name, rebound on the package
+    assert by["tanh"] == ("vllm_ascend/ops/conv.py", 16, f"{target}.gated_rule = gated_rule ({patch}:20)")
+    # the rebind at line 27 stands after `from vllm_ascend.ops.conv import conv_state_v2`, which fails: line 21 runs
+    relu = next(op for op in ops if op.name == "relu")
+    assert (relu.file, relu.attrs["replaced_by"]) == ("vllm_ascend/ops/conv.py",
+                                                     f"{target}.conv.conv_state = _npu_conv_state ({patch}:21)")
+    assert relu.attrs["replacement_skipped"] == [
+        f"the patch at {patch}:27 never runs: from vllm_ascend.ops.conv import conv_state_v2, which its try body "
+        "runs first, fails (the module binds no such name)"]
+    # none of vLLM's kernels of the replaced functions is walked
+    assert [op.name for op in ops if op.kind == "kernel"] == ["_conv_fwd_kernel"]
+    # `conv_gate = lambda x: x`: not followed, said on the op reached in its place (vLLM's conv_gate launches
+    # _conv_fwd_kernel) and in the report
+    gate = next(op for op in ops if op.name == "_conv_fwd_kernel")
+    assert gate.attrs["not_followed"] == [f"{target}.conv.conv_gate = lambda x: x ({patch}:22)"]
+    assert [(r["target"], r["line"]) for r in a.walk.not_followed] == [(f"{target}.conv.conv_gate", 22)]
+    doc = json.loads(json.dumps(a.report))
+    validate_report(doc)
+    from fusion_analyze.render.markdown import render_markdown
+
+    assert f"patched at {patch}:20" in render_markdown(a, lang="en")
+
+
+def test_rebound_module_function_on_cuda_is_the_original(mini):
+    a = analyze("ConvMixerForCausalLM", str(mini), str(mini), "cuda", cache=False)
+    ops = _conv_ops(a)
+    assert [op.name for op in ops if op.kind == "kernel"] == [
+        "_conv_update_kernel", "_conv_fwd_kernel", "_gated_rule_kernel", "_conv_fwd_kernel", "_conv_fwd_kernel"]
+    assert not [op for op in ops if op.attrs.get("replaced_by")] and a.walk.not_followed == []
+
+
+def test_rebinding_the_defining_module_does_not_reach_a_package_that_bound_it_first(mini):
+    """`import conv_ops.gated as _g; _g.gated_rule = f` runs after the package `conv_ops` was imported (importing
+    `conv_ops.gated` runs the package's `__init__` first), whose `from .gated import gated_rule` already holds
+    the original: a model that imports the name from the package runs vLLM's function. A from-import in the
+    patch module itself (`_orig = conv.conv_fwd`, then called) is the original too."""
+    (mini / "vllm_ascend" / "patch" / "worker" / "patch_conv.py").write_text('''\
+import vllm.model_executor.layers.conv_ops.conv as _conv
+import vllm.model_executor.layers.conv_ops.gated as _gated
+
+from vllm_ascend.ops.conv import gated_rule
+
+_orig_fwd = _conv.conv_fwd
+
+
+def _conv_fwd(x):
+    return _orig_fwd(x)
+
+
+_gated.gated_rule = gated_rule
+_conv.conv_fwd = _conv_fwd
+''', encoding="utf-8")
+    a = analyze("ConvMixerForCausalLM", str(mini), str(mini), "ascend", cache=False)
+    ops = _conv_ops(a)
+    assert "_gated_rule_kernel" in {op.name for op in ops} and "tanh" not in {op.name for op in ops}
+    fwd = next(op for op in ops if op.name == "_conv_fwd_kernel" and op.attrs.get("replaced_by"))  # the saved original
+    assert fwd.file == "vllm/model_executor/layers/conv_ops/conv.py"
+    assert fwd.attrs["replaced_by"].endswith("(vllm_ascend/patch/worker/patch_conv.py:14)")
+
+
+@pytest.fixture(scope="module")
+def olmo_hybrid(session):
+    """OLMo-Hybrid (fixtures/configs/olmo-hybrid.json): its GDN layer's olmo_gdn_linear_attn.py from-imports
+    causal_conv1d_fn / causal_conv1d_update from vLLM's mamba ops module and chunk_gated_delta_rule from the
+    flash_linear_attention ops package; vllm-ascend's patch_triton.py rebinds all three."""
+    from fusion_analyze.analysis.pipeline import analyze_in
+
+    from .conftest import FIXTURES
+
+    return analyze_in(session, "OlmoHybridForCausalLM", Options(config=str(FIXTURES / "configs" / "olmo-hybrid.json")))
+
+
+def test_olmo_hybrid_gdn_runs_vllm_ascend_conv_and_chunk(olmo_hybrid):
+    ops = olmo_hybrid.walk.ops
+    patch = "vllm_ascend/patch/worker/patch_triton.py"
+    by = {}
+    for op in ops:
+        if op.attrs.get("replaced_by"):
+            by.setdefault(op.attrs["replaced_by"], set()).add(op.file)
+    assert by == {
+        f"vllm.model_executor.layers.mamba.ops.causal_conv1d.causal_conv1d_update = _npu_causal_conv1d_update ({patch}:57)":
+            {"vllm_ascend/ops/causal_conv1d.py"},
+        f"vllm.model_executor.layers.mamba.ops.causal_conv1d.causal_conv1d_fn = _npu_causal_conv1d_fn ({patch}:58)":
+            {"vllm_ascend/ops/causal_conv1d.py"},
+        f"vllm.third_party.flash_linear_attention.ops.chunk_gated_delta_rule = chunk_gated_delta_rule ({patch}:61)":
+            {"vllm_ascend/ops/triton/fla/chunk.py"}}
+    # the later rebind (:329) imports causal_conv1d_update_npu, which ops/triton/mamba/causal_conv1d.py does not
+    # define: it never runs, and the ops of :57 say so
+    update = [op for op in ops if op.attrs.get("replaced_by", "").endswith(f"({patch}:57)")]
+    assert update and all(f"{patch}:329 never runs" in op.attrs["replacement_skipped"][0] for op in update)
+    # none of vLLM's Triton code of the replaced functions
+    assert not [op for op in ops if op.file in ("vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
+                                               "vllm/third_party/flash_linear_attention/ops/chunk.py")]
+    assert not [op for op in ops if op.name in ("_causal_conv1d_update_kernel", "_causal_conv1d_fwd_kernel")]
+    assert olmo_hybrid.walk.not_followed == []
+
+
+def test_patch_module_imported_under_a_test_runs_under_it(session):
+    """vllm-ascend's patch/worker/__init__.py imports patch_idex_310 only where the hardware profile lacks
+    STANDARD_WORKER_PATCHES (310P) and patch_triton only `if HAS_TRITON:`: their patches carry those tests."""
+    by_module = {p.module: p.imported_under for p in session.resolver.patches}
+    test = "get_current_hardware_profile().supports(HardwareCapability.STANDARD_WORKER_PATCHES)"
+    assert by_module["vllm_ascend.patch.worker.patch_idex_310"] == (("vllm_ascend.patch.worker", test, True),)
+    assert by_module["vllm_ascend.patch.worker.patch_qwen3_5"] == (("vllm_ascend.patch.worker", test, False),)
+    assert by_module["vllm_ascend.patch.worker.patch_triton"] == (("vllm_ascend.patch.worker", "HAS_TRITON", False),)
+    assert by_module["vllm_ascend.patch.worker.patch_distributed"] == ()
+
+
+def test_a_patchs_tests_run_the_calls_they_make(real_tree):
+    """vllm-ascend 0.23's patch_fused_moe.py replaces vLLM's FusedMoE only `if not vllm_version_is("0.23.0")`, and
+    patch/platform/__init__.py imports it under the same test: with vLLM 0.23.0 both are false (the call is run
+    with the tree's version), so the class vLLM's models build is vLLM's own."""
+    from fusion_analyze.analysis.session import Session
+    from fusion_analyze.ir.conditions import Truth
+    from fusion_analyze.walk.walker import Walker
+
+    s = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
+    w = Walker(s.index, s.resolver.replacements)
+    (p,) = [p for p in s.resolver.patches if p.target == "vllm.model_executor.layers.fused_moe.layer.FusedMoE"]
+    assert p.tests == (("not vllm_version_is('0.23.0')", False),)
+    assert p.imported_under == (("vllm_ascend.patch.platform", "not vllm_version_is('0.23.0')", False),)
+    assert w.ctor._patch_truth(p) is Truth.FALSE
+    assert w.ctor.replaced(p.target) is None

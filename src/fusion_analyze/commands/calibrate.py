@@ -165,9 +165,9 @@ def measure(acc: Accelerator, sizes: Sizes, say: Callable[[str], None]) -> Calib
            "launch_us": f"a loop of {sizes.launch_ops} in-place multiplies of a 1-element tensor, per op, eager "
                         f"and replayed from one captured graph; {ran}"}
     if queued is not None:
-        how["launch_us"] += (f"; queued: the same loop launched eagerly behind a device-side wait longer than the "
-                             f"host takes to launch it, timed from the wait's end (the device's time per kernel, the "
-                             f"host ahead)")
+        how["launch_us"] += ("; queued: the same loop launched eagerly behind a device-side wait longer than the "
+                             "host takes to launch it, timed from the wait's end (the device's time per kernel, the "
+                             "host ahead)")
     if dependent is not None:
         n, w = sizes.tokens[1], sizes.hidden
         how["dependent_access_us"] = (f"{n} rows of {w} {dtype} elements gathered at random indices of a "

@@ -248,16 +248,32 @@ class ModuleIndex:
         best = max(range(len(items)), key=lambda i: (rank[decide(items[i].condition)], i))
         return items[best]
 
+    def binding_truth(self, condition) -> Truth:
+        """Whether a binding's condition holds on this backend (the decider handed in)."""
+        return self._chooser(self.backend)(condition)
+
     def _chooser(self, backend: str):
         """The backend's decider of binding conditions (semantics.binding_decider), made once per backend."""
         return BINDING_DECIDERS.get(self, backend, lambda: self._decider(self, backend))
 
-    def lookup(self, module: str, name: str, _seen: set | None = None):
-        """Resolve `name` as seen from `module`: a Definition, a ModuleRef, or None."""
+    def lookup(self, module: str, name: str, _seen: set | None = None, _hops: list | None = None,
+               _reader: str | None = None):
+        """Resolve `name` as seen from `module`: a Definition, a ModuleRef, or None. `_hops` (see `traced`) gets
+        each module attribute read on the way that led to the answer."""
         seen = _seen if _seen is not None else set()
         if (module, name) in seen or len(seen) > 64:
             return None
         seen.add((module, name))
+        if _hops is None:
+            return self._lookup(module, name, seen, None)
+        mark = len(_hops)
+        _hops.append((f"{module}.{name}", _reader))
+        found = self._lookup(module, name, seen, _hops)
+        if found is None:
+            del _hops[mark:]
+        return found
+
+    def _lookup(self, module: str, name: str, seen: set, hops: list | None):
         info = self.get(module)
         if info is None:
             return ModuleRef(f"{module}.{name}") if self.module_path(f"{module}.{name}") else None
@@ -270,39 +286,51 @@ class ModuleIndex:
             item = self.choose(candidates)
             if isinstance(item, Definition):
                 if item.kind == "assign" and isinstance(item.node, (cst.Name, cst.Attribute)):
-                    target = self.resolve_expr(info, item.node, seen)  # alias: X = Y
+                    # alias: X = Y, read when the module is imported
+                    target = self.resolve_expr(info, item.node, seen, hops, module)
                     if target is not None:
                         return target
                 return item
-            return self._follow(item, seen)
+            return self._follow(item, seen, hops, module)
         if info.is_package and self.module_path(f"{module}.{name}"):
             return ModuleRef(f"{module}.{name}")
         for star in info.star_imports:
-            found = self.lookup(star, name, seen)
+            found = self.lookup(star, name, seen, hops, module)
             if found is not None:
                 return found
         return None
 
-    def _follow(self, binding: ImportBinding, seen: set):
+    def _follow(self, binding: ImportBinding, seen: set, hops: list | None = None, reader: str | None = None):
         if binding.name is None:
             return ModuleRef(binding.module)
-        found = self.lookup(binding.module, binding.name, seen)
+        found = self.lookup(binding.module, binding.name, seen, hops, reader)
         if found is None and self.module_path(f"{binding.module}.{binding.name}"):
             return ModuleRef(f"{binding.module}.{binding.name}")
         return found
 
-    def resolve_expr(self, info: ModuleInfo, expr: cst.BaseExpression, _seen: set | None = None):
+    def resolve_expr(self, info: ModuleInfo, expr: cst.BaseExpression, _seen: set | None = None,
+                     _hops: list | None = None, _reader: str | None = None):
         """Resolve a Name or dotted Attribute expression in `info` to a definition or module."""
         seen = _seen if _seen is not None else set()
         if type(expr) is cst.Name:
-            return self.lookup(info.name, expr.value, seen)
+            return self.lookup(info.name, expr.value, seen, _hops, _reader)
         if type(expr) is cst.Attribute:
-            base = self.resolve_expr(info, expr.value, seen)
+            mark = len(_hops) if _hops is not None else 0
+            base = self.resolve_expr(info, expr.value, seen, _hops, _reader)
             attr = expr.attr.value
-            if isinstance(base, ModuleRef):
-                return self.lookup(base.name, attr, seen)
-            return None
+            found = self.lookup(base.name, attr, seen, _hops, _reader) if isinstance(base, ModuleRef) else None
+            if found is None and _hops is not None:
+                del _hops[mark:]
+            return found
         return None
+
+    def traced(self, info: ModuleInfo, expr: cst.BaseExpression, hops: list):
+        """`resolve_expr`, with `hops` filled with the module attributes read on the way, nearest first:
+        (`module.name`, reader), the reader None where the code reads it when it runs (`f(...)` of the module's
+        own global, `mod.f(...)`), else the module whose import bound it then (`from m import f` in the reader,
+        `X = Y` there, a star import). A vllm-ascend patch of one of them is what the name holds
+        (walk/construction/constructor.py `Constructor.runs`)."""
+        return self.resolve_expr(info, expr, None, hops, None)
 
     def dotted(self, info: ModuleInfo, expr: cst.BaseExpression) -> str | None:
         """The absolute dotted name an expression stands for (torch_npu.npu_swiglu, torch.ops.x.y)."""

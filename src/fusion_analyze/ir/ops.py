@@ -92,6 +92,11 @@ class OpAttrs(TypedDict, total=False):
     # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
     # `target = value (file:line)` each
     not_followed: list[str]
+    # the op is in the code of a function a vllm-ascend patch put in place of the module function the model
+    # calls (`_cc1d.causal_conv1d_update = _npu_causal_conv1d_update`): `target = value (file:line)`
+    replaced_by: str
+    # later patches of that target that never run (an import their try body runs first fails), as sentences
+    replacement_skipped: list[str]
     # an arithmetic op's operands, as a graph pass's pattern compares them
     scalar: bool  # one side is not a tensor
     lhs: str  # the tensor value on the left (operand order of `a + b`)

@@ -6,6 +6,7 @@ import ast
 import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import libcst as cst
 
@@ -43,6 +44,12 @@ class Patch:
     tests: tuple[tuple[str, bool], ...] = ()
     form: str = "assign"  # assign | tuple | setattr | setattr loop | item
     key: str | None = None  # an item assignment's key: `_CONFIG_REGISTRY["glm5_next"] = Cls` (target: the dict)
+    # the imports a `try` body runs before the patch, (absolute module, name or None for `import m`): where one
+    # fails (the name is not in its module), the patch never runs (the walk decides it, constructor.py)
+    needs: tuple[tuple[str, str | None], ...] = ()
+    # the `if` tests under which the patch package's `__init__` imports the patch module, (that `__init__`'s
+    # module, test, True for its `else` side): `else: import ...patch_idex_310` runs only on 310P devices
+    imported_under: tuple[tuple[str, str, bool], ...] = ()
 
 
 class Replacements:
@@ -129,10 +136,14 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
         return []
     patch_dir = tree.package_dir / "patch"
     patches: list[Patch] = []
+    sites = _import_sites(index, patch_dir) if patch_dir.is_dir() else {}
     for path in sorted(patch_dir.rglob("*.py")) if patch_dir.is_dir() else []:
         module = index.module_name_for(path)
         if not module:
             continue
+        under = sites.get(module, [])
+        # one import, under tests: the patches run where they hold (several imports: not said here)
+        imported_under = tuple((init, t, neg) for init, tests in under for t, neg in tests) if len(under) == 1 else ()
         # CPython's parser is enough to find `a.b = v` and setattr() (about a tenth of a libcst parse);
         # the libcst tree of a patch module is read only when the walk reaches one of its patches.
         try:
@@ -146,7 +157,8 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
         rel = tree.rel(path)
         imports = _imports(module_ast, module, path.name == "__init__.py")
         aliases = _module_aliases(module_ast)
-        for node, target_expr, value, tests, form in _assignments(module_ast, b"setattr" in source):
+        where = SimpleNamespace(name=module, is_package=path.name == "__init__.py")
+        for node, target_expr, value, tests, form, needs in _assignments(module_ast, b"setattr" in source, where):
             key = None
             if isinstance(target_expr, ast.Subscript):  # _CONFIG_REGISTRY["glm5_next"] = Glm5NextConfig
                 key, target_expr = _constant_key(target_expr), target_expr.value
@@ -159,8 +171,41 @@ def read_patches(index: ModuleIndex) -> list[Patch]:
             if key is not None and value_name is not None:  # the value named absolutely: the class it registers
                 value_name = _resolved(index, imports, aliases, value) or value_name
             patches.append(Patch(target, rel, node.lineno, ast.unparse(value), module, value_name,
-                                 tests, form, key))
+                                 tests, form, key, needs, imported_under))
     return sorted(patches, key=lambda p: (p.target, p.file, p.line))
+
+
+def _import_sites(index: ModuleIndex, patch_dir) -> dict[str, list[tuple[str, tuple[tuple[str, bool], ...]]]]:
+    """Patch module -> where the patch packages' `__init__` files import it: (the `__init__`'s module, the `if`
+    tests the import stands under)."""
+    out: dict[str, list] = {}
+    for path in sorted(patch_dir.rglob("__init__.py")):
+        init = index.module_name_for(path)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module_ast = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if not init:
+            continue
+        where: Any = SimpleNamespace(name=init, is_package=True)
+
+        def body(stmts, tests):
+            for s in stmts:
+                if isinstance(s, ast.If):
+                    test = ast.unparse(s.test)
+                    body(s.body, tests + ((test, False),))
+                    body(s.orelse, tests + ((test, True),))
+                elif isinstance(s, ast.Try):
+                    body(s.body + s.orelse, tests)
+                elif isinstance(s, (ast.Import, ast.ImportFrom)):
+                    for module, name in _imported(s, where):
+                        for named in (module, f"{module}.{name}") if name is not None else (module,):
+                            out.setdefault(named, []).append((init, tests))
+
+        body(module_ast.body, ())
+    return out
 
 
 def _imports(module_ast: ast.Module, name: str, is_package: bool) -> dict[str, list[ImportBinding]]:
@@ -278,12 +323,14 @@ def _resolved(index: ModuleIndex, imports: dict, aliases: dict, expr, depth: int
     return f"{head}.{rest}" if rest else head
 
 
-def _assignments(module_ast: ast.Module, setattr_calls: bool = True):
-    """(statement, target expr, value, tests, form) for `a.b = v` (also in tuples: `a.x, b.y = f, g`) and
+def _assignments(module_ast: ast.Module, setattr_calls: bool = True, where=None):
+    """(statement, target expr, value, tests, form, needs) for `a.b = v` (also in tuples: `a.x, b.y = f, g`) and
     `setattr(a, "b", v)` calls, the latter also in a loop over constant names
-    (`for m in ("x", "y"): setattr(T, m, getattr(S, m))`); `tests` are the `if` tests each stands under.
+    (`for m in ("x", "y"): setattr(T, m, getattr(S, m))`); `tests` are the `if` tests each stands under,
+    `needs` the imports the `try` bodies around it run before it (`where`: the module, for relative imports).
     Without `setattr_calls` (the file never names setattr) only assignment statements are read."""
     out: list = []
+    needs: list = []  # the imports of the enclosing try bodies met so far, in order
 
     def pairs(target, value):
         if isinstance(target, ast.Attribute):
@@ -315,44 +362,62 @@ def _assignments(module_ast: ast.Module, setattr_calls: bool = True):
                         value = ast.Call(value.func, [value.args[0], ast.Constant(name)], [])
                     yield call, name, value, "setattr loop"
 
-    def body(stmts, tests, loop):
+    def body(stmts, tests, loop, trying=False):
         for s in stmts:
             if isinstance(s, ast.Assign):
                 for t in s.targets:
                     for target, value, form in pairs(t, s.value):
-                        out.append((s, target, value, tests, form))
+                        out.append((s, target, value, tests, form, tuple(needs)))
                 if setattr_calls:
                     for call, name, value, form in setattrs(s.value, loop):
-                        out.append((call, (call.args[0], name), value, tests, form))
+                        out.append((call, (call.args[0], name), value, tests, form, tuple(needs)))
+            elif isinstance(s, (ast.Import, ast.ImportFrom)):
+                if trying and where is not None:
+                    needs.extend(_imported(s, where))
             elif isinstance(s, ast.If):
-                test = ast.unparse(s.test)
-                body(s.body, tests + ((test, False),), loop)
-                body(s.orelse, tests + ((test, True),), loop)
+                test, mark = ast.unparse(s.test), len(needs)
+                body(s.body, tests + ((test, False),), loop, trying)
+                del needs[mark:]  # an import under a test may not run
+                body(s.orelse, tests + ((test, True),), loop, trying)
+                del needs[mark:]
             elif isinstance(s, (ast.For, ast.AsyncFor)):
                 names = _constant_names(s.iter)
                 inner = {**loop, s.target.id: names} if names and isinstance(s.target, ast.Name) else loop
-                body(s.body, tests, inner)
-                body(s.orelse, tests, loop)
+                body(s.body, tests, inner, trying)
+                body(s.orelse, tests, loop, trying)
             elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 # a patch applied inside a function the module runs (or the platform calls); a class body's own
                 # attributes are no patch
                 if not isinstance(s, ast.ClassDef):
+                    mark = len(needs)
                     body(s.body, tests, loop)
+                    del needs[mark:]
             elif isinstance(s, (ast.With, ast.AsyncWith, ast.While)):
-                body(s.body, tests, loop)
-                body(getattr(s, "orelse", []), tests, loop)
+                body(s.body, tests, loop, trying)
+                body(getattr(s, "orelse", []), tests, loop, trying)
             elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
-                body(s.body, tests, loop)
+                mark = len(needs)
+                body(s.body, tests, loop, True)
+                body(s.orelse, tests, loop, True)  # runs where the body did not fail
+                del needs[mark:]  # the handlers run where the body failed; what follows the try, either way
                 for h in s.handlers:
-                    body(h.body, tests, loop)
-                body(s.orelse, tests, loop)
-                body(s.finalbody, tests, loop)
+                    body(h.body, tests, loop, trying)
+                    del needs[mark:]
+                body(s.finalbody, tests, loop, trying)
             elif setattr_calls and isinstance(s, ast.Expr):
                 for call, name, value, form in setattrs(s, loop):
-                    out.append((call, (call.args[0], name), value, tests, form))
+                    out.append((call, (call.args[0], name), value, tests, form, tuple(needs)))
 
     body(module_ast.body, (), {})
     return out
+
+
+def _imported(s, where) -> list[tuple[str, str | None]]:
+    """(absolute module, name) for each name an import statement binds (`import a.b`: (a.b, None))."""
+    if isinstance(s, ast.Import):
+        return [(alias.name, None) for alias in s.names]
+    module = _absolute(where, s.level, s.module)
+    return [(module, alias.name) for alias in s.names if alias.name != "*"]
 
 
 def _constant_names(expr) -> tuple[str, ...] | None:

@@ -13,16 +13,31 @@ _UNSET: Any = object()
 
 
 class Callee:
-    __slots__ = ("index", "module", "call", "func", "caller", "_named")
+    __slots__ = ("index", "module", "call", "func", "caller", "runs", "replaced", "_named")
 
-    def __init__(self, index, module, call: cst.Call, caller: cst.FunctionDef | None = None) -> None:
-        """`caller`: the function the call is in, when its own imports may bind the callee's name."""
+    def __init__(self, index, module, call: cst.Call, caller: cst.FunctionDef | None = None, runs=None) -> None:
+        """`caller`: the function the call is in, when its own imports may bind the callee's name. `runs`: the
+        backend's replacements of module attributes (walk/construction/constructor.py `Constructor.runs`), so
+        that a name a vllm-ascend patch rebinds is what the patch assigned; `replaced` is then the replacement
+        that gave `named` (None: the name's own)."""
         self.index, self.module, self.call, self.func, self.caller = index, module, call, call.func, caller
+        self.runs, self.replaced = runs, None
         self._named = _UNSET
 
     def resolve(self, expr: cst.BaseExpression) -> Any:
         """A Name or dotted module attribute of this call's module: a Definition, a ModuleRef or None."""
-        return self.index.resolve_expr(self.module, expr)
+        return self._resolved(expr)[0]
+
+    def _resolved(self, expr: cst.BaseExpression, where: tuple[str, str] | None = None) -> tuple[Any, Any]:
+        """(what `expr` stands for, the replacement that put it there or None); `where`: (module, name) of an
+        import inside the calling function instead, read when the call runs."""
+        if self.runs is None:
+            found = self.index.resolve_expr(self.module, expr) if where is None else self.index.lookup(*where)
+            return found, None
+        hops: list = []
+        found = self.index.traced(self.module, expr, hops) if where is None \
+            else self.index.lookup(where[0], where[1], None, hops, None)
+        return self.runs(self.module, hops, found)
 
     @property
     def is_named(self) -> bool:
@@ -35,13 +50,13 @@ class Callee:
         module does not bind may be bound by an import inside the calling function (`from m import f` under
         `if HAS_TRITON:`)."""
         if self._named is _UNSET:
-            found = self.resolve(self.func) if self.is_named else None
+            found, by = self._resolved(self.func) if self.is_named else (None, None)
             if found is None and self.caller is not None and type(self.func) is cst.Name:
                 from .function_bodies import imports_in
 
                 where = imports_in(self.caller, self.module).get(self.func.value)
-                found = self.index.lookup(*where) if where is not None else None
-            self._named = found
+                found, by = self._resolved(self.func, where) if where is not None else (None, None)
+            self._named, self.replaced = found, by
         return self._named
 
     @property

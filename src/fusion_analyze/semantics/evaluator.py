@@ -917,7 +917,7 @@ class Evaluator:
             picked = self._dict_item(call.func, scope, depth)
             return self._called(call.with_changes(func=picked), scope, depth + 1) if picked is not None \
                 else Unknown("a call of an item that is not known")
-        callee = Callee(index, module, call)
+        callee = Callee(index, module, call, runs=getattr(self.attrs, "runs", None))  # patches of the backend
         if callee.self_rooted:
             return self._self_method(call, scope, depth)
         if not callee.is_named:

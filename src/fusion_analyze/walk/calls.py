@@ -42,10 +42,12 @@ class CallSite:
     def func(self):
         return self.call.func
 
+    runs: object = None  # the backend's replacements of module attributes (Constructor.runs)
+
     @cached_property
     def callee(self) -> Callee:
-        """What the call names, resolved in the trees (semantics/callees.py)."""
-        return Callee(self.frame.module._index, self.frame.module, self.call)
+        """What the call names, resolved in the trees (semantics/callees.py), as the backend's patches leave it."""
+        return Callee(self.frame.module._index, self.frame.module, self.call, runs=self.runs)
 
 
 class Calls(WalkerState):
@@ -56,7 +58,7 @@ class Calls(WalkerState):
                 "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
-        site = CallSite(frame, call, cond, steady, stmt, hint)
+        site = CallSite(frame, call, cond, steady, stmt, hint, self.ctor.runs)
         for name in self.HANDLERS:
             out = getattr(self, name)(site)
             if out is not None:
@@ -259,7 +261,7 @@ class Calls(WalkerState):
         func, frame = s.func, s.frame
         if not (type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute))):
             return None
-        target = self.index.resolve_expr(frame.module, func.value)
+        target = s.callee.launched
         if not (isinstance(target, Definition) and target.kind == "function" and _triton_jit(target.node)):
             return None
         args, kwargs = self._site_args(s)
@@ -351,6 +353,14 @@ class Calls(WalkerState):
         if hub:  # transformers' apply_rotary_pos_emb: one rope, run as its PyTorch ops
             return self._op(frame, hub, target.name, None, stmt, inputs, hint, cond, steady, attrs={
                 "native": say("hub_native", fn=target.name, where=f"{target.module.rel}:{target.line}")})
+        by = s.callee.replaced
+        if by is not None and by.reason is None and by.function is not None:
+            self._replacing.append(by)  # a vllm-ascend patch's function (or method of a class): its ops carry the patch
+            try:
+                return self._inline(frame, None, by.function.node, by.function.module, args, kwargs, cond, steady,
+                                    free=True)
+            finally:
+                self._replacing.pop()
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
             return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
         owned = self._class_function(frame, func) if target is None else None

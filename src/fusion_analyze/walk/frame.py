@@ -165,6 +165,7 @@ class WalkerState:
         cuda_backends: Backends
         ops: list[Op]
         _streams: list[str]
+        _replacing: list
         _stack: list[str]
         layer_kind: int | None
         layer_kinds: list[dict]

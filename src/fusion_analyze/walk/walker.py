@@ -65,6 +65,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._walked_lists: set = set()
         self._cuda_backends: Backends | None = None
         self._streams: list[str] = []  # the device-stream scopes the statement walk is in (statements.py)
+        # the replacements of module functions (a vllm-ascend patch) whose code the walk is in (calls.py)
+        self._replacing: list = []
         self.quant = None  # semantics.quantization.Quantization of a quantised deployment
         self.layer_kind: int | None = None  # while one of several kinds of decoder layer is walked: its number
         self.layer_kinds: list[dict] = []  # those kinds: their layers, count and what sets each apart
@@ -257,6 +259,11 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             op.attrs["layer_kind"] = self.layer_kind
         if self._streams:
             op.attrs["stream"] = self._streams[-1]
+        if self._replacing:  # the code of a function a patch put in place of the one the model calls
+            by = self._replacing[-1]
+            op.attrs["replaced_by"] = by.text
+            if by.skipped:
+                op.attrs["replacement_skipped"] = list(by.skipped)
         self.ops.append(op)
         return outs
 

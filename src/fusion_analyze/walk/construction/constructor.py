@@ -22,6 +22,7 @@ from .attr_sources import AttrSources
 from .instance import Instance, _layer_list
 from .layer_index import CARRIER, DECODED, Taint, _join, contains
 from .alternatives import OtherChoices
+from .rebinding import failing_import, imported_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, code_of, join
@@ -69,6 +70,16 @@ class Replaced:
     owner: Definition | None = None
     cls: Definition | None = None
     reason: str | None = None
+    # later patches of the target that never run (an import their `try` body runs first fails), as sentences
+    skipped: tuple = ()
+
+    @property
+    def text(self) -> str:
+        """`target = value (file:line)`, as an op's `replaced_by` and `not_followed` say it."""
+        p = self.patch
+        return f"{p.target} = {p.value} ({p.file}:{p.line})"
+
+
 _NO_BINDINGS = Bindings()
 
 
@@ -167,26 +178,65 @@ class Constructor(AttrSources, OtherChoices):
         """The replacement of `target` (an absolute dotted name) on this backend and device: of the index's
         patches of it, the last one assigned whose `if` tests may hold; None when none applies. One the walk
         cannot resolve is recorded in `not_followed` (the report's "not followed" lines)."""
+        got = self._chosen(target)
+        self._met(target, got)
+        return got
+
+    def _chosen(self, target: str) -> "Replaced | None":
         if target in self._replaced:
-            got = self._replaced[target]
-        else:
-            got = self._replaced[target] = self._replacement(target)
+            return self._replaced[target]
+        self._replaced[target] = None  # a patch's test that reads the target itself sees the original
+        got = self._replaced[target] = self._replacement(target)
+        return got
+
+    def _met(self, target: str, got: "Replaced | None") -> None:
+        """A replacement the walk met: one it cannot resolve is recorded in `not_followed`."""
         if got is not None and got.reason is not None and target not in self.not_followed:
             p = got.patch
             self.not_followed[target] = {"target": target, "file": p.file, "line": p.line, "value": p.value,
                                          "form": p.form, "reason": got.reason}
-        return got
+
+    def runs(self, module, hops: list, target):
+        """(what a name read in `module` holds when the code runs on this backend, the Replaced that put it
+        there or None). `hops`: the module attributes read on the way to `target` (ModuleIndex.traced), nearest
+        first; the first one a patch replaces decides: the patch's value runs where the read comes after the
+        patch (rebinding.py: a read when the code runs, or a `from m import f` of a module imported after the
+        patch module), the original where it came before (the patch module's own names, and modules its imports
+        ran first). A value the walk cannot resolve leaves the original, recorded in `not_followed`."""
+        if not self.patches:
+            return target, None
+        for name, reader in hops:
+            if not self.patches.get(name):
+                continue
+            got = self._chosen(name)
+            if got is None:  # every patch of it decided away (its tests, a failing import): the next read
+                continue
+            p = got.patch
+            if (module.name == p.module if reader is None
+                    else reader in imported_first(self.index, p.module)):
+                return target, None  # read before the patch ran: the original
+            self._met(name, got)
+            if got.reason is not None:
+                return target, got
+            return (got.function if got.function is not None else got.cls), got
+        return target, None
 
     def _replacement(self, target: str) -> "Replaced | None":
         patches = self.patches.get(target)
+        skipped = []
         for i in range(len(patches) - 1, -1, -1):
             p = patches[i]
+            failed = failing_import(self.index, p.needs) if p.needs else None
+            if failed is not None:  # `try: from m import n` where m binds no n: the patch after it never runs
+                skipped.append(say("patch_import_fails", where=f"{p.file}:{p.line}", stmt=failed))
+                continue
             truth = self._patch_truth(p)
             if truth is Truth.FALSE:
                 continue
             if truth is Truth.UNKNOWN:  # the walk follows it; what runs where its tests fail is listed
                 self._undecided_patch(target, p, patches[:i])
-            return self._resolve_patch(p)
+            got = self._resolve_patch(p)
+            return replace(got, skipped=tuple(skipped)) if skipped else got
         return None
 
     def _undecided_patch(self, target: str, p, earlier: list) -> None:
@@ -197,25 +247,27 @@ class Constructor(AttrSources, OtherChoices):
             truth = self._patch_truth(q)
             if truth is Truth.FALSE:
                 continue
-            others.append((f"{q.value} ({q.file}:{q.line})", _tests_text(q.tests) or ""))
+            others.append((f"{q.value} ({q.file}:{q.line})", _tests_text(q) or ""))
             if truth is Truth.TRUE:
                 break
         else:
             others.append((target, ""))  # the original runs where no patch's tests hold
         self.undecided_patches.setdefault(target, {
-            "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": _tests_text(p.tests),
+            "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": _tests_text(p),
             "others": sorted(set(others)), "decided": False})
 
     def _patch_truth(self, p) -> Truth:
         """Whether the `if` tests a patch stands under hold, decided in the patch module (the device's hardware
-        profile, the vLLM version, ...)."""
-        if not p.tests:
+        profile, the vLLM version, ...), and those its module is imported under, in the `__init__` importing it."""
+        if not p.tests and not p.imported_under:
             return Truth.TRUE
-        pmod = self.index.get(p.module)
         out = Truth.TRUE
-        for text, negated in p.tests:
+        for where, text, negated in _all_tests(p):
+            mod = self.index.get(where)
             try:
-                t = self.evaluator.truth(cst.parse_expression(text), pmod) if pmod is not None else Truth.UNKNOWN
+                # with the module's scope, so that calls are run (`vllm_version_is("0.23.0")`, the hardware profile)
+                t = self.evaluator.truth(cst.parse_expression(text), mod, scope=Scope(module=mod)) \
+                    if mod is not None else Truth.UNKNOWN
             except Exception:  # a test the evaluator cannot read: it may hold
                 t = Truth.UNKNOWN
             t = t.negate() if negated else t
@@ -581,7 +633,7 @@ class Constructor(AttrSources, OtherChoices):
             if t is cst.Subscript and type(node.value) is cst.Call and returned_item(node, scope, left):
                 return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
-                built = Callee(self.index, scope.module, node).named
+                built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
             if t is cst.Lambda:
@@ -601,7 +653,7 @@ class Constructor(AttrSources, OtherChoices):
             call = node.value
             if key is None or type(key.value) is not int or not isinstance(call, cst.Call):
                 return False
-            target = Callee(self.index, scope.module, call).named
+            target = Callee(self.index, scope.module, call, runs=self.runs).named
             if not isinstance(target, Definition) or target.kind != "function" or not isinstance(target.node, cst.FunctionDef):
                 return False
             fn: cst.FunctionDef = target.node
@@ -728,10 +780,12 @@ class Constructor(AttrSources, OtherChoices):
                 return self.evaluate(value, where, depth + 1)
             if name in scope.defaults:
                 return self.evaluate(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth + 1)
-        target = self.index.resolve_expr(scope.module, expr)
+        hops: list = []
+        target = self.index.traced(scope.module, expr, hops)
         if target is None and type(expr) is cst.Name:
             local = function_imports(scope.module).get(expr.value)  # `from ... import X` inside a function
-            target = self.index.lookup(*local) if local else None
+            target = self.index.lookup(local[0], local[1], None, hops, None) if local else None
+        target = self.runs(scope.module, hops, target)[0]  # a class a vllm-ascend patch put in its place
         if isinstance(target, Definition) and target.kind == "class":
             return [Instance(target)]  # a class object (called later)
         if isinstance(target, Definition) and target.kind == "assign":
@@ -761,9 +815,9 @@ class Constructor(AttrSources, OtherChoices):
                         for v, _c in scope.locals.get(a.value.value, []) if type(v) is cst.Lambda), None)
         if item is not None and lam is None:
             # only a function's returned tuple has items; a layer list (make_layers(n, lambda ...)) is the list
-            target = Callee(self.index, scope.module, call).named
+            target = Callee(self.index, scope.module, call, runs=self.runs).named
             if isinstance(target, Definition) and target.kind == "function":
-                return self._factory(self._patched(target, scope), call, scope, depth, item=item)
+                return self._factory(target, call, scope, depth, item=item)
             return []
         fname = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
         if lam is not None and type(lam.body) is cst.Call:
@@ -822,10 +876,10 @@ class Constructor(AttrSources, OtherChoices):
         callees = self.evaluate(func, scope, depth + 1) if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) else []
         if callees:
             return [Instance(c.cls, call, scope, c.condition, decided=c.decided) for c in callees if c.cls is not None]
-        target = Callee(self.index, scope.module, call).named
+        target = Callee(self.index, scope.module, call, runs=self.runs).named
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
-            return built if built is not None else self._factory(self._patched(target, scope), call, scope, depth)
+            return built if built is not None else self._factory(target, call, scope, depth)
         dotted = self.index.dotted(scope.module, func) if target is None and isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and self._outside and dotted.split(".")[0] not in self.index.trees:
             self._outside[-1].append(dotted)  # `lambda: nn.ReLU()` of a registry: a class outside the trees
@@ -967,17 +1021,6 @@ class Constructor(AttrSources, OtherChoices):
         if built.call is not None and any(contains(e, built.call) for e in exprs):
             return {"__call__": (built.call, dict(env), dict(selfenv))}
         return {"__all__": t}
-
-    def _patched(self, fn: Definition, scope: Scope) -> Definition:
-        """The function that runs for `fn` on this backend: an Ascend patch that replaces the module attribute
-        (`_fused_moe_layer.FusedMoEFactory = _ascend_FusedMoE`), except inside the patch's own module, whose
-        call of the original is the original."""
-        if not self.patches:
-            return fn
-        got = self.replaced(fn.qualname)
-        if got is None or scope.module.name == got.patch.module:
-            return fn
-        return got.function if isinstance(got.function, Definition) and got.function.kind == "function" else fn
 
     def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
                  skip_self: bool = False, item: int | None = None) -> list[Instance]:
@@ -1166,9 +1209,16 @@ def _strip_subscript(expr):
     return expr.value if type(expr) is cst.Subscript else expr
 
 
-def _tests_text(tests: tuple) -> str | None:
+def _all_tests(p: Patch) -> list[tuple[str, str, bool]]:
+    """(module to decide it in, test, negated) of each `if` test a patch runs under: those its module is imported
+    under (by the patch package's `__init__`), then its own."""
+    return list(p.imported_under) + [(p.module, t, negated) for t, negated in p.tests]
+
+
+def _tests_text(p: Patch) -> str | None:
     """A patch's `if` tests as one condition: `a and not (b)`."""
-    return " and ".join(f"not ({t})" if negated else t for t, negated in tests) or None
+    said = dict.fromkeys(f"not ({t})" if negated else t for _m, t, negated in _all_tests(p))  # each test once
+    return " and ".join(said) or None
 
 
 def _in_module(c: Definition, module) -> Definition:

@@ -297,7 +297,7 @@ class Backends:
         vo = None
         if self._of_instance(impl):  # `self.x` arguments: the instance's values
             vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
-        c = Callee(self.index, module, call, caller)
+        c = Callee(self.index, module, call, caller, runs=self.ctor.runs)
         # super().m(...): the next class of the implementation's MRO after the one that defines the caller
         if impl is not None and caller is not None and c.super_method is not None:
             found = self._super_method(impl, caller, c.super_method)
@@ -424,7 +424,13 @@ class Backends:
                 self._collectives.append(Collective(kind, module.rel, module.line_of(call, caller), as_text(cond), _dedupe(found)))
                 return
             if isinstance(target, Definition) and target.kind == "function":
+                start = len(out)
                 self._collect(None, target.module, target.node, facts.for_call(target.node, call, vo), out, depth + 1, seen, cond)
+                by = c.replaced
+                if by is not None and by.reason is None:  # a function a vllm-ascend patch put in place of the name
+                    for i in range(start, len(out)):
+                        if out[i].note is None:
+                            out[i] = replace(out[i], note=say("replaced_kernel", patch=by.text))
 
 
     def _outside(self, dotted: str, func, module) -> bool:
