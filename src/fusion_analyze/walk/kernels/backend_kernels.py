@@ -95,14 +95,14 @@ class Backends:
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
         self._subs, self._own, self._own_only = {}, own_calls, own_only
-        self.ctor.reads, self.ctor.reads_of = {}, inst
+        self.ctor.start_reads(inst)
         try:
             kernels = self.kernels_of(impl, facts, method=method)
-            entries.append((dict(self.ctor.reads), kernels, list(got)))
+            entries.append((dict(self.ctor.reads or {}), kernels, list(got)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
             self._subs, self._own, self._own_only = {}, (), False
-            self.ctor.reads = self.ctor.reads_of = None
+            self.ctor.stop_reads()
         if collectives is not None:
             collectives.extend(got)
         return list(kernels)
@@ -231,7 +231,8 @@ class Backends:
         def scope_at(stmt, owner) -> Scope:
             """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
             (and those their values read): a test reading none of them is decided as before, at no cost."""
-            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields, cls=impl)
+            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields, cls=impl,
+                          objects=facts.objects)
             here = position.get(id(stmt), -1)
             before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
             if not before:
