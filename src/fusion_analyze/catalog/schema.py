@@ -284,6 +284,9 @@ class Part:
     widths: Mapping[str, str] = field(default_factory=dict)
     called_by: CalledBy | None = None
     deployment: Mapping[str, Any] = field(default_factory=dict)
+    # a `deployment` value the layer's own construction decides (`moe_config.is_sequence_parallel`): read there;
+    # where it is not decided, not stated (its tests stay open)
+    from_layer: Mapping[str, str] = field(default_factory=dict)
     at_call: str | None = None  # the op is at the call of this method in the module of the experts' class
     column: bool = False  # (a `cuda` part) read for the report's CUDA column of the Ascend walk's same part
     own_only: tuple[str, ...] = ()

@@ -1039,7 +1039,7 @@ class Evaluator:
             inner, returns = self._last_run  # what it still depends on: the tests left and the returns
             note(owner, func.attr.value, inner,
                  [t.expr for _v, c in returns for t in (c.terms if c else ()) if t.expr is not None]
-                 + [v for v, _c in returns])
+                 + [v for v, _c in returns], call, scope if isinstance(scope, Scope) else None)
         return got if got is not None else Unknown("the result of a call")
 
     def run_property(self, inst, found, depth: int = 0) -> Value | None:

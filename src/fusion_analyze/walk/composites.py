@@ -105,7 +105,14 @@ class Composites(WalkerState):
         impl = self.backends.implementation(cls)
         # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
         # DP 1, no EP, no sequence parallelism: composites.yaml `deployment`), then the layer's own arguments
-        facts = Bindings(fields={**{k: Known(v) for k, v in self._deployment_values(spec.deployment).items()},
+        stated = self._deployment_values(spec.deployment)
+        for key, attr in spec.from_layer.items():  # what the layer's construction decides (sequence parallelism)
+            got = self._layer_attr(sub, attr)
+            if isinstance(got, Known):
+                stated[key] = got.value
+            else:
+                stated.pop(key, None)
+        facts = Bindings(fields={**{k: Known(v) for k, v in stated.items()},
                                  **self._carried_fields(sub, spec.fields)})
         widths = self._part_widths(sub, spec.widths)
         attrs_out: dict = {}
@@ -202,15 +209,19 @@ class Composites(WalkerState):
         the layer's attribute path (`moe_config.hidden_dim`: the runner pads the routed hidden states to it,
         vLLM's MoERunner._maybe_pad_hidden_states), where the construction decides it."""
         out = {}
-        impl = self.backends.implementation(sub.cls) if sub.cls is not None else None
         for param, attr in widths.items():
-            if impl is None:
-                break
-            owner = Instance(impl, sub.call, sub.scope, sub.condition)
-            got = self.ctor.evaluator.infer(cst.parse_expression(f"self.{attr}"), Scope(module=impl.module, owner=owner))
+            got = self._layer_attr(sub, attr)
             if isinstance(got, Known) and type(got.value) is int:
                 out[param] = got.value
         return out
+
+    def _layer_attr(self, sub: Instance, attr: str):
+        """`self.<attr>` (a dotted path) of the layer, read on its backend's class; None without a class."""
+        impl = self.backends.implementation(sub.cls) if sub.cls is not None else None
+        if impl is None:
+            return None
+        owner = Instance(impl, sub.call, sub.scope, sub.condition)
+        return self.ctor.evaluator.infer(cst.parse_expression(f"self.{attr}"), Scope(module=impl.module, owner=owner))
 
     def _part_caller(self, sub: Instance, spec: Part, scheme) -> tuple | None:
         """(class, method) of composites.yaml `called_by`: the object whose method calls the part's entry methods

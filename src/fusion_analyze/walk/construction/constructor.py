@@ -118,6 +118,10 @@ class Constructor(AttrSources, OtherChoices):
         # (instance id, method) -> (the instance, its scope, what is left undecided of `self.<method>(...)`:
         # the tests and returns), for what an undecided test calling it waits on (unknown_sources)
         self._calls: dict = {}
+        # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
+        # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
+        # what it waits on is said for that walk too
+        self.replay: list = []
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -393,11 +397,11 @@ class Constructor(AttrSources, OtherChoices):
 
     def start_reads(self, inst: Instance) -> None:
         """Keep what is read of `inst` and of the objects it holds (the memo of its kernels, Backends)."""
-        self.reads, self.reads_of, self._paths = {}, inst, {}
+        self.reads, self.reads_of, self._paths, self.replay = {}, inst, {}, []
 
     def stop_reads(self) -> None:
         self.reads = self.reads_of = None
-        self._paths = {}
+        self._paths, self.replay = {}, []
 
     def _attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         if inst.cls is None or depth > MAX_DEPTH:
@@ -580,10 +584,20 @@ class Constructor(AttrSources, OtherChoices):
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
 
-    def note_call(self, inst: Instance, name: str, scope: Scope, left: list) -> None:
+    def note_call(self, inst: Instance, name: str, scope: Scope, left: list, call=None, caller=None) -> None:
         """`self.<name>(...)` of `inst` stayed undecided: `left`, the expressions it still depends on (read in
         `scope`), name what it waits on."""
         self._calls[(id(inst), name)] = (inst, scope, left)
+        path = self._path_of(getattr(caller, "owner", None))  # the call is made again in the caller's place
+        if path is not None and call is not None and caller is not None:
+            self.replay.append((path, call, caller.module, dict(caller.values), dict(caller.fields)))
+
+    def made_again(self, inst: Instance, replay: list) -> None:
+        """The undecided calls a memo's walk made on the objects its instance holds, made on `inst` (note_call)."""
+        for path, call, module, values, fields in replay:
+            held = self.follow(inst, path)
+            if held is not None:
+                self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
     def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its

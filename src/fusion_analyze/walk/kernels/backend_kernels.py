@@ -87,10 +87,11 @@ class Backends:
         # memo: per implementation, the walks already done, each with what it read of its instance (self.x
         # values, submodules' classes); one whose reads give the same for this instance has its kernels
         entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls, own_only), [])
-        for reads, kernels, found in entries:
+        for reads, kernels, found, replay in entries:
             if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
                 if collectives is not None:
                     collectives.extend(found)
+                self.ctor.made_again(inst, replay)  # what its undecided calls wait on, said for this walk
                 return list(kernels)
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
@@ -98,7 +99,7 @@ class Backends:
         self.ctor.start_reads(inst)
         try:
             kernels = self.kernels_of(impl, facts, method=method)
-            entries.append((dict(self.ctor.reads or {}), kernels, list(got)))
+            entries.append((dict(self.ctor.reads or {}), kernels, list(got), list(self.ctor.replay)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
             self._subs, self._own, self._own_only = {}, (), False
