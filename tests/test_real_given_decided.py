@@ -459,3 +459,122 @@ def test_speculative_tokens_and_a_submodules_bias(session, hf):
     assert not [t for t in _by_test(mamba) if "dt_proj" in t]
     assert not [c for c in _conditions(mamba) if "dt_proj" in c]
     validate_report(mamba2.report)
+
+
+# -- the MoE runner's tests (vllm_ascend/ops/fused_moe/fused_moe.py, moe_mlp.py, router/fused_topk_router.py) -----
+_MOE_TESTS = ("is_sequence_parallel", "quant_method", "_should_reduce_routed_before_combine",
+              "_get_shared_expert_parallel_mode", "is_fused_supported")
+_FUSED_MOE = "vllm_ascend/ops/fused_moe/fused_moe.py"
+
+
+def _moe_kernels(a) -> dict:
+    """(name, file, line) -> condition of the kernels of the MoE layer and its parts."""
+    return {(k["name"], k["file"], k["line"]): k.get("condition") for op in a.report["ops"]
+            if op["kind"] in ("moe", "moe_gating", "moe_experts", "moe_join") for k in op.get("kernels") or ()}
+
+
+def _moe_open(a) -> list:
+    return [e for e in a.report["undecided"] if any(t in e["test"] for t in _MOE_TESTS)]
+
+
+@pytest.mark.parametrize("arch, preset, shared", [("DeepseekV3ForCausalLM", "DeepSeek-V3", True),
+                                                   ("Qwen3MoeForCausalLM", "Qwen3-30B-A3B", False)])
+def test_moe_runner_tests_decided_at_vllm_defaults(session, hf, arch, preset, shared):
+    """At vLLM's defaults (no expert parallelism) the MoE runner's tests are decided from the trees:
+    - `self.moe_config.is_sequence_parallel` (fused_moe.py:353): FusedMoEConfig's property (vllm/model_executor/
+      layers/fused_moe/config.py:1422) reads `moe_parallel_config`, built by FusedMoEParallelConfig.make (:1235,
+      `sp_size=sp_size_`), whose property is `self.sp_size > 1` (:1057); `sp_size = tp_size_ if
+      is_sequence_parallel else 1` (layer.py:55), the model passing `use_sequence_parallel_moe`, which needs EP
+      (vllm_ascend/patch/platform/patch_parallel_config.py:7): 1, not sequence parallel;
+    - `quant_method is None` / `quant_method.supports_fused_activation(...)` (moe_comm_method.py:170, moe_mlp.py:48):
+      unquantised, the routed experts install AscendUnquantizedFusedMoEMethod (routed_experts.py:423), whose
+      `apply` passes `quant_method=self` (:174) and has no fused form (`return False`, :100): `npu_swiglu` runs;
+    - `_get_shared_expert_parallel_mode()` (fused_moe.py:290): TENSOR_PARALLEL, from AscendSharedExperts.
+      parallel_mode (shared_experts.py:208: not sequence parallel, `enable_shared_expert_dp` False) where the model
+      hands shared experts (DeepSeek-V3), else from `ascend_shared_experts is None` (Qwen3-30B-A3B: no
+      `shared_expert_intermediate_size`, vllm/model_executor/models/qwen3_moe.py:175-197);
+    - `_should_reduce_routed_before_combine()` (:305): not SHARED_EXPERT_DATA_PARALLEL_ONLY, no
+      `routed_output_transform`: False, so the routed output is not reduced before the combine (:340) and the
+      final all-reduce (:354) runs under no test;
+    - `is_fused_supported(hidden_states)` (router/fused_topk_router.py:122): the router's top_k and groups with
+      the routed hidden states' width, `moe_config.hidden_dim` (DeepSeek-V3: 8 of 256 experts in 8 groups, 4
+      picked, 7168 wide; Qwen3-30B-A3B: 8, no groups, 2048): True, the fused `moe_gating_top_k` runs."""
+    a = analyze_in(session, arch, Options(config=preset, hf_root=hf))
+    assert not _moe_open(a), _moe_open(a)
+    printed = [c for c in _moe_kernels(a).values() if c]
+    assert not [c for c in printed if any(t in c for t in _MOE_TESTS)], printed
+    kernels = _moe_kernels(a)
+    assert kernels[("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 354)] is None
+    assert ("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 340) not in kernels
+    assert kernels[("torch.ops._C_ascend.moe_gating_top_k", "vllm_ascend/device/device_op.py", 272)] is None
+    assert kernels[("torch_npu.npu_swiglu", "vllm_ascend/ops/fused_moe/moe_mlp.py", 95)] is None
+    # what is left of the shared expert's reduction is the runtime output alone (`shared_output is None`)
+    assert kernels[("torch.ops.vllm.maybe_all_reduce_shared_expert", _FUSED_MOE, 332)] == "not (shared_output is None)"
+    assert any(op["path"].endswith("shared_experts.down_proj") for op in a.report["ops"]) is shared
+    assert not [e for e in a.report["undecided"] if e["given"] and e["waits_on"] == "engine_argument"]
+    validate_report(a.report)
+
+
+def test_a_latent_moe_reduces_its_routed_output_by_the_tp_size(session, hf, tmp_path):
+    """A latent MoE (NemotronH with `moe_latent_size`) hands the runner `routed_output_transform=self.
+    fc2_latent_proj` (vllm/model_executor/models/nemotron_h.py:242): `_should_reduce_routed_before_combine()`
+    (vllm_ascend/ops/fused_moe/fused_moe.py:311-313) is then `self.moe_config.tp_size > 1 or ep_size > 1`, the
+    MoE configuration's TP size that FusedMoEParallelConfig.make computes with its static method
+    flatten_tp_across_dp_and_pcp (config.py:1121, unpacked at :1221). Without --tensor-parallel-size the test waits
+    on it; at TP 4 the routed output is reduced before the transform (:340) and the final all-reduce (:354) is not
+    run; at TP 1 the reverse."""
+    cfg = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "moe_latent_size": 1024,
+           "hybrid_override_pattern": "M*E", "num_hidden_layers": 3, "hidden_size": 2688, "n_routed_experts": 128,
+           "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "n_shared_experts": 1,
+           "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "num_attention_heads": 32,
+           "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072, "intermediate_size": 1856,
+           "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8,
+           "mlp_hidden_act": "relu2"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    reduce_routed = ("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 340)
+    reduce_final = ("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 354)
+    a = analyze_in(session, "NemotronHForCausalLM", Options(config=str(path), hf_root=hf))
+    e = _by_test(a)["self._should_reduce_routed_before_combine()"]
+    assert (e["waits_on"], e["given"]) == ("tp_size", False), e
+    assert "tp_size" in e["why"], e
+    kernels = _moe_kernels(a)
+    assert kernels[reduce_routed] == "self._should_reduce_routed_before_combine()"
+    assert kernels[reduce_final] == "not self._should_reduce_routed_before_combine()"
+    tp4 = analyze_in(session, "NemotronHForCausalLM", Options(config=str(path), hf_root=hf, tp=4))
+    kernels = _moe_kernels(tp4)
+    assert kernels[reduce_routed] is None and reduce_final not in kernels
+    assert not _moe_open(tp4), _moe_open(tp4)
+    tp1 = analyze_in(session, "NemotronHForCausalLM", Options(config=str(path), hf_root=hf, tp=1))
+    kernels = _moe_kernels(tp1)
+    assert reduce_routed not in kernels and kernels[reduce_final] is None
+    assert not _moe_open(tp1), _moe_open(tp1)
+    validate_report(tp4.report)
+
+
+def test_shared_expert_data_parallel_is_not_taken_at_the_users_word(session, hf):
+    """`enable_shared_expert_dp` given true is gated when vllm-ascend builds its configuration: `self.
+    enable_shared_expert_dp = (self.enable_shared_expert_dp and <EP> and <TP > 1>)` (vllm_ascend/ascend_config.py:
+    747): the shared experts' layout is not taken as SHARED_EXPERT_DATA_PARALLEL_ONLY (which would reduce the
+    routed output early and skip the final all-reduce) on the user's word; the runner's tests stay open."""
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options(config="DeepSeek-V3", hf_root=hf, tp=4,
+                                                            additional_config='{"enable_shared_expert_dp": true}'))
+    kernels = _moe_kernels(a)
+    routed = kernels.get(("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 340), "absent")
+    assert routed is not None  # not unconditional
+    assert ("torch.ops.vllm.maybe_all_reduce_tensor_model_parallel", _FUSED_MOE, 354) in kernels
+    assert "self._should_reduce_routed_before_combine()" in _by_test(a)
+
+
+def test_moe_runner_tests_on_fields_the_class_defaults_leave_out_wait_on_them(session, hf):
+    """With Qwen3MoeConfig's defaults alone, `shared_expert_intermediate_size` (read with `getattr(config, ...,
+    0)`, vllm/model_executor/models/qwen3_moe.py:175) is not declared: whether the layer has shared experts, and so
+    `_get_shared_expert_parallel_mode()` and `_should_reduce_routed_before_combine()`, wait on that field (the
+    code of the method's undecided test, read back to the model's construction), not on the tool."""
+    a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
+    by = _by_test(a)
+    for test in ("self._should_reduce_routed_before_combine()", "not self._should_reduce_routed_before_combine()"):
+        e = by[test]
+        assert (e["waits_on"], e["given"]) == ("config_field", False), e
+        assert "shared_expert_intermediate_size" in e["why"], e
+    assert not [e for e in _moe_open(a) if e["given"]], _moe_open(a)

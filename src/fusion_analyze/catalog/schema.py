@@ -257,6 +257,15 @@ class Also:
 
 
 @dataclass(frozen=True)
+class CalledBy:
+    """`called_by` of a part: the object (an attribute path of the layer) whose `method` calls the part's
+    entry methods; the arguments of that call bind their parameters (`quant_method=self`)."""
+
+    attr: str
+    method: str
+
+
+@dataclass(frozen=True)
 class RegisteredBy:
     function: str
     values: Mapping[str, Any] = field(default_factory=dict)
@@ -278,7 +287,14 @@ class Part:
     # fused_experts runs the MoE MLP, which calls the quant method; FusedMC2CommImpl's runs one kernel instead)
     also_via: tuple[str, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
+    # a tensor parameter of the part's methods -> the attribute path of the layer that is its last dimension
+    # (the routed hidden states the runner pads to `moe_config.hidden_dim`)
+    widths: Mapping[str, str] = field(default_factory=dict)
+    called_by: CalledBy | None = None
     deployment: Mapping[str, Any] = field(default_factory=dict)
+    # a `deployment` value the layer's own construction decides (`moe_config.is_sequence_parallel`): read there;
+    # where it is not decided, not stated (its tests stay open)
+    from_layer: Mapping[str, str] = field(default_factory=dict)
     at_call: str | None = None  # the op is at the call of this method in the module of the experts' class
     column: bool = False  # (a `cuda` part) read for the report's CUDA column of the Ascend walk's same part
     own_only: tuple[str, ...] = ()

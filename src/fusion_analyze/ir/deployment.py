@@ -68,6 +68,11 @@ class Deployment:
         return self.ep > 1
 
     @property
+    def pcp(self) -> int:
+        """Prefill context parallelism: no option of this tool states it, so vLLM's default (1)."""
+        return 1
+
+    @property
     def num_seqs(self) -> int:
         return self.max_num_seqs or DEFAULT_MAX_NUM_SEQS
 
@@ -130,7 +135,7 @@ class Deployment:
         parallel = {"tensor_parallel_size": self.tp_size, "data_parallel_size": self.dp,
                     "pipeline_parallel_size": 1, "enable_expert_parallel": self.uses_ep,
                     "world_size_across_dp": self.world_size_across_dp, "world_size": self.tp_size,
-                    "prefill_context_parallel_size": 1, "decode_context_parallel_size": 1}
+                    "prefill_context_parallel_size": self.pcp, "decode_context_parallel_size": 1}
         model = {"get_num_experts()": num_experts} if num_experts is not None else {}  # unknown: not made up
         out = {"parallel_config": parallel, "model_config": model, "lora_config": None,
                "kv_transfer_config": None, "speculative_config": None}

@@ -13,18 +13,21 @@ from __future__ import annotations
 import operator
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 import libcst as cst
 
 from .callees import Callee
+from ..index.modules import Definition
 from .environment import Environment
 from .runtime_defaults import config_default
 from .scope import Scope, star_kwarg
+from .objects import dataclass_argument, static_method
 from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _item, _never_none, _class_constant,
                           _decision_function, _dotted_text, _is_unbound_chain, _only_decisions, _rebound, isinstance_test,
                           isinstance_value, known_isinstance, none_test)
-from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Unknown, Value,
-                     _is_none, assumed, literal)
+from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Tensor, Unknown,
+                     Value, _is_none, assumed, literal)
 from ..ir.conditions import Condition, Term, Truth, code_of
 
 _EMPTY = Bindings()
@@ -59,11 +62,11 @@ class Evaluator:
         self._terms: dict = {}  # (test, scope, its version, bindings) -> truth, kept the same way
         self._hiding = 0
         self._globals: dict = {}  # (module, dotted text) -> the value of a module-level name or class constant
-        self._one_return: dict = {}  # (class, method) -> (class, the expression of its one return or None)
         # a decision function's call on plain arguments -> (function, call, its value); also what readers of this
         # analysis decide from values alone (attention_choice: the platform's selector run on its fields)
         self.decided_calls: dict = {}
         self._too_deep = 0  # how often a step limit cut a reading short (a memo keeps only what none cut)
+        self._last_run: tuple = (None, [])  # the scope and undecided returns of the last decision function run
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -117,10 +120,12 @@ class Evaluator:
             if value is Truth.FALSE:
                 return Truth.FALSE, None
             if value is Truth.UNKNOWN:
-                kept.append(part)
+                # less its own decided parts (`shared_output is None or <a test known false>`)
+                kept.append(self.simplified(part, module, env, scope)[1]
+                            if type(part) in (cst.BooleanOperation, cst.UnaryOperation) else part)
         if not kept:
             return Truth.TRUE, None
-        if len(kept) == len(parts):
+        if len(kept) == len(parts) and all(k is p for k, p in zip(kept, parts)):
             return Truth.UNKNOWN, Condition.of(expr, module)
         return Truth.UNKNOWN, Condition(tuple(t for k in kept for t in Condition.of(k, module).terms))
 
@@ -312,8 +317,13 @@ class Evaluator:
 
     def _subscript(self, expr, scope, step: int) -> Value:
         """`x[k]`: the item of a known value; `a, b, c = f(...)` (read as `f(...)[k]`): item k of the tuple f
-        returns, alone, where the whole is not known."""
+        returns, alone, where the whole is not known; `x.shape[-1]` of a tensor whose last dimension a call
+        binds (Bindings.widths)."""
         key = self.infer(expr.slice[0].slice.value, scope, step)
+        if type(expr.value) is cst.Attribute and expr.value.attr.value == "shape" and key == Known(-1):
+            held = self.infer(expr.value.value, scope, step)
+            if isinstance(held, Tensor):
+                return Known(held.width)
         got = _item(self.infer(expr.value, scope, step), key)
         if isinstance(got, Unknown) and type(expr.value) is cst.Call and isinstance(key, Known) and type(key.value) is int:
             item = self._called(expr.value, scope, step, item=key.value)
@@ -520,6 +530,10 @@ class Evaluator:
             found = self._global(expr, scope, depth)
             if found is not _NOT_GLOBAL:
                 return found
+        if isinstance(base, (Unknown, NotNone)) and self.attrs is not None:
+            held = self._instance_of(expr.value, scope, depth)
+            if held is not None:  # `self.moe_config.is_sequence_parallel`: read on the object the walk built
+                return self.attrs.self_value(held, attr, self, depth)
         if isinstance(base, Known) and isinstance(base.value, ClassRef):  # a class the code holds as a value
             return self._class_attribute(base.value.definition, attr, depth)
         if isinstance(base, NotNone):  # `mla_modules.is_sparse`: a field of the dataclass the code built
@@ -704,28 +718,14 @@ class Evaluator:
             expr, scope = got
         if cls is None or not any("dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
             return None
-        for arg in expr.args:
-            if arg.keyword is not None and arg.keyword.value == attr:
-                return self.infer(arg.value, scope, depth + 1)
-        if any(arg.star for arg in expr.args):
-            return None  # through `*` or `**`: which field it fills is not read here
-        positional = [arg for arg in expr.args if arg.keyword is None]
-        if positional:  # by position: the fields in their order, of a dataclass with no base in the trees
-            if cls.bases:
-                return None
-            fields = _field_order(cls)
-            if attr not in fields:
-                return None
-            if fields.index(attr) < len(positional):
-                return self.infer(positional[fields.index(attr)].value, scope, depth + 1)
-        # not passed: the field's default in the class body (`g_proj: nn.Module | None = None`), a literal only
-        from .runtime_defaults import _declared
-
-        value = _declared(cls).get(attr)
-        if value is not None and type(value) is not cst.Call:
-            got = self.infer(value, Scope(module=cls.module), depth + 1)
-            return got if isinstance(got, Known) else None
-        return None
+        got = dataclass_argument(cls, expr, attr)
+        if got is None:
+            return None
+        value, where = got
+        if where == "call":
+            return self.infer(value, scope, depth + 1)
+        got = self.infer(value, Scope(module=cls.module), depth + 1)  # the field's declared default, a literal only
+        return got if isinstance(got, Known) else None
 
     def _first_return(self, target, call: cst.Call, scope):
         """(the expression, its scope) a decision function (only ifs, assignments and returns) returns for this
@@ -782,7 +782,14 @@ class Evaluator:
                 return _held(base.value[key.value]) if key.value in base.value else default
             carried = _carried(scope, key.value, self.env) if key is not None and isinstance(key.value, str) \
                 and isinstance(base, (Unknown, NotNone)) else None
-            return carried if carried is not None else Unknown("getattr of an unknown object")
+            if carried is not None:
+                return carried
+            name = key.value if key is not None and isinstance(key.value, str) else None
+            held = self._instance_of(args[0], scope, depth) if name is not None else None
+            if held is not None and name is not None and self.attrs is not None \
+                    and self._has_attr(held, name) == Known(True):  # getattr(self, "ascend_shared_experts", None)
+                return self.attrs.self_value(held, name, self, depth)
+            return Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
             held = self._module_has(args[0], literal(args[1]), scope)
             if held is not None:  # hasattr(self.layer, "expert_gate"): the module's class decides
@@ -919,10 +926,17 @@ class Evaluator:
                 else Unknown("a call of an item that is not known")
         callee = Callee(index, module, call, runs=getattr(self.attrs, "runs", None))  # patches of the backend
         if callee.self_rooted:
-            return self._self_method(call, scope, depth)
+            return self._method_call(call, scope, depth)
         if not callee.is_named:
             return Unknown("the result of a call")
         target = callee.named
+        if callee.named is None and type(call.func) is cst.Attribute:  # `shared_experts.parallel_mode()`: an object's
+            got = self._method_call(call, scope, depth)
+            if not isinstance(got, Unknown):
+                return got
+            # `FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp(...)`: a static method, a function
+            static: Any = static_method(index, module, call.func, self.attrs.method if self.attrs is not None else None)
+            target = static
         kind = getattr(target, "kind", None)
         if kind == "class":
             return NotNone(target.name)
@@ -952,20 +966,25 @@ class Evaluator:
             return NotNone(f"what {target.name}() builds")
         return Unknown("the result of a call")
 
-    def _run_decision(self, fn, table, call: cst.Call, scope, depth: int, item: int | None,
-                      skip_self: bool = False, values: dict | None = None, decides: bool = True) -> Value | None:
-        """A small decision function run on the call's arguments: its value, else None (not decided).
-        `skip_self`: a method of the instance `scope` reads (`self.m(x)`): its `self` is that instance (or
-        `values` binds `cls`). `decides` False: a function that does more than decide, run only where a return
-        is reached through decisions alone (`if not available(): return False` before a `try`)."""
+    def _run_decision(self, fn, table, call: cst.Call | None, scope, depth: int, item: int | None,
+                      owner=None, cls=None, skip_self: bool = False, values: dict | None = None,
+                      decides: bool = True) -> Value | None:
+        """A small decision function run on the call's arguments: its value, else None (not decided). `owner`
+        (an Instance) or `cls`: a method, its `self` that object (or an object of that class). `skip_self`: a
+        method whose first parameter `values` binds (`cls` of a classmethod). `decides` False: a function that
+        does more than decide, run only where a return is reached through decisions alone (`if not available():
+        return False` before a `try`)."""
         from .scope import Scope, bind_params
 
-        inner = Scope(module=table.module, owner=getattr(scope, "owner", None) if skip_self else None,
-                      cls=getattr(scope, "cls", None) if skip_self else None, values=dict(values or {}))
-        bind_params(fn, call, scope, inner, skip_self=skip_self)
+        method = owner is not None or cls is not None or skip_self
+        inner = Scope(module=table.module, owner=owner, cls=cls if owner is None else None,
+                      fields=getattr(scope, "fields", None) or {},  # (what a part's runtime objects carry)
+                      values=dict(values or {}))
+        bind_params(fn, call, scope, inner, skip_self=method)
         for name, value, cond, _pos in table.local_assignments:
             inner.locals.setdefault(name, []).append((value, cond))
         returns = table.returns_decided(_EMPTY, self, inner)
+        self._last_run = (inner, returns)  # what is left of it, for a caller that says what it waits on
         if item is not None:
             returns = [(_tuple_item(v, item), c) for v, c in returns]
             if not all(v is not None for v, _c in returns):
@@ -1059,68 +1078,142 @@ class Evaluator:
 
     def _module_has(self, expr, key, scope) -> Value | None:
         """`hasattr(self.<sub>, "name")` where the walk built `self.<sub>` (or `hasattr(self, "name")` on the
-        instance the walk is in: a replacement's method run on the class it patches): whether its class or its
-        __init__ chain gives it that attribute (a method, a class attribute, `self.name = ...`); None when not
-        such a test or the module is not known."""
+        instance the walk is in: a replacement's method run on the class it patches; or any object the walk
+        built, `_instance_of`): whether its class or its __init__ chain gives it that attribute (a method, a
+        class attribute, `self.name = ...`); None when not such a test or the module is not known."""
         owner = getattr(scope, "owner", None)
-        if not (self.attrs is not None and owner is not None and key is not None and isinstance(key.value, str)):
+        if not (self.attrs is not None and key is not None and isinstance(key.value, str)):
             return None
-        if type(expr) is cst.Name and expr.value == "self":
+        if owner is not None and type(expr) is cst.Name and expr.value == "self":
             sub = owner
-        elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+        elif owner is not None and type(expr) is cst.Attribute and type(expr.value) is cst.Name \
+                and expr.value.value == "self":
             sub = self.attrs.attr(owner, expr.attr.value)
-        else:
-            return None
-        from .function_bodies import class_method, tables
+        else:  # another object of the walk: an attribute its class or construction gives; not one they do not
+            # (set from outside at load time: `gate.weight_fp32`), which stays unknown
+            got = self._has_attr(self._instance_of(expr, scope, 0), key.value)
+            return got if got == Known(True) else None
+        return self._has_attr(sub, key.value)
 
-        if sub is None or getattr(sub, "cls", None) is None:
+    def _has_attr(self, sub, name: str) -> Value | None:
+        """Whether an object the walk built has attribute `name` (see _module_has); None where not known."""
+        from .function_bodies import class_method, tables
+        from .runtime_defaults import _declared
+
+        attrs = self.attrs
+        if sub is None or getattr(sub, "cls", None) is None or attrs is None:
             return None
-        name = key.value
-        for c in self.attrs.mro(sub.cls):
-            if class_method(c, name) is not None or c.may_assign(name):
+        mro = attrs.mro(sub.cls)
+        for c in mro:  # (may_assign only rules out: a parsed class says yes to all)
+            if class_method(c, name) is not None or (c.may_assign(name) and name in _declared(c)):
                 return Known(True)
-        for c, fn, _scope in self.attrs.init_scopes(sub):
+        for c, fn, _scope in attrs.init_scopes(sub):
             if name in tables(fn, c.module).self_assignments:
                 return Known(True)
-        if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers")
-               for c in self.attrs.mro(sub.cls)[:-1]):
+        if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers") for c in mro[:-1]):
             return None  # a base outside the trees may give it
         return Known(False)
 
-    def _self_method(self, call: cst.Call, scope, depth: int) -> Value:
-        """`self.m(...)` where the class is known (a part's code read without an instance:
-        `self._use_ep_sequence_parallel()` returning `self.moe_config.is_sequence_parallel`): the value of its
-        one return, read in the same scope; with arguments (`self.is_moe_layer(layer_id)`), the method run as a
-        decision function with the call's arguments bound to its parameters (positional, keyword, defaults),
-        each read where the call wrote it; else unknown."""
+    def _instance_of(self, expr, scope, depth: int):
+        """The object the walk built that `expr` surely is (a walk.construction.Instance), else None: `self`
+        (the instance whose code is read), `self.a.b` (what its construction assigns, as the backend runs it:
+        Constructor.member), an object a call binds (`scope.instances`), a local assigned once or a parameter
+        bound to one of those (`shared_experts = getattr(self, "ascend_shared_experts", None)`)."""
+        got = self._receiver(expr, scope, depth)
+        return got if got is not None and not isinstance(got, Definition) else None
+
+    def _receiver(self, expr, scope, depth: int):
+        """What `_instance_of` finds, or the class of an object a call passes where nothing else of it is known
+        (`scope.objects`: a Definition); None for anything else."""
+        if scope is None:
+            return None
+        for _ in range(_MAX_INFER):
+            kind = type(expr)
+            if kind is cst.Name:
+                name = expr.value
+                if name in (getattr(scope, "objects", None) or ()):
+                    return scope.objects[name]
+                if self.attrs is None or name in (getattr(scope, "values", None) or ()):
+                    return None
+                if name == "self":
+                    owner = getattr(scope, "owner", None)
+                    return owner if getattr(owner, "cls", None) is not None else None
+                if name in (getattr(scope, "instances", None) or ()):
+                    return scope.instances[name]
+                if name in scope.locals:
+                    values = scope.locals[name]
+                    if len(values) != 1 or values[0][1]:
+                        return None
+                    expr = values[0][0]
+                    continue
+                if name in scope.params:
+                    expr, scope = scope.params[name]
+                    continue
+                return None
+            if self.attrs is None:
+                return None
+            if kind is cst.Attribute:
+                base = self._instance_of(expr.value, scope, depth + 1)
+                return self.attrs.member(base, expr.attr.value) if base is not None else None
+            if kind is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" \
+                    and len(expr.args) in (2, 3) and not any(a.keyword or a.star for a in expr.args):
+                key = literal(expr.args[1].value)  # getattr(self, "x", None) of an object that has x: self.x
+                base = self._instance_of(expr.args[0].value, scope, depth + 1)
+                if key is None or not isinstance(key.value, str) or base is None \
+                        or self._has_attr(base, key.value) != Known(True):
+                    return None
+                return self.attrs.member(base, key.value)
+            return None
+        return None
+
+    def _method_call(self, call: cst.Call, scope, depth: int) -> Value:
+        """`self.m(...)` / `obj.m(...)` where the object's class is known (the instance whose code is read, or
+        its class where no instance is: a part's code; an object of the walk, `_instance_of`) and `m` is a small
+        decision function: its value, run with `self` that object and its arguments bound
+        (`self._should_reduce_routed_before_combine()`, `shared_experts.parallel_mode()`,
+        `self.is_fused_supported(hidden_states)`); else unknown."""
         from .function_bodies import class_method, tables
 
         func = call.func
-        cls = getattr(scope, "cls", None) or getattr(getattr(scope, "owner", None), "cls", None)
-        if not (type(func) is cst.Attribute and type(func.value) is cst.Name
-                and func.value.value == "self") or cls is None or depth > _MAX_INFER // 2:
+        if type(func) is not cst.Attribute or depth > _MAX_INFER // 2:
             if depth > _MAX_INFER // 2:
                 self._too_deep += 1
             return Unknown("the result of a call")
-        key = (id(cls), func.attr.value)
-        if key not in self._one_return:  # per class and method: the expression of its one return, if any
-            mro = self.attrs.mro(cls) if self.attrs is not None else [cls]
-            found = next(((c, f) for c in mro if (f := class_method(c, func.attr.value)) is not None), None)
-            one = None
-            if found is not None and _decision_function(found[1], found[0].module):
-                returns = tables(found[1], found[0].module).returns
-                one = returns[0][0] if len(returns) == 1 and returns[0][1] is None else None
-            else:
-                found = None
-            self._one_return[key] = (cls, one, found)  # (the class is kept: its id is not reused while it is here)
-        _cls, one, found = self._one_return[key]
-        if not call.args:
-            return self.infer(one, scope, depth + 1) if one is not None else Unknown("the result of a call")
-        if found is None or any(a.star for a in call.args):
+        recv = func.value
+        if type(recv) is cst.Name and recv.value == "self" and "self" not in (getattr(scope, "values", None) or ()):
+            owner = getattr(scope, "owner", None)
+            owner = owner if getattr(owner, "cls", None) is not None else None
+            cls = owner.cls if owner is not None else getattr(scope, "cls", None)
+        else:  # an object of the walk, or the class of one a call passes (`quant_method=self`)
+            got = self._receiver(recv, scope, depth)
+            owner = got if got is not None and not isinstance(got, Definition) else None
+            cls = owner.cls if owner is not None else got
+        if cls is None:
             return Unknown("the result of a call")
-        owner_cls, fn = found
-        got = self._run_decision(fn, tables(fn, owner_cls.module), call, scope, depth + 1, None, skip_self=True)
+        if self.attrs is not None:
+            found = self.attrs.method(cls, func.attr.value)
+            fn, module = (found[1], found.module) if found is not None else (None, None)
+        else:  # no construction to ask (a class's code read on its own): the class's own method
+            fn, module = class_method(cls, func.attr.value), cls.module
+        if fn is None or fn.decorators or not _decision_function(fn, module):
+            return Unknown("the result of a call")
+        got = self._run_decision(fn, tables(fn, module), call, scope, depth + 1, None, owner=owner, cls=cls)
+        note = getattr(self.attrs, "note_call", None)
+        if (got is None or isinstance(got, Unknown)) and owner is not None and note is not None:
+            inner, returns = self._last_run  # what it still depends on: the tests left and the returns
+            note(owner, func.attr.value, inner,
+                 [t.expr for _v, c in returns for t in (c.terms if c else ()) if t.expr is not None]
+                 + [v for v, _c in returns], call, scope if isinstance(scope, Scope) else None)
         return got if got is not None else Unknown("the result of a call")
+
+    def run_property(self, inst, found, depth: int = 0) -> Value | None:
+        """The value of a `@property` (a small decision function) read on the object `inst`: `found` is
+        (class, getter); None where it is not decided."""
+        from .function_bodies import tables
+
+        if depth > _MAX_INFER // 2 or not _decision_function(found[1], found.module):
+            return None
+        return self._run_decision(found[1], tables(found[1], found.module), None, None, depth + 1, None, owner=inst)
 
     def _class_method(self, cls, name: str, call: cst.Call, scope, depth: int) -> Value | None:
         """`C.m(...)` of a class the code holds as a value, `m` a classmethod or staticmethod of its MRO: run on
@@ -1208,6 +1301,10 @@ def truth_of(value: Value) -> Truth:
 
 
 def _compare(op: type, left: Value, right: Value) -> Value:
+    if isinstance(left, Known) and isinstance(right, Known) and op in (cst.Is, cst.IsNot) \
+            and isinstance(left.value, (Symbol, ClassRef)) and isinstance(right.value, (Symbol, ClassRef)):
+        # an Enum member (`SharedExpertParallelMode.TENSOR_PARALLEL`) read in two places is one object
+        return Known((left.value == right.value) is (op is cst.Is))
     if isinstance(left, Known) and isinstance(right, Known) and op in _COMPARE:
         try:
             return Known(bool(_COMPARE[op](left.value, right.value)))
@@ -1351,18 +1448,6 @@ def _plain(value) -> bool:
         elif not (v is None or type(v) in (bool, int, float, str, Symbol)):
             return False
     return True
-
-
-def _field_order(cls) -> list[str]:
-    """The fields of a dataclass in their order: its annotated names, ClassVar ones left out."""
-    out = []
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
-        for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
-            if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
-                if "ClassVar" in code_of(cls.module, small.annotation.annotation):
-                    continue
-                out.append(small.target.value)
-    return out
 
 
 def _deployment_none(deployment, attr: str) -> Value | None:

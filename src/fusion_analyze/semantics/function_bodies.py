@@ -124,6 +124,24 @@ class FunctionTables:
         return out + [n for n in nested if n[0] not in outer]
 
     @cached_property
+    def unpacked_calls(self) -> list[LocalAssignment]:
+        """(name, `f(...)[k]`, condition, position) of each local unpacked from a call's result (`tp_size, tp_rank
+        = f(...)`): read where a factory's return is built from them (FusedMoEParallelConfig.make)."""
+        out = []
+        for pos, cond, small in self._small():
+            if type(small) is not cst.Assign or type(small.value) is not cst.Call:
+                continue
+            for t in small.targets:
+                target = t.target
+                if not isinstance(target, (cst.Tuple, cst.List)):
+                    continue
+                for k, el in enumerate(target.elements):
+                    if type(el) is cst.Element and type(el.value) is cst.Name:
+                        item = cst.Subscript(value=small.value, slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
+                        out.append(LocalAssignment(el.value.value, item, cond, pos))
+        return out
+
+    @cached_property
     def returns(self) -> list[tuple]:
         """(value, condition) of each `return value`."""
         return [(small.value, cond) for _pos, cond, small in self._small()

@@ -122,6 +122,15 @@ def _ruled_out(defaults, value, infer) -> bool:
 _GUARDS: dict = {}
 
 
+def _gates(name: str, value) -> bool:
+    """`self.<name> and ...`: an assignment that keeps the field's value only where the other parts hold."""
+    left = value
+    while type(left) is cst.BooleanOperation and type(left.operator) is cst.And:
+        left = left.left
+    return left is not value and type(left) is cst.Attribute and type(left.value) is cst.Name \
+        and left.value.value == "self" and left.attr.value == name
+
+
 def _keeps(name: str, default: Value, assigned: list) -> bool:
     """A falsy default no derivation can change: each assignment sets the default again (a downgrade,
     `self.x = 0`) or `self.x and ...`, which is the default while it is falsy."""
@@ -131,11 +140,7 @@ def _keeps(name: str, default: Value, assigned: list) -> bool:
         lit = literal(value)
         if lit is not None and lit.value == default.value and type(lit.value) is type(default.value):
             continue
-        left = value
-        while type(left) is cst.BooleanOperation and type(left.operator) is cst.And:
-            left = left.left
-        if left is not value and type(left) is cst.Attribute and type(left.value) is cst.Name \
-                and left.value.value == "self" and left.attr.value == name:
+        if _gates(name, value):
             continue
         return False
     return True
@@ -153,6 +158,11 @@ def config_default(defaults, name: str, infer) -> Value:
             nested = _declared_default(defaults, name, infer)
             if isinstance(nested, Known) and isinstance(nested.value, Defaults):
                 return Known(Defaults(nested.value.definition, given))
+        gated = [v for v in _assigned_by_methods(cls).get(name) or ()
+                 if _gates(name, v) and not _ruled_out(defaults, v, infer)]
+        if given and gated:  # `self.x = self.x and <other settings>`: the user's value holds only where they do
+            return Unknown(f"{cls.name}.{name} is the user's value only where other settings allow it "
+                           "(a validator gates it when the configuration is built)")
         return Known(given)
     found = _declared_default(defaults, name, infer)
     derived = [v for v in _assigned_by_methods(cls).get(name) or () if not _ruled_out(defaults, v, infer)]

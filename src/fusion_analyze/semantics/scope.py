@@ -27,6 +27,7 @@ class Scope:
     fields: dict = field(default_factory=dict)  # attribute -> Value every unknown object carries (Bindings.fields)
     cls: object = None  # the class whose method is read (index.Definition), where no instance is: for `self.m()`
     instances: dict = field(default_factory=dict)  # local -> the Instance it holds (a decoder loop's `layer`)
+    objects: dict = field(default_factory=dict)  # local -> the class of the object it holds (Bindings.objects)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:

@@ -98,6 +98,14 @@ class NotNone:
     what: str = ""
 
 
+@dataclass(frozen=True)
+class Tensor(NotNone):
+    """A tensor whose last dimension is known (`x.shape[-1]`): the routed hidden states a MoE layer's parts
+    read, padded by the runner to `moe_config.hidden_dim`."""
+
+    width: int = 0
+
+
 class Defaults:
     """A configuration object of the backend built from no user input (`get_ascend_config()` without
     --additional-config): each attribute is its class's declared default (`x: int = 0`, a nested config built
@@ -180,10 +188,15 @@ class Bindings:
     # `<object>.name` -> Value: what the runtime objects of a composite layer's part carry for the whole walk of
     # its code (composites.yaml `fields`: the activation the MoE layer was built with)
     fields: dict = field(default_factory=dict)
+    # param -> the class of the object the call passes, nothing else known of it (`quant_method=self` in the
+    # quant method's `apply`): its methods are read on the class (Scope.objects)
+    objects: dict = field(default_factory=dict)
+    widths: dict = field(default_factory=dict)  # param -> the last dimension of the tensor the call passes
 
     def key(self) -> tuple:
         return (tuple(sorted(self.none.items())), tuple(sorted((k, tuple(v)) for k, v in self.attr_classes.items())),
-                tuple(sorted(self.sure)), tuple(sorted((k, repr(v)) for k, v in self.fields.items())))
+                tuple(sorted(self.sure)), tuple(sorted((k, repr(v)) for k, v in self.fields.items())),
+                tuple(sorted((k, v.qualname) for k, v in self.objects.items())), tuple(sorted(self.widths.items())))
 
     def for_callee(self) -> "Bindings":
         """What a called method starts from: the attribute classes carry over (same instance); None-ness is
@@ -202,6 +215,10 @@ class Bindings:
             new.none[name] = True
             new.sure.add(name)
         for name, expr in bind_arguments(fn, *call_arguments(call)):
+            if type(expr) is cst.Name and expr.value in self.objects:  # the object passed on (`quant_method`)
+                new.objects[name] = self.objects[expr.value]
+            if type(expr) is cst.Name and expr.value in self.widths:
+                new.widths[name] = self.widths[expr.value]
             state, sure = self._arg_none(expr, value_of)
             new.sure.discard(name)
             if state is not None:
@@ -228,7 +245,9 @@ class Bindings:
 
     def as_values(self) -> dict:
         """The None-ness known for sure, as values the evaluator reads (`custom_routing_function is not None`)."""
-        return {p: Known(None) if self.none[p] else NotNone(p) for p in sorted(self.sure) if p in self.none}
+        out = {p: Known(None) if self.none[p] else NotNone(p) for p in sorted(self.sure) if p in self.none}
+        out.update({p: Tensor(p, w) for p, w in self.widths.items()})
+        return out
 
 
 # -- the platform and the assume table -----------------------------------------------------------

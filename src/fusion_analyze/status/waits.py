@@ -104,7 +104,7 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
     return None
 
 
-_GETATTR = re.compile(r"(?:get|has)attr\((?:\w+\.)*\w*config, \"(\w+)\"")
+_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*\w*config,\s*\"(\w+)\"")
 
 
 def _short(text: str) -> str:

@@ -105,8 +105,19 @@ class Composites(WalkerState):
         impl = self.backends.implementation(cls)
         # what the part's code reads of the runtime's parallel setup, at the tool's deployment (TP only,
         # DP 1, no EP, no sequence parallelism: composites.yaml `deployment`), then the layer's own arguments
-        facts = Bindings(fields={**{k: Known(v) for k, v in self._deployment_values(spec.deployment).items()},
+        stated = self._deployment_values(spec.deployment)
+        for key, attr in spec.from_layer.items():  # what the layer's construction decides (sequence parallelism)
+            got = self._layer_attr(sub, attr)
+            if isinstance(got, Known):
+                stated[key] = got.value
+            else:
+                stated.pop(key, None)
+        facts = Bindings(fields={**{k: Known(v) for k, v in stated.items()},
                                  **self._carried_fields(sub, spec.fields)})
+        widths = self._part_widths(sub, spec.widths)
+        attrs_out: dict = {}
+        scheme = self._experts_scheme(path, spec, attrs_out)
+        caller = self._part_caller(sub, spec, scheme)
         kernels: list[Kernel] = []
         by_method: list[tuple[str, Kernel]] = []  # (the method it was found through, kernel), for the steps
         walked: set[str] = set()
@@ -117,15 +128,14 @@ class Composites(WalkerState):
                 continue
             first = first or got
             own = spec.own_only  # only the method's own calls of these kinds
-            got_kernels = (self.backends.kernels_of_instance(inst, impl, method, facts, own_calls=own,
+            entry = self._entry_facts(facts, got[1], method, caller, widths)
+            got_kernels = (self.backends.kernels_of_instance(inst, impl, method, entry, own_calls=own,
                                                              own_only=bool(own)) if inst is not None
-                           else self.backends.kernels_of(impl, facts, method=method))
+                           else self.backends.kernels_of(impl, entry, method=method))
             walked.add(method)
             by_method += [(method, k) for k in got_kernels]
             kernels += [k for k in got_kernels if k not in kernels]
         via = not spec.also_via or any(self._calls_any(impl, m, spec.also_via) for m in spec.methods)
-        attrs_out: dict = {}
-        scheme = self._experts_scheme(path, spec, attrs_out)
         if not via:  # the comm method does not run the MLP (one fused kernel): the scheme's methods do not run
             scheme = None
         decided = None  # (the MLP's test on the scheme, its truth) where the scheme decides it
@@ -193,6 +203,61 @@ class Composites(WalkerState):
         variant = next((v for v in spec.steps if walked.issuperset(v.when)), None)
         if variant is not None:
             self._step_ops(op, variant.steps, by_method)
+
+    def _part_widths(self, sub: Instance, widths: Mapping[str, str]) -> dict:
+        """composites.yaml `widths`: a tensor parameter of the part's methods -> its last dimension, the value of
+        the layer's attribute path (`moe_config.hidden_dim`: the runner pads the routed hidden states to it,
+        vLLM's MoERunner._maybe_pad_hidden_states), where the construction decides it."""
+        out = {}
+        for param, attr in widths.items():
+            got = self._layer_attr(sub, attr)
+            if isinstance(got, Known) and type(got.value) is int:
+                out[param] = got.value
+        return out
+
+    def _layer_attr(self, sub: Instance, attr: str):
+        """`self.<attr>` (a dotted path) of the layer, read on its backend's class; None without a class."""
+        impl = self.backends.implementation(sub.cls) if sub.cls is not None else None
+        if impl is None:
+            return None
+        owner = Instance(impl, sub.call, sub.scope, sub.condition)
+        return self.ctor.evaluator.infer(cst.parse_expression(f"self.{attr}"), Scope(module=impl.module, owner=owner))
+
+    def _part_caller(self, sub: Instance, spec: Part, scheme) -> tuple | None:
+        """(class, method) of composites.yaml `called_by`: the object whose method calls the part's entry methods
+        (the routed experts' quant method, whose `apply` calls `moe_comm_method.fused_experts(..., quant_method=
+        self)`); a quantised checkpoint's scheme where it runs the experts (its own `apply` makes that call)."""
+        by = spec.called_by
+        if by is None:
+            return None
+        if scheme is not None:
+            return scheme[0], by.method
+        held = self._attr_path(sub, by.attr)
+        return (held.cls, by.method) if held is not None and held.cls is not None else None
+
+    def _entry_facts(self, facts: Bindings, fn: cst.FunctionDef, method: str, caller, widths: dict) -> Bindings:
+        """What is known of one entry method's parameters: the tensors whose last dimension the layer decides
+        (`widths`), and what the call that runs it passes (`caller`: its None-ness, and `self` as an object of
+        the caller's class, whose methods are read on the class: `quant_method.supports_fused_activation(...)`)."""
+        from ..semantics.signatures import bind_arguments, call_arguments, signature
+
+        found = self.ctor.method(caller[0], caller[1]) if caller is not None else None
+        call = next((c for c in find_all(found[1], cst.Call) if type(c.func) is cst.Attribute
+                     and c.func.attr.value == method), None) if found is not None else None
+        params = {p.name.value for group in signature(fn) for p in group}
+        if call is None and not params & set(widths):
+            return facts
+        out = facts.for_call(fn, call) if call is not None else \
+            Bindings(dict(facts.none), dict(facts.attr_classes), set(facts.sure), fields=facts.fields)
+        if call is not None and caller is not None:
+            for name, expr in bind_arguments(fn, *call_arguments(call)):
+                if type(expr) is cst.Name and expr.value == "self":  # the caller itself
+                    out.objects[name], out.none[name] = caller[0], False
+                    out.sure.add(name)
+        for name in params & set(widths):
+            out.widths[name], out.none[name] = widths[name], False
+            out.sure.add(name)
+        return out
 
     def _cuda_part(self, op: Op, kind: str, part: str, holder: Instance, name: str) -> None:
         """What the same part runs on CUDA (composites.yaml, the `cuda` parts of the layer's kind): the layer

@@ -41,6 +41,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.env = env if env is not None else Environment(index.backend, index)
         self.ctor = Constructor(index, self.env, load_time=LoadTime)
         self.backends = Backends(index, self.ctor, device=self.env.soc)
+        self.ctor.implementation = self.backends.implementation  # vllm-ascend's class of a vLLM layer
         # the replacement index of the Ascend tree (locate/ascend.py), consulted at every method and function
         # lookup through the constructor (Constructor.method / replaced)
         self.patches = (patches if isinstance(patches, Replacements) else Replacements(list(patches))) \

@@ -14,6 +14,7 @@ from ...index.nodes import iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.callees import Callee
+from ...semantics.objects import static_method
 from ...semantics.environment import Environment
 from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
@@ -121,6 +122,20 @@ class Constructor(AttrSources, OtherChoices):
         # vLLM class name -> the class vllm-ascend registers in its place (kernels.Backends hands it over)
         self.registered_ops: Callable[[], Any] | None = None
         self._running: dict = {}  # id(instance) -> (it, the instance of the class the backend runs for it)
+        # the class that runs a class of the trees on this backend (the walk hands Backends.implementation over:
+        # vllm-ascend's replacement of a vLLM layer), for the methods run on the objects the walk built
+        self.implementation = lambda cls: cls
+        self._impls: dict = {}  # id(instance) -> (it, the same object as its backend's class)
+        # while `reads` is kept: id(instance) -> (it, its path from `reads_of`), so that what is read on an
+        # object the instance holds (`self.moe_config.is_sequence_parallel`) is read again on another instance
+        self._paths: dict = {}
+        # (instance id, method) -> (the instance, its scope, what is left undecided of `self.<method>(...)`:
+        # the tests and returns), for what an undecided test calling it waits on (unknown_sources)
+        self._calls: dict = {}
+        # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
+        # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
+        # what it waits on is said for that walk too
+        self.replay: list = []
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -389,9 +404,59 @@ class Constructor(AttrSources, OtherChoices):
     def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         """The instance assigned to `self.<name>` in the __init__ chain (most derived assignment wins)."""
         result = self._attr(inst, name, depth)
-        if self.reads is not None and inst is self.reads_of:  # what a memo of this instance's kernels depends on
-            self.reads[("attr", name)] = (lambda ctor, i: _built_key(ctor.attr(i, name)), _built_key(result))
+        path, reads = self._path_of(inst), self.reads
+        if path is not None and reads is not None:  # what a memo of this instance's kernels depends on
+            full = path + ((name, False),)
+            reads[("attr", name) if not path else ("attr", full)] = (
+                lambda ctor, i: _built_key(ctor.follow(i, full)), _built_key(result))
+            self._track(result, full)
         return result
+
+    def member(self, inst: Instance, name: str) -> Instance | None:
+        """The object `inst.<name>` surely is, as the backend runs it (its class replaced by the backend's, the
+        same object for every read): one class, built under no test; None where it is not such an object."""
+        got = self.attr(inst, name)
+        if got is None or got.cls is None or got.condition is not None or got.alternatives:
+            return None
+        impl = self.implementation(got.cls)
+        if impl is got.cls:
+            return got
+        kept = self._impls.get(id(got))
+        if kept is None or kept[0] is not got:
+            kept = self._impls[id(got)] = (got, Instance(impl, got.call, got.scope, None))
+        path = self._path_of(inst)
+        if path is not None:
+            self._track(kept[1], path + ((name, True),))
+        return kept[1]
+
+    def follow(self, inst: Instance | None, path: tuple) -> Instance | None:
+        """The object at `path` (steps (name, as the backend runs it)) from `inst`, as attr / member read it."""
+        for name, impl in path:
+            if inst is None:
+                return None
+            inst = self.member(inst, name) if impl else self.attr(inst, name)
+        return inst
+
+    def _path_of(self, inst) -> tuple | None:
+        """While `reads` is kept: the path from `reads_of` to `inst` (() for it), None for another object."""
+        if self.reads is None or inst is None:
+            return None
+        if inst is self.reads_of:
+            return ()
+        kept = self._paths.get(id(inst))
+        return kept[1] if kept is not None and kept[0] is inst else None
+
+    def _track(self, inst, path: tuple) -> None:
+        if inst is not None and inst is not self.reads_of and id(inst) not in self._paths:
+            self._paths[id(inst)] = (inst, path)
+
+    def start_reads(self, inst: Instance) -> None:
+        """Keep what is read of `inst` and of the objects it holds (the memo of its kernels, Backends)."""
+        self.reads, self.reads_of, self._paths, self.replay = {}, inst, {}, []
+
+    def stop_reads(self) -> None:
+        self.reads = self.reads_of = None
+        self._paths, self.replay = {}, []
 
     def _attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None:
         if inst.cls is None or depth > MAX_DEPTH:
@@ -439,6 +504,8 @@ class Constructor(AttrSources, OtherChoices):
             result = self._filled_container(inst, name, depth)
         if result is None:
             result = self._class_attr(inst, name, depth)
+        if result is None:
+            result = self._field_attr(inst, name, depth)
         if result is not None and result.cls is None and result.condition is None:
             result = self._late_attr(inst, name, depth) or result
         if self.hf is not None and self.hf.applies(inst.cls):  # what the Transformers backend put there
@@ -460,6 +527,22 @@ class Constructor(AttrSources, OtherChoices):
                                               Instance(cls, inst.call, inst.scope, inst.condition))
         return kept[1]
 
+    def _field_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
+        """`self.<name>` of a @dataclass the walk built: what the argument of its call for that field builds
+        (`FusedMoEConfig(..., moe_parallel_config=moe_parallel_config)`, a factory's return)."""
+        from ...semantics.objects import dataclass_argument, is_dataclass, rebound
+
+        cls = inst.cls
+        if inst.call is None or inst.scope is None or cls is None:
+            return None
+        mro = self.mro(cls)
+        if not is_dataclass(mro) or rebound(mro, name):
+            return None
+        got = dataclass_argument(cls, inst.call, name)
+        if got is None or got[1] != "call":
+            return None
+        return pick(self.evaluate(got[0], inst.scope, depth + 1))
+
     def assigned_local(self, inst: Instance, name: str) -> str | None:
         """The local of an __init__ of the instance's class (its MRO) that `self.<name>` is, where that
         __init__ assigns it once, unconditionally, from a plain name (`self.use_mha = use_mha`); else None."""
@@ -480,8 +563,10 @@ class Constructor(AttrSources, OtherChoices):
         """The value `self.<name>` holds after the __init__ chain (`self.qk_norm = qk_norm`), for the evaluator:
         the last assignment whose condition holds, unknown when an undecided one may replace it."""
         result = self._self_value(inst, name, evaluator, depth)
-        if self.reads is not None and inst is self.reads_of:
-            self.reads[("value", name)] = (lambda ctor, i: repr(ctor.self_value(i, name, ctor.evaluator)), repr(result))
+        path, reads = self._path_of(inst), self.reads
+        if path is not None and reads is not None:
+            reads[("value", name) if not path else ("value", path, name)] = (
+                lambda ctor, i: _value_at(ctor, ctor.follow(i, path), name), repr(result))
         return result
 
     def _self_value(self, inst: Instance, name: str, evaluator, depth: int = 0):
@@ -496,6 +581,7 @@ class Constructor(AttrSources, OtherChoices):
         scopes = inst.value_chain
         if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
             scopes = inst.value_chain = self.init_scopes(inst)
+        assigned = False
         for c, fn, scope in scopes:
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
@@ -508,9 +594,33 @@ class Constructor(AttrSources, OtherChoices):
             finally:
                 scope.locals, scope.fills = saved
                 scope.version += 1
+            assigned = True
             break
+        if not assigned and inst.cls is not None:
+            result = self._object_value(inst, name, evaluator, depth) or result
         self._values[key] = (inst, result)
         return result
+
+    def _object_value(self, inst: Instance, name: str, evaluator, depth: int):
+        """`self.<name>` of an object no __init__ of the trees assigns it (semantics/objects.py): a @dataclass's
+        field, the argument of the call that built it (`FusedMoEConfig(moe_parallel_config=...)`) or its
+        declared default; a @property of its class, its body run on the object (`is_sequence_parallel`:
+        `self.sp_size > 1`). None where neither (or a method rebinds it)."""
+        from ...semantics.objects import dataclass_argument, is_dataclass, is_property, rebound
+
+        cls = inst.cls
+        if cls is None:
+            return None
+        mro = self.mro(cls)
+        if inst.call is not None and inst.scope is not None and is_dataclass(mro) and not rebound(mro, name):
+            got = dataclass_argument(cls, inst.call, name)
+            if got is not None:
+                value, where = got
+                return evaluator.infer(value, inst.scope if where == "call" else Scope(module=cls.module), depth + 1)
+        found = self.method(cls, name)
+        if found is not None and found.patch is None and is_property(found.module, found[1]):
+            return evaluator.run_property(inst, found, depth)
+        return None
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
         """`self.<name>` after the assignments `found` of one __init__ (self_value)."""
@@ -541,7 +651,23 @@ class Constructor(AttrSources, OtherChoices):
 
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
                 if n == name and isinstance(value, Unknown) and inst.cls is not None]
+        held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
+
+    def note_call(self, inst: Instance, name: str, scope: Scope, left: list, call=None, caller=None) -> None:
+        """`self.<name>(...)` of `inst` stayed undecided: `left`, the expressions it still depends on (read in
+        `scope`), name what it waits on."""
+        self._calls[(id(inst), name)] = (inst, scope, left)
+        path = self._path_of(getattr(caller, "owner", None))  # the call is made again in the caller's place
+        if path is not None and call is not None and caller is not None:
+            self.replay.append((path, call, caller.module, dict(caller.values), dict(caller.fields)))
+
+    def made_again(self, inst: Instance, replay: list) -> None:
+        """The undecided calls a memo's walk made on the objects its instance holds, made on `inst` (note_call)."""
+        for path, call, module, values, fields in replay:
+            held = self.follow(inst, path)
+            if held is not None:
+                self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
     def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
@@ -574,6 +700,10 @@ class Constructor(AttrSources, OtherChoices):
                             code(term.expr, scope, left - 1)
                 if found:
                     return
+            called = self._calls.get((id(owner), attr_name))
+            if called is not None and called[0] is owner:  # a method of it whose value is left undecided
+                for expr in called[2]:
+                    code(expr, called[1], left - 1)
 
         def code(expr, scope: Scope, left: int) -> None:
             if left <= 0 or len(out) > 60 or scope is None:
@@ -631,6 +761,11 @@ class Constructor(AttrSources, OtherChoices):
                     code(sub[0], sub[1], left - 1)
                     return
             if t is cst.Subscript and type(node.value) is cst.Call and returned_item(node, scope, left):
+                return
+            if t is cst.Call and type(node.func) is cst.Name and node.func.value == "getattr" and len(node.args) >= 2 \
+                    and _is_self(node.args[0].value) and type(node.args[1].value) is cst.SimpleString \
+                    and isinstance(scope.owner, Instance):  # getattr(self, "x", None): self.x
+                attr(scope.owner, str(node.args[1].value.evaluated_value), left - 1)
                 return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
@@ -880,6 +1015,9 @@ class Constructor(AttrSources, OtherChoices):
         if isinstance(target, Definition) and target.kind == "function":
             built = self._registered_model(target, call, scope)
             return built if built is not None else self._factory(target, call, scope, depth)
+        static = static_method(self.index, scope.module, func, self.method) if target is None else None
+        if static is not None:  # `FusedMoEParallelConfig.make(...)`: a static method of a class, a factory
+            return self._factory(static, call, scope, depth)
         dotted = self.index.dotted(scope.module, func) if target is None and isinstance(func, (cst.Name, cst.Attribute)) else None
         if dotted and self._outside and dotted.split(".")[0] not in self.index.trees:
             self._outside[-1].append(dotted)  # `lambda: nn.ReLU()` of a registry: a class outside the trees
@@ -1032,7 +1170,9 @@ class Constructor(AttrSources, OtherChoices):
         env = Bindings(none={p: True for p, d in inner.defaults.items()
                              if p not in inner.params and type(d) is cst.Name and d.value == "None"})
         table = tables(fn, fn_def.module)
-        for target, value, cond, _pos in table.local_assignments:  # every local first, then their conditions
+        # every local first, then their conditions; a local unpacked from a call (`tp_size, tp_rank = f(...)`)
+        # is item k of it, for the values the factory's return is built with
+        for target, value, cond, _pos in sorted(table.local_assignments + table.unpacked_calls, key=lambda a: a[3]):
             inner.locals.setdefault(target, []).append((value, cond))
         inner.version += 1
         decided_locals: dict = {}
@@ -1080,6 +1220,11 @@ class Constructor(AttrSources, OtherChoices):
 def _built_key(inst: Instance | None):
     """What decides a kernel walk about a submodule: its class and the condition it is built under."""
     return None if inst is None else (inst.cls.qualname if inst.cls is not None else None, str(inst.condition or ""))
+
+
+def _value_at(ctor: "Constructor", inst: Instance | None, name: str):
+    """repr of `self.<name>` of the object a memo's path leads to (None where there is none)."""
+    return repr(ctor.self_value(inst, name, ctor.evaluator)) if inst is not None else None
 
 
 def _model_type(evaluator) -> str | None:

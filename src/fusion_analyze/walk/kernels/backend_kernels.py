@@ -87,22 +87,23 @@ class Backends:
         # memo: per implementation, the walks already done, each with what it read of its instance (self.x
         # values, submodules' classes); one whose reads give the same for this instance has its kernels
         entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls, own_only), [])
-        for reads, kernels, found in entries:
+        for reads, kernels, found, replay in entries:
             if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
                 if collectives is not None:
                     collectives.extend(found)
+                self.ctor.made_again(inst, replay)  # what its undecided calls wait on, said for this walk
                 return list(kernels)
         got: list = []
         self._inst, self._inst_impl, self._collectives = inst, impl, got if collectives is not None else None
         self._subs, self._own, self._own_only = {}, own_calls, own_only
-        self.ctor.reads, self.ctor.reads_of = {}, inst
+        self.ctor.start_reads(inst)
         try:
             kernels = self.kernels_of(impl, facts, method=method)
-            entries.append((dict(self.ctor.reads), kernels, list(got)))
+            entries.append((dict(self.ctor.reads or {}), kernels, list(got), list(self.ctor.replay)))
         finally:
             self._inst = self._inst_impl = self._collectives = None
             self._subs, self._own, self._own_only = {}, (), False
-            self.ctor.reads = self.ctor.reads_of = None
+            self.ctor.stop_reads()
         if collectives is not None:
             collectives.extend(got)
         return list(kernels)
@@ -230,7 +231,8 @@ class Backends:
         def scope_at(stmt, owner) -> Scope:
             """The test's scope: the parameters' None-ness and the locals assigned before it that the test reads
             (and those their values read): a test reading none of them is decided as before, at no cost."""
-            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields, cls=impl)
+            scope = Scope(module=module, owner=owner, values=handed, fields=facts.fields, cls=impl,
+                          objects=facts.objects)
             here = position.get(id(stmt), -1)
             before = [(name, value, c) for name, value, c, pos in table.local_assignments if pos < here]
             if not before:
