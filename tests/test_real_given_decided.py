@@ -315,6 +315,20 @@ def test_sliding_window_of_a_class_that_declares_none_waits_on_it(session, hf, t
     (attention_v1.py:956) are not listed."""
     bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
     assert "self.sliding_window is not None" in _by_test(bloom)
+    e = _by_test(bloom)["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: sliding_window" in e["why"], e
+    cfg = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 512,
+           "vocab_size": 250880, "layer_norm_epsilon": 1e-5}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    whole = analyze_in(session, "BloomForCausalLM", Options(config=str(path), hf_root=hf))
+    assert not [t for t in _by_test(whole) if "sliding_window" in t], list(_by_test(whole))
+    assert not [k for k in _kernels(whole, "attention") if k["line"] == 956 and k["file"].endswith("attention_v1.py")]
+    # MistralConfig states a window (4096) but no `layer_types`, which both llama.py's per-layer window
+    # (`if layer_types := getattr(config, "layer_types", None):`, llama.py:186) and EngineArgs' test read
+    e = _by_test(analyze_in(session, "MistralForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
+    validate_report(whole.report)
 
 
 def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
@@ -338,21 +352,6 @@ def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
     assert any("separate_b_proj" in c for c in _conditions(bare))
     validate_report(a.report)
 
-
-    e = _by_test(bloom)["self.sliding_window is not None"]
-    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: sliding_window" in e["why"], e
-    cfg = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 512,
-           "vocab_size": 250880, "layer_norm_epsilon": 1e-5}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg), encoding="utf-8")
-    whole = analyze_in(session, "BloomForCausalLM", Options(config=str(path), hf_root=hf))
-    assert not [t for t in _by_test(whole) if "sliding_window" in t], list(_by_test(whole))
-    assert not [k for k in _kernels(whole, "attention") if k["line"] == 956 and k["file"].endswith("attention_v1.py")]
-    # MistralConfig states a window (4096) but no `layer_types`, which both llama.py's per-layer window
-    # (`if layer_types := getattr(config, "layer_types", None):`, llama.py:186) and EngineArgs' test read
-    e = _by_test(analyze_in(session, "MistralForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
-    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
-    validate_report(whole.report)
 
 
 def _kernels(a, kind: str) -> list[dict]:
