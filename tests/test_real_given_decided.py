@@ -12,7 +12,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.status.waits import classify
 
-from .conftest import validate_report
+from .conftest import ROOT, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -304,3 +304,24 @@ def test_sliding_window_from_the_engine_and_the_configuration(session, hf):
     validate_report(qwen.report)
     bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
     assert "self.sliding_window is not None" in _by_test(bloom)
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["config", "class-defaults"])
+def test_longcat_config_rebuilt_from_the_hf_config(session, hf, given):
+    """LongCat-Flash builds its own configuration from the model's: `config = FlashConfig(**vllm_config.
+    model_config.hf_config.__dict__)` (vllm/model_executor/models/longcat_flash.py:487), and hands its attention
+    `q_lora_rank=(config.q_lora_rank if hasattr(config, "q_lora_rank") else None)` (:381-383) and
+    `qk_rope_head_dim=config.qk_rope_head_dim`. The fields carry over (the checkpoint's, or LongcatFlashConfig's
+    defaults), so both are decided as DeepSeek-V3's are: the MLA impl runs the fused q_a path and the prefill
+    KV write with rope (vllm_ascend/attention/mla_v1.py exec_kv_prefill, npu_kv_rmsnorm_rope_cache), not the
+    no-rope branch (kv_a_layernorm + index_copy_)."""
+    config = str(ROOT / "fixtures" / "configs" / "longcat-flash.json") if given else None
+    a = analyze_in(session, "LongcatFlashForCausalLM", Options(config=config, hf_root=hf))
+    tests = list(_by_test(a))
+    assert not [t for t in tests if "q_lora_rank" in t or "qk_rope_head_dim" in t or "fused_qkv_a_proj" in t], tests
+    mla = [op for op in a.report["ops"] if op["file"].endswith("attention/mla_v1.py")]
+    prefill = [op for op in mla if (op["condition"] or "").startswith("has_prefill")]
+    assert any(op["name"] == "npu_kv_rmsnorm_rope_cache" for op in prefill), [op["name"] for op in prefill]
+    assert not [op for op in mla if op["name"] == "kv_a_layernorm" or "index_copy_" in op["name"]]
+    assert not [c for c in _conditions(a) if "q_lora_rank" in c]
+    validate_report(a.report)
