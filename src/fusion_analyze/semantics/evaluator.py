@@ -207,9 +207,10 @@ class Evaluator:
             return None
         from ..config.model_config import config_class_named
 
-        tree = self.env.index.tree_for(cls.module.name) if self.env.index is not None else None
-        found = config_class_named(str(cls.module.path), cls.name, tree, list(self.env.index.trees.values())) \
-            if tree is not None else None
+        index = self.env.index
+        tree = index.tree_for(cls.module.name) if index is not None else None
+        found = config_class_named(str(cls.module.path), cls.name, tree, list(index.trees.values())) \
+            if index is not None and tree is not None else None
         if found is None:
             return None
         key = (str(cls.module.path), cls.name, base.text)
