@@ -174,3 +174,65 @@ class ToyConfig:
     partial = ConfigFacts({"linear_attn_config": {}}, "toy", True, cls)
     assert isinstance(partial.method("is_kda_layer", (0,)), Unknown)  # `kda_layers` not given: not decided
     assert partial.attr("is_moe") == Known(False)  # num_experts: the class default, None
+
+
+def test_a_configuration_rebuilt_from_another_ones_dict():
+    """`FlashConfig(**hf_config.__dict__)` (LongCat-Flash): the fields of the first configuration's `__dict__`
+    carry over (an alias of its attribute_map, a property are not in it), by name into the second class's
+    __init__ parameters, the rest through its **kwargs to transformers' base, which sets them as attributes
+    (derive.py base_init); the class's own defaults and statements apply, `hasattr(self, "x")` included. What
+    the first one may hold but does not know stays unknown."""
+    import ast
+
+    from fusion_analyze.config.model_config import _read_body
+    from fusion_analyze.semantics.values import Known, Unknown
+
+    hf_src = '''
+class HubConfig:
+    attribute_map = {"intermediate_size": "ffn_hidden_size", "moe_intermediate_size": "expert_ffn_hidden_size"}
+    hidden_size: int = 6144
+    ffn_hidden_size: int = 12288
+    expert_ffn_hidden_size: int = 2048
+    q_lora_rank: int = 1536
+    num_layers: int = 28
+
+    @property
+    def num_hidden_layers(self):
+        return 2 * self.num_layers
+'''
+    model_src = '''
+class RebuiltConfig(PretrainedConfig):
+    moe_intermediate_size: int
+
+    def __init__(self, hidden_size=4096, intermediate_size=8192, num_layers=28, num_hidden_layers=None,
+                 q_lora_rank=512, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.q_lora_rank = q_lora_rank
+        self.num_hidden_layers = num_hidden_layers if num_hidden_layers is not None else num_layers
+        self.intermediate_size = self.ffn_hidden_size if hasattr(self, "ffn_hidden_size") else intermediate_size
+        if hasattr(self, "moe_intermediate_size"):
+            self.moe_intermediate_size = self.moe_intermediate_size
+        elif hasattr(self, "expert_ffn_hidden_size"):
+            self.moe_intermediate_size = self.expert_ffn_hidden_size
+        else:
+            self.moe_intermediate_size = self.intermediate_size
+'''
+    hub = ConfigClass("HubConfig", "hub.py", 1, "transformers", "5")
+    _read_body(ast.parse(hf_src).body[0], hub)
+    model = ConfigClass("RebuiltConfig", "model.py", 1, "vllm", "0")
+    _read_body(ast.parse(model_src).body[0], model)
+    given = ConfigFacts({"hidden_size": 7168, "q_lora_rank": 1024}, "checkpoint", True, hub).rebuilt(model)
+    assert given.attr("hidden_size") == Known(7168) and given.attr("q_lora_rank") == Known(1024)
+    assert given.attr("intermediate_size") == Known(12288)  # hasattr(self, "ffn_hidden_size"): handed on
+    assert given.attr("moe_intermediate_size") == Known(2048)  # the alias is not in __dict__: the elif runs
+    assert given.attr("num_hidden_layers") == Known(28)  # the property is not in __dict__: num_layers
+    assert given.has("ffn_hidden_size") == Known(True) and given.has("q_lora_rank") == Known(True)
+    assert given.has("n_routed_experts") == Known(False)  # a whole config.json lacks it
+    # the hub class's defaults alone (a configuration not given): a checkpoint may carry more fields
+    defaults = ConfigFacts({}, None, False, hub).rebuilt(model)
+    assert defaults.attr("q_lora_rank") == Known(1536) and defaults.attr("moe_intermediate_size") == Known(2048)
+    assert isinstance(defaults.has("n_routed_experts"), Unknown)
+    # nothing known of the first configuration: the second one's defaults are not taken for its fields
+    blind = ConfigFacts({}, None, False, None).rebuilt(model)
+    assert isinstance(blind.attr("q_lora_rank"), Unknown) and isinstance(blind.attr("intermediate_size"), Unknown)

@@ -96,3 +96,48 @@ def test_vllm_ascend_023_each_device_takes_its_adaptor(real_tree, soc, adaptor):
     ev = Evaluator(Environment("ascend", s.index, soc=soc))
     value = ev.infer(cst.parse_expression("get_device_adaptor()"), Scope(module=s.index.get("vllm_ascend.device.device_op")))
     assert value.value.definition.name == adaptor
+
+
+def _mla_q_proj(a) -> list:
+    return [op for op in a.walk.ops if op.path.endswith("mla_attn.impl.q_proj")]
+
+
+def test_the_mla_impls_q_proj_holds_the_layers_q_proj_or_q_b_proj(session, hf):
+    """vllm-ascend's MLA impl keeps `self.q_proj = kwargs["q_proj"] if self.q_lora_rank is None else
+    kwargs["q_b_proj"]` (vllm_ascend/attention/mla_v1.py:889); the layer hands it `q_b_proj=(self.q_b_proj if
+    self.q_lora_rank is not None else None)` and `q_proj=(self.q_proj if self.q_lora_rank is None else None)`
+    (patch_deepseek_v2.py:262-263), the impl's q_lora_rank being the layer's. Without a configuration the GEMM
+    at :1070 and :2096 runs whichever it holds, with no build condition, and says which it holds under which
+    test; after the q_a_layernorm built when q_lora_rank is given (:2192) it is the norm + quantize row again
+    (inactive: an unquantised model). With DeepSeek-V3's configuration it holds q_b_proj."""
+    blind = analyze_in(session, "DeepseekV3ForCausalLM", Options())
+    ops = _mla_q_proj(blind)
+    assert {op.line for op in ops} == {1070, 2096}
+    for op in ops:
+        assert "q_lora_rank" not in (op.condition or ""), op.condition
+        assert op.attrs["holds"] == [{"name": "q_proj", "condition": "self.q_lora_rank is None"},
+                                     {"name": "q_b_proj", "condition": "not (self.q_lora_rank is None)"}]
+    assert not [a for a in blind.walk.alternatives if a["path"].endswith("mla_attn.impl.q_proj")]
+    rows = {o.id: o for o in blind.opportunities}
+    row = rows["norm_quant@AscendMLAImpl._mla_preprocess"]
+    assert row.status == "inactive" and any(i.endswith("impl.q_proj:q_proj") for i in row.ops), row.ops
+    validate_report(blind.report)
+    given = analyze_in(session, "DeepseekV3ForCausalLM", Options(config="DeepSeek-V3", hf_root=hf))
+    assert {tuple(map(tuple, (h.items() for h in op.attrs["holds"]))) for op in _mla_q_proj(given)} == {
+        ((("name", "q_b_proj"), ("condition", None)),)}
+    assert {o.id: o.status for o in given.opportunities}["norm_quant@AscendMLAImpl._mla_preprocess"] == "inactive"
+
+
+def test_kv_a_proj_with_mqa_is_never_after_the_q_a_layernorm(session):
+    """The MLA impl's `kv_a_proj_with_mqa` (built when q_lora_rank is None, patch_deepseek_v2.py:260) runs in the
+    other branch of `if self.fused_qkv_a_proj is not None` (mla_v1.py:2186-2196) from the q_a_layernorm (built
+    when it is not None): the impl's test of its own q_lora_rank and the layer's are one test, so no row joins
+    an op built under one to an op built under its negation."""
+    from fusion_analyze.ir.conditions import contradicts
+
+    a = analyze_in(session, "DeepseekV3ForCausalLM", Options())
+    by_path = {op.path: op for op in a.walk.ops}
+    norm = by_path["model.layers.self_attn.mla_attn.impl.q_a_layernorm"]
+    kv = by_path["model.layers.self_attn.mla_attn.impl.kv_a_proj_with_mqa"]
+    assert contradicts(norm.cond, kv.cond)
+    assert not [o.id for o in a.opportunities if norm.id in o.ops and kv.id in o.ops]

@@ -12,7 +12,7 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.status.waits import classify
 
-from .conftest import validate_report
+from .conftest import ROOT, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -307,30 +307,6 @@ def test_sliding_window_from_the_engine_and_the_configuration(session, hf):
     validate_report(qwen.report)
 
 
-def test_sliding_window_of_a_class_that_declares_none_waits_on_it(session, hf, tmp_path):
-    """BloomConfig declares no `sliding_window`, but a checkpoint may carry the key (transformers keeps every extra
-    key, transformers/configuration_utils.py:499-504) and vLLM reads it with `getattr(self.hf_text_config,
-    "sliding_window", None)` (vllm/config/model.py:1494): with the class's defaults the test waits on that field,
-    not on the tool. A whole config.json without the key decides it: None, and the kernels of the window path
-    (attention_v1.py:956) are not listed."""
-    bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
-    assert "self.sliding_window is not None" in _by_test(bloom)
-    e = _by_test(bloom)["self.sliding_window is not None"]
-    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: sliding_window" in e["why"], e
-    cfg = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 512,
-           "vocab_size": 250880, "layer_norm_epsilon": 1e-5}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg), encoding="utf-8")
-    whole = analyze_in(session, "BloomForCausalLM", Options(config=str(path), hf_root=hf))
-    assert not [t for t in _by_test(whole) if "sliding_window" in t], list(_by_test(whole))
-    assert not [k for k in _kernels(whole, "attention") if k["line"] == 956 and k["file"].endswith("attention_v1.py")]
-    # MistralConfig states a window (4096) but no `layer_types`, which both llama.py's per-layer window
-    # (`if layer_types := getattr(config, "layer_types", None):`, llama.py:186) and EngineArgs' test read
-    e = _by_test(analyze_in(session, "MistralForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
-    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
-    validate_report(whole.report)
-
-
 def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
     """BailingMoeV3's KDA (bailing_moe_v3.py): `self.separate_b_proj = _is_fp8_module_excluded(quant_config, ...)`,
     which returns False where `_is_block_fp8_config` does not hold, `isinstance(quant_config, Fp8Config) and ...`.
@@ -352,6 +328,28 @@ def test_bailing_v3_unquantised_fuses_b_into_qkvb(session, hf):
     assert any("separate_b_proj" in c for c in _conditions(bare))
     validate_report(a.report)
 
+
+def test_sliding_window_of_a_class_that_declares_none_waits_on_it(session, hf, tmp_path):
+    """BloomConfig declares no `sliding_window`, but a checkpoint may carry the key (transformers keeps every extra
+    key, transformers/configuration_utils.py:499-504) and vLLM reads it with `getattr(self.hf_text_config,
+    "sliding_window", None)` (vllm/config/model.py:1494): with the class's defaults the test waits on that field,
+    not on the tool. A whole config.json without the key decides it: None, and the kernels of the window path
+    (attention_v1.py:956) are not listed."""
+    bloom = analyze_in(session, "BloomForCausalLM", Options(hf_root=hf))
+    e = _by_test(bloom)["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: sliding_window" in e["why"], e
+    cfg = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 512,
+           "vocab_size": 250880, "layer_norm_epsilon": 1e-5}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    whole = analyze_in(session, "BloomForCausalLM", Options(config=str(path), hf_root=hf))
+    assert not [t for t in _by_test(whole) if "sliding_window" in t], list(_by_test(whole))
+    assert not [k for k in _kernels(whole, "attention") if k["line"] == 956 and k["file"].endswith("attention_v1.py")]
+    # MistralConfig states a window (4096) but no `layer_types`, which both llama.py's per-layer window
+    # (`if layer_types := getattr(config, "layer_types", None):`, llama.py:186) and EngineArgs' test read
+    e = _by_test(analyze_in(session, "MistralForCausalLM", Options(hf_root=hf)))["self.sliding_window is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "not given: layer_types" in e["why"], e
+    validate_report(whole.report)
 
 
 def _kernels(a, kind: str) -> list[dict]:
@@ -463,6 +461,8 @@ def test_speculative_tokens_and_a_submodules_bias(session, hf):
 # -- the MoE runner's tests (vllm_ascend/ops/fused_moe/fused_moe.py, moe_mlp.py, router/fused_topk_router.py) -----
 _MOE_TESTS = ("is_sequence_parallel", "quant_method", "_should_reduce_routed_before_combine",
               "_get_shared_expert_parallel_mode", "is_fused_supported")
+
+
 _FUSED_MOE = "vllm_ascend/ops/fused_moe/fused_moe.py"
 
 
@@ -577,3 +577,24 @@ def test_moe_runner_tests_on_fields_the_class_defaults_leave_out_wait_on_them(se
         assert (e["waits_on"], e["given"]) == ("config_field", False), e
         assert "shared_expert_intermediate_size" in e["why"], e
     assert not [e for e in _moe_open(a) if e["given"]], _moe_open(a)
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["config", "class-defaults"])
+def test_longcat_config_rebuilt_from_the_hf_config(session, hf, given):
+    """LongCat-Flash builds its own configuration from the model's: `config = FlashConfig(**vllm_config.
+    model_config.hf_config.__dict__)` (vllm/model_executor/models/longcat_flash.py:487), and hands its attention
+    `q_lora_rank=(config.q_lora_rank if hasattr(config, "q_lora_rank") else None)` (:381-383) and
+    `qk_rope_head_dim=config.qk_rope_head_dim`. The fields carry over (the checkpoint's, or LongcatFlashConfig's
+    defaults), so both are decided as DeepSeek-V3's are: the MLA impl runs the fused q_a path and the prefill
+    KV write with rope (vllm_ascend/attention/mla_v1.py exec_kv_prefill, npu_kv_rmsnorm_rope_cache), not the
+    no-rope branch (kv_a_layernorm + index_copy_)."""
+    config = str(ROOT / "fixtures" / "configs" / "longcat-flash.json") if given else None
+    a = analyze_in(session, "LongcatFlashForCausalLM", Options(config=config, hf_root=hf))
+    tests = list(_by_test(a))
+    assert not [t for t in tests if "q_lora_rank" in t or "qk_rope_head_dim" in t or "fused_qkv_a_proj" in t], tests
+    mla = [op for op in a.report["ops"] if op["file"].endswith("attention/mla_v1.py")]
+    prefill = [op for op in mla if (op["condition"] or "").startswith("has_prefill")]
+    assert any(op["name"] == "npu_kv_rmsnorm_rope_cache" for op in prefill), [op["name"] for op in prefill]
+    assert not [op for op in mla if op["name"] == "kv_a_layernorm" or "index_copy_" in op["name"]]
+    assert not [c for c in _conditions(a) if "q_lora_rank" in c]
+    validate_report(a.report)

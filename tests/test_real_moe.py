@@ -550,3 +550,35 @@ def test_a_router_in_the_models_dtype_is_said_so(session, hf):
     stub = _report_opp(a, "router_experts", "Qwen3MoeSparseMoeBlock.forward")["interface"]["stub"]
     assert "router_weight: torch.Tensor [num_experts, hidden_size], model dtype (bf16/fp16)" in stub
     assert "float32" not in stub.split("NPU notes")[0]
+
+
+@pytest.mark.parametrize("arch, config, rows", [
+    # LongCat-Flash: the MoE reads the copy of the hidden states taken after the first post-attention norm
+    # (longcat_flash.py:450-456, `hidden_states.clone()`), the tensor added at :476 is mlps[1]'s output after
+    # the second attention (:464-474): different inputs, no shared expert
+    ("LongcatFlashForCausalLM", "longcat-flash.json", {}),
+    ("LongcatFlashForCausalLM", None, {}),
+    # the routed output added to the residual: no shared branch at all
+    ("DbrxForCausalLM", None, {}),
+    ("PhiMoEForCausalLM", None, {}),
+    # a shared MLP whose first GEMM reads what the experts read, added to their output in the model's code
+    ("Step3TextForCausalLM", None, {"shared_routed@Step3TextDecoderLayer.forward": ["gate_up_proj", "experts", "add"]}),
+    ("HunYuanMoEV1ForCausalLM", None, {"shared_routed@HunYuanMoEV1Moe.forward": ["gate_up_proj", "experts", "add"]}),
+    # (the MoE reads `hidden_states.clone()` of what the shared MLP reads: a copy, looked through)
+    ("GraniteMoeHybridForCausalLM", None,
+     {"shared_routed@GraniteMoeHybridMambaDecoderLayer.forward": ["experts", "input_linear", "add#2"]}),
+    # shared experts handed to the MoE layer (shared_experts=...)
+    ("DeepseekV3ForCausalLM", None, {"shared_routed@DeepseekV2MLP.forward": ["experts", "layer.gate_up_proj"]}),
+    ("Qwen2MoeForCausalLM", None,
+     {"shared_routed@Qwen2MoeMLP.forward": ["experts", "layer.gate_up_proj", "layer.expert_gate"]}),
+    ("Qwen3NextForCausalLM", None,
+     {"shared_routed@Qwen2MoeMLP.forward": ["experts", "layer.gate_up_proj", "layer.expert_gate", "experts#2",
+                                            "layer.gate_up_proj#2", "layer.expert_gate#2"]}),
+])
+def test_shared_and_routed_experts_read_the_same_input(session, hf, arch, config, rows):
+    """shared_routed (patterns/moe/shared_routed.yaml): the routed experts' output added to a shared branch is a
+    row only where that branch's first GEMM reads what the experts read (dataflow, views and copies looked
+    through) and the add takes what the branch computes from it (its GEMMs, activation, gate)."""
+    a = analyze_in(session, arch, Options(hf_root=hf, config=str(FIXTURES / "configs" / config) if config else None))
+    got = {o.id: [i.split(":")[1] for i in o.ops] for o in a.opportunities if o.scenario == "shared_routed"}
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in rows.items()}

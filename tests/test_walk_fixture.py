@@ -411,3 +411,24 @@ def test_layer_kinds_from_a_method_called_with_arguments(mini, tmp_path):
     # each kind's last op leaves the layer in `hidden_states`: both feed the next layer's input norm
     carried = {op.attrs.get("layer_kind") for op in a.walk.ops if op.carried}
     assert carried == {0, 1}
+
+
+def test_a_module_held_under_the_test_of_a_value_handed_down():
+    """held.py / held_impl.py: HeldImpl keeps `kwargs["q_proj"] if self.q_lora_rank is None else
+    kwargs["q_b_proj"]`, its layer passing each under the layer's own test of the same q_lora_rank (as vllm-ascend's
+    MLA impl and patch_deepseek_v2.py do). The impl's `self.q_lora_rank` is traced to the value the layer hands
+    it (Term.same), so `q_proj if q_lora_rank is None` and `q_b_proj if q_lora_rank is not None` are its only
+    modules: both ColumnParallelLinear, the GEMM runs either way, its label says which it holds under which test,
+    and the norm the layer builds when q_lora_rank is given feeds it (a norm + quantize row). `self.k_proj`, kept
+    only when the impl's q_lora_rank is None, never runs after that norm: no row joins them."""
+    a = analyze("HeldForCausalLM", str(MINI), str(MINI), None, cache=False)
+    ops = {op.id: op for op in a.walk.ops}
+    norm = ops["model.layers.self_attn.impl.q_a_layernorm:q_a_layernorm"]
+    q, k = ops["model.layers.self_attn.impl.q_proj:q_proj"], ops["model.layers.self_attn.impl.k_proj:k_proj"]
+    assert q.condition is None and q.inputs == k.inputs == norm.outputs[:1]
+    assert q.attrs["holds"] == [{"name": "q_proj", "condition": "self.q_lora_rank is None"},
+                                {"name": "q_b_proj", "condition": "not (self.q_lora_rank is None)"}]
+    assert "q_lora_rank is not None" in norm.condition and "q_lora_rank is None" in k.condition
+    rows = {o.id: o for o in a.opportunities}
+    assert rows["norm_quant@HeldImpl.forward"].status == "inactive"
+    assert rows["norm_quant@HeldImpl.forward"].ops == [norm.id, q.id]  # not k_proj

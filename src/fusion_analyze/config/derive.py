@@ -34,21 +34,27 @@ class _Kwargs(dict):
     whether a key it lacks is absent (a checkpoint's whole config.json) or only not known (a preset's part)."""
 
     complete = False
+    absent: frozenset = frozenset()  # keys it surely lacks, complete or not (an alias the source never stores)
 
 
 def derive_fields(inits: tuple, declared: set, defaults: dict, values: dict, complete: bool,
-                  unknown: frozenset = frozenset()) -> dict:
+                  unknown: frozenset = frozenset(), class_attrs: frozenset = frozenset(),
+                  absent: frozenset = frozenset()) -> dict:
     """field -> value after the class's `__init__` / `__post_init__` statements (`inits`, in the order they run)
     over `values` (the configuration's fields; `unknown`: fields it leaves out, never their defaults); a field
-    whose value is not decided is left out."""
+    whose value is not decided is left out. `class_attrs`: the names the class (or a base) gives a value in its
+    body, which `hasattr(self, name)` finds before any statement runs; `absent`: keys `values` surely lacks even
+    where it is not complete."""
     values = copy.deepcopy(values)  # the statements may change what they read (`rope_parameters[...] = ...`)
     state: dict = {}
+    surely: set = set()  # the fields a statement that surely ran set (hasattr(self, name) holds)
     for fn in inits:
         params = [a.arg for a in fn.args.args[1:] + fn.args.kwonlyargs]
         if fn.name == "__post_init__":  # a dataclass: the fields are set before it runs
             for name in declared:
                 state.setdefault(name, values[name] if name in values else
                                  UNKNOWN if name in unknown else defaults.get(name, UNKNOWN))
+                surely.add(name)
         names: dict = {}
         defaults_of = [None] * (len(fn.args.args) - 1 - len(fn.args.defaults)) + list(fn.args.defaults) + list(fn.args.kw_defaults)
         for p, d in zip(params, defaults_of):
@@ -59,11 +65,15 @@ def derive_fields(inits: tuple, declared: set, defaults: dict, values: dict, com
             else:
                 names[p] = _literal(d) if d is not None else UNKNOWN
         if fn.args.kwarg is not None:
+            # what the call passes by no parameter's name: a field left out is passed, its value not known
             kw = _Kwargs({k: v for k, v in values.items() if k not in params and k not in declared})
-            kw.complete = complete and not unknown
+            kw.update({k: UNKNOWN for k in unknown if k not in params and k not in declared and k not in kw})
+            kw.complete, kw.absent = complete, absent
             names[fn.args.kwarg.arg] = kw
+        run = _Run(state, names)
+        run.surely, run.class_attrs = surely, class_attrs
         try:
-            _Run(state, names).block(fn.body)
+            run.block(fn.body)
         except _Stop:
             pass
     return {k: v for k, v in state.items() if v is not UNKNOWN}
@@ -126,9 +136,13 @@ class _Run:
     function = False  # running a method for its result (run_method): a return ends it with its value
     methods = None  # run_method: another method of the class, called on `self`
     returned = UNKNOWN
+    class_attrs: frozenset = frozenset()  # what the class body gives a value (hasattr holds from the start)
+    open_fields = False  # the base was handed fields whose names are not all known (a preset's kwargs)
 
     def __init__(self, state: dict, names: dict):
         self.state, self.names = state, names
+        self.surely: set = set()  # fields a statement that surely ran set
+        self.absent: frozenset | None = None  # with open_fields: the names none of those fields can be
 
     def _undecided_return(self, stmt) -> None:
         """In a method run for its result, a statement not run in order (an undecided test, a loop) that
@@ -179,6 +193,7 @@ class _Run:
             self.names[target.id] = value
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
             self.state[target.attr] = value
+            self.surely.add(target.attr)
         else:
             for node in ast.walk(target):
                 self.forget_target(node)
@@ -221,7 +236,9 @@ class _Run:
                 return
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) \
                 and func.value.func.id == "super":
-            return  # super().__init__(**kwargs): the base sets the fields it is handed, not these
+            if func.attr in ("__init__", "__post_init__"):
+                self.base_init(call)
+            return
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and func.attr.startswith("validate"):
             return  # self.validate_layer_type(): checks, sets nothing
@@ -231,6 +248,43 @@ class _Run:
                 self.state[name] = UNKNOWN
             if isinstance(self.state, _Fields):
                 self.state.lost = True
+
+    def base_init(self, call: ast.Call) -> None:
+        """`super().__init__(pad_token_id=..., **kwargs)`: transformers' configuration base sets every field it
+        is handed as an attribute (PreTrainedConfig: `setattr(self, key, value)` for the keys it does not
+        declare); a field this class assigns afterwards replaces it."""
+        for kw in call.keywords:
+            if kw.arg is not None:
+                self.set_field(kw.arg, self.expr(kw.value))
+                continue
+            handed = self.expr(kw.value)
+            if not isinstance(handed, dict):
+                self.open_fields, self.absent = True, frozenset()
+                continue
+            for key, value in handed.items():
+                if isinstance(key, str):
+                    self.set_field(key, value)
+            if isinstance(handed, _Kwargs) and not handed.complete:
+                self.open_fields = True
+                self.absent = handed.absent if self.absent is None else self.absent & handed.absent
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            self.open_fields, self.absent = True, frozenset()
+
+    def set_field(self, name: str, value) -> None:
+        if not isinstance(self.state, _Fields):
+            self.state[name] = value
+            self.surely.add(name)
+
+    def has_field(self, name: str):
+        """`hasattr(self, name)`: True where a statement that ran set it or the class body gives it a value;
+        False where nothing may have set it; None where a statement not decided may have."""
+        if name in self.surely or name in self.class_attrs:
+            return True
+        if name in self.state or isinstance(self.state, _Fields):
+            return None
+        if self.open_fields and name not in (self.absent or frozenset()):
+            return None
+        return False
 
     # -- expressions --------------------------------------------------------------------------------------
     def truth(self, node):
@@ -338,6 +392,11 @@ class _Run:
             return UNKNOWN
         if node.keywords:
             return UNKNOWN
+        if isinstance(node.func, ast.Name) and node.func.id == "hasattr" and "hasattr" not in self.names \
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "self" \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            got = self.has_field(node.args[1].value)
+            return UNKNOWN if got is None else got
         if isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2 \
                 and "isinstance" not in self.names:
             kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]

@@ -48,6 +48,9 @@ class ConfigClass:
     fields: dict = field(default_factory=dict)  # a dataclass field's literal default, before __post_init__ runs
     # its other methods and properties (ast), name -> (def, is a property): `config.is_kda_layer(i)`, `config.is_moe`
     methods: dict = field(default_factory=dict)
+    # the names its body (or a base's) gives a value: class attributes, fields with a default, methods and
+    # properties; `hasattr(config, name)` holds for them whatever the configuration gives
+    class_attrs: set = field(default_factory=set)
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -81,12 +84,15 @@ class ConfigFacts:
     fields of the published file a complete preset leaves out (quantization_config): unknown, never absent."""
 
     def __init__(self, values: dict | None = None, source: str | None = None, complete: bool = False,
-                 cls: ConfigClass | None = None, model_type: str | None = None, left_out: tuple = ()):
+                 cls: ConfigClass | None = None, model_type: str | None = None, left_out: tuple = (),
+                 absent: tuple = ()):
         self.values = normalize(dict(values)) if values else {}
         self.source, self.complete, self.cls, self.model_type = source, complete, cls, model_type
         self.left_out = frozenset(left_out)
+        self.absent = frozenset(absent)  # keys `values` surely lacks, complete or not (rebuilt(): an alias)
         self._derived: dict | None = None
         self._depth = [0]  # nesting of the methods that run (config.derive.run_method)
+        self._rebuilt: dict = {}  # (class, text) -> the configuration a model builds from this one (rebuilt())
 
     def derived(self, name: str) -> Value | None:
         """A field the class computes from the others (`layer_types` from `num_hidden_layers` and
@@ -99,7 +105,7 @@ class ConfigFacts:
             from .derive import derive_fields
 
             self._derived = derive_fields(cls.inits, cls.declared, {**cls.defaults, **cls.fields}, self.values, self.complete,
-                                          self.left_out)
+                                          self.left_out, frozenset(cls.class_attrs), self.absent)
         return Known(self._derived[name]) if name in self._derived else None
 
     def _values(self, text: bool) -> dict:
@@ -178,6 +184,67 @@ class ConfigFacts:
             return Known(cls.text.model_type)  # a wrapper's text sub-configuration class: its own model_type
         return Unknown(f"config.{name} is not known ({self.describe_source()})")
 
+    def has(self, name: str, text: bool = False) -> Value:
+        """`hasattr(config, name)`: a key the configuration gives, a field its class gives a value (a default, a
+        class attribute, a method or property) or computes to a known value is an attribute; a name a whole
+        config.json lacks and the class neither declares nor computes is not; else it is not known."""
+        values, own = self._values(text), self._own_class(text)
+        real = own.attribute_map.get(name, name) if own is not None else name
+        if name in values or real in values or isinstance(self.attr(name, text), Known):
+            return Known(True)
+        if own is not None and real in own.class_attrs:
+            return Known(True)
+        if name in self.left_out or real in self.left_out:
+            return Unknown(f"whether config has {name}: it is left out of {self.source}")
+        if own is not None and (real in own.declared or real in own.computed or real in own.elsewhere):
+            return Unknown(f"whether config has {name}: {own.name} sets it in code not decided")
+        if self.complete or name in self.absent:
+            return Known(False)
+        return Unknown(f"whether config has {name}")
+
+    def rebuilt(self, cls: ConfigClass, text: bool = False) -> "ConfigFacts":
+        """The configuration a model builds from this one's attributes (LongCat-Flash's
+        `FlashConfig(**hf_config.__dict__)`): the fields of this one's `__dict__` carry over, by name into the
+        parameters of `cls`'s __init__, the rest through its **kwargs to transformers' base, which sets them as
+        attributes; `cls`'s own defaults and statements do the rest. What this one may hold but does not know
+        is not known there either."""
+        key = (cls.file, cls.name, cls.package, text)
+        kept = self._rebuilt.get(key)
+        if kept is None:
+            kept = self._rebuilt[key] = self._rebuild(cls, text)
+        return kept
+
+    def _rebuild(self, cls: ConfigClass, text: bool) -> "ConfigFacts":
+        given, own = self._values(text), self._own_class(text)
+        params = {a.arg for fn in cls.inits if fn.name == "__init__" for a in fn.args.args[1:] + fn.args.kwonlyargs}
+        names = set(given) | cls.declared | cls.computed | params
+        if own is not None:
+            names |= own.declared | own.computed
+        values: dict = {}
+        unknown: set = set()
+        absent: set = set(own.attribute_map) if own is not None else set()
+        for name in sorted(names):
+            real = own.attribute_map.get(name, name) if own is not None else name
+            if name in given:  # (a key given under an alias is set as the field it names)
+                values[real] = given[name]
+                continue
+            if own is not None and (name in own.attribute_map or (
+                    name in own.class_attrs and name not in own.declared and name not in own.computed)):
+                absent.add(name)  # an alias, a property, a method, a class attribute: not in the __dict__
+                continue
+            if own is not None and (name in own.declared or name in own.computed):
+                value = self.attr(name, text)
+                if isinstance(value, Known):
+                    values[name] = value.value
+                else:
+                    unknown.add(name)
+            elif not self.complete or name in self.left_out:
+                unknown.add(name)  # a field a checkpoint may carry: not known whether it is there
+        unknown -= set(values)
+        absent -= set(values)
+        return ConfigFacts(values, self.source, self.complete, cls, cls.model_type or self.model_type,
+                           tuple(sorted(unknown)), tuple(sorted(absent)))
+
     def getattr(self, name: str, default: Value, text: bool = False) -> Value:
         """`getattr(config, name, default)`: the field, or `default` where the configuration cannot have it: a
         whole checkpoint config.json that lacks it. A configuration class's defaults alone do not say: a
@@ -221,6 +288,12 @@ def normalize(cfg: dict) -> dict:
 
 
 # -- reading configuration classes ---------------------------------------------------------------------
+def config_class_named(path: str, name: str, tree, trees: list) -> ConfigClass | None:
+    """The configuration class `name` defined in `path` (a file of `tree`), with transformers' base fields."""
+    found = _read_named(path, name, tree.package, tree.version, str(tree.root))
+    return _with_base(found, trees) if found is not None else None
+
+
 def find_config_class(model_type: str, trees: list, replacements=None) -> ConfigClass | None:
     """The configuration class vLLM builds for `model_type`: the one registered for it last (vLLM's
     `_CONFIG_REGISTRY`, then a vllm-ascend platform patch's item assignment into it, read from `replacements`),
@@ -409,7 +482,8 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
     merged = ConfigClass(cls.name, cls.file, cls.line, cls.package, cls.version, dict(base.defaults),
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
                          cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over, cls.inits,
-                         set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods))
+                         set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods),
+                         set(base.class_attrs) | cls.class_attrs)
     merged.defaults.update(cls.defaults)
     for name in cls.computed:
         merged.defaults.pop(name, None)
@@ -539,6 +613,8 @@ def _literal(node):
 def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if stmt.value is not None:
+                cls.class_attrs.add(stmt.target.id)  # (a bare annotation gives the class no attribute)
             if "ClassVar" in ast.unparse(stmt.annotation):
                 continue
             cls.declared.add(stmt.target.id)
@@ -548,6 +624,7 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
                 cls.fields[stmt.target.id] = value
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
+            cls.class_attrs.add(name)
             ok, value = _literal(stmt.value)
             if name == "attribute_map" and ok and isinstance(value, dict):
                 cls.attribute_map = value
@@ -557,6 +634,7 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
             _read_init(stmt, cls)
             cls.inits += (stmt,)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cls.class_attrs.add(stmt.name)
             decorators = [ast.unparse(d) for d in stmt.decorator_list]
             if isinstance(stmt, ast.FunctionDef) and stmt.args.args and stmt.args.args[0].arg == "self" \
                     and decorators in ([], ["property"]):
@@ -647,6 +725,6 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name,
                                      cls.registered, cls.over, text.inits, set(text.elsewhere),
-                                     dict(text.fields), dict(text.methods)), trees)
+                                     dict(text.fields), dict(text.methods), set(text.class_attrs)), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)

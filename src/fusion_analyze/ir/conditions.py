@@ -55,6 +55,10 @@ class Term:
     # the local this test reads under another name: `self.use_mha` in forward is the `use_mha` its class's
     # __init__ assigns to it (`self.use_mha = use_mha`), so a test of either is the same test (key())
     alias: str | None = None
+    # the test with each value it reads that was handed down replaced by a name for where it is set
+    # (walk/construction/constructor.py `_traced`): vllm-ascend's MLA impl's `self.q_lora_rank` and its layer's
+    # are the one `q_lora_rank` the decoder layer passes, so their tests are one test too (keys())
+    same: cst.BaseExpression | None = None
 
     def render(self) -> str:
         body = f"not ({self.text})" if self.negated else self.text
@@ -70,16 +74,56 @@ class Term:
         return kept
 
     def _key(self) -> tuple[str, str, bool]:
-        expr, holds = self.expr, not self.negated
-        while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            expr, holds = expr.expression, not holds
+        expr, holds = _positive(self.expr, not self.negated)
         if self.alias is not None:
             text = self.alias
         elif expr is None:
             text = self.text
         else:
-            text = code_of(self.module, expr.with_changes(lpar=(), rpar=()) if getattr(expr, "lpar", None) else expr)
+            text = code_of(self.module, expr)
         return (getattr(self.module, "name", "") or "", " ".join(text.split()), holds)
+
+    def keys(self) -> tuple[tuple[str, str, bool], ...]:
+        """key(), and the key of the test read where its values are set (`same`), where it has one."""
+        if self.same is None:
+            return (self.key(),)
+        kept = self.__dict__.get("_keys")
+        if kept is None:
+            kept = (self.key(), _traced(self).key())
+            object.__setattr__(self, "_keys", kept)
+        return kept
+
+
+class _Traced:
+    """The module of a traced test (Term.same): its names say where values are set, in no one module."""
+
+    name = "(traced)"
+
+    @staticmethod
+    def code(node) -> str:
+        return cst.Module([]).code_for_node(node)
+
+
+def _traced(term: Term) -> Term:
+    return Term(term.text, term.same, _Traced(), term.negated)
+
+
+def _positive(expr, holds: bool):
+    """(test, whether it must hold) with its negations taken off and its brackets dropped: `not (x)` is x not
+    holding, `x is not None` is `x is None` not holding, `a != b` is `a == b` not holding."""
+    while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        expr, holds = expr.expression, not holds
+    if expr is None:
+        return expr, holds
+    if getattr(expr, "lpar", None):
+        expr = expr.with_changes(lpar=(), rpar=())
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        comp = expr.comparisons[0]
+        flipped = cst.Is() if isinstance(comp.operator, cst.IsNot) else \
+            cst.Equal() if isinstance(comp.operator, cst.NotEqual) else None
+        if flipped is not None:
+            expr, holds = expr.with_changes(comparisons=[comp.with_changes(operator=flipped)]), not holds
+    return expr, holds
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,10 +171,35 @@ def join(a: Condition | None, b: Condition | None) -> Condition | None:
     """Both hold (either may be absent); a test `a` already has is not said twice (`self.qk_norm and built
     when self.qk_norm` is one test)."""
     if a and b:
-        have = {t.key() for t in a.terms if t.expr is not None}
-        extra = tuple(t for t in b.terms if t.expr is None or t.key() not in have)
+        have = {k for t in a.terms if t.expr is not None for k in t.keys()}
+        extra = tuple(t for t in b.terms if t.expr is None or not have.intersection(t.keys()))
         return Condition(a.terms + extra) if extra else a
     return a or b
+
+
+def either(a: Condition | None, b: Condition | None) -> tuple[bool, Condition | None]:
+    """`a or b` where it is a conjunction: (True, None: always) where either is empty; (True, the terms they
+    share) where the rest of each is one test the other negates (`x and t`, `x and not t`: `x`) or nothing
+    (`x`, `x and t`: `x`); (False, None) otherwise."""
+    if not a or not b:
+        return True, None
+
+    def shared(t: Term, others) -> bool:
+        if t.expr is None:
+            return any(u.expr is None and u.text == t.text for u in others)
+        return any(u.expr is not None and set(t.keys()) & set(u.keys()) for u in others)
+
+    rest_a = [t for t in a.terms if not shared(t, b.terms)]
+    rest_b = [t for t in b.terms if not shared(t, a.terms)]
+    if not rest_a:
+        return True, a
+    if not rest_b:
+        return True, b
+    if len(rest_a) == 1 == len(rest_b) and rest_a[0].expr is not None and rest_b[0].expr is not None and any(
+            (k[0], k[1], not k[2]) in rest_b[0].keys() for k in rest_a[0].keys()):
+        common = tuple(t for t in a.terms if t is not rest_a[0])
+        return True, (Condition(common) if common else None)
+    return False, None
 
 
 def _facts(term: Term) -> list[tuple[str, str, bool]]:
@@ -146,8 +215,10 @@ def _facts(term: Term) -> list[tuple[str, str, bool]]:
         out = []
         for side in (expr.left, expr.right):
             out += _facts(Term("", side, term.module, negated=not holds))
+        if term.same is not None:
+            out += _facts(replace(_traced(term), same=None))
         return out
-    return [term.key()]
+    return list(term.keys())
 
 
 def implied(cond: Condition | None, test: Condition) -> Truth:
@@ -155,11 +226,11 @@ def implied(cond: Condition | None, test: Condition) -> Truth:
     it asserts its negation, UNKNOWN otherwise. A test of code only (not a note) is compared."""
     if not cond or len(test.terms) != 1 or test.terms[0].expr is None:
         return Truth.UNKNOWN
-    module, text, holds = test.terms[0].key()
+    wanted = {k[:2]: k[2] for k in test.terms[0].keys()}
     for t in cond.terms:
         for f in _facts(t):
-            if f[:2] == (module, text):
-                return Truth.TRUE if f[2] == holds else Truth.FALSE
+            if f[:2] in wanted:
+                return Truth.TRUE if f[2] == wanted[f[:2]] else Truth.FALSE
     return Truth.UNKNOWN
 
 
@@ -169,6 +240,16 @@ def contradicts(a: Condition | None, b: Condition | None) -> bool:
         return False
     seen = {f[:2]: f[2] for t in a.terms for f in _facts(t)}
     return any(seen.get(f[:2], f[2]) != f[2] for t in b.terms for f in _facts(t))
+
+
+def impossible(cond: Condition | None) -> bool:
+    """The condition asserts a test and its negation (`t and not t`, read where the values are set)."""
+    seen: dict = {}
+    for t in cond.terms if cond else ():
+        for f in _facts(t):
+            if seen.setdefault(f[:2], f[2]) != f[2]:
+                return True
+    return False
 
 
 def as_text(cond: Condition | str | None) -> str | None:

@@ -64,6 +64,9 @@ class OpAttrs(TypedDict, total=False):
     external: str  # dotted class outside the trees that builds the module (torch.nn.Embedding)
     mixer: bool  # a token mixer (attention / SSM layer, or the attention dispatch function); its own ops follow it
     # what the layer was built with
+    # the module `self.<name>` holds where its builder built it under another name, each with the condition it
+    # is held under (None: the configuration decided it): [{name: "q_b_proj", condition: None}]
+    holds: list[dict[str, str | None]]
     merged: str  # the projections a merged linear computes in one GEMM (leaf_ops.yaml `merged`: qkv, gate_up)
     bias: str  # the `bias=` argument's code, or "True" / "False" when the configuration decides it
     quant_config: str  # the `quant_config=` argument's code

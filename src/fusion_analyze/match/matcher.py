@@ -57,7 +57,7 @@ class Graph:
             got = self._walked[key] = frozenset(self._walk_from(op, skip, want_roots))
         return got
 
-    def _walk_from(self, op: Op, skip: tuple[str, ...], want_roots: bool) -> set[str]:
+    def _walk_from(self, op: Op, skip: tuple[str, ...], want_roots: bool, keep_skipped: bool = False) -> set[str]:
         out: set[str] = set()
         here = self.pos[op.id]
         stack = [(v, False) for v in op.inputs]
@@ -76,9 +76,19 @@ class Graph:
                 continue
             if p.kind in skip:
                 stack.extend((w, carried) for w in p.inputs)
+                if keep_skipped:
+                    out.add(p.id)
             else:
                 out.add(p.id)
         return out
+
+    def upstream(self, op: Op, skip: tuple[str, ...]) -> frozenset[str]:
+        """Ids of the ops producing `op`'s inputs, looked through ops of the `skip` kinds, those included."""
+        key = (op.id, skip, "upstream")
+        got = self._walked.get(key)
+        if got is None:
+            got = self._walked[key] = frozenset(self._walk_from(op, skip, want_roots=False, keep_skipped=True))
+        return got
 
     def sources(self, op: Op, skip: tuple[str, ...]) -> frozenset[str]:
         """Ids of the first non-skipped ops producing `op`'s inputs (views looked through)."""
@@ -169,7 +179,7 @@ def match_form(graph: Graph, pattern: Pattern, form: Form, inactive: bool = Fals
         if any(exclusive(op, o) for o in chosen.values()):
             return False  # ops that cannot run together on one path are no fusion
         for src in node.sources:
-            if chosen[src].id not in sources(op):
+            if chosen[src].id not in (graph.upstream(op, form.skip + node.through) if node.through else sources(op)):
                 return False
         if node.same_input is not None:
             other = chosen[node.same_input]

@@ -35,7 +35,7 @@ _FORM = {"id": (str, True), "nodes": (list, True), "skip": (list, False), "fused
          "when": ((str, dict), False), "anchor": (str, False), "interface": (str, False), "saved": (list, False)}
 _NODE = {"as": (str, True), "kind": ((str, list), True), "from": ((str, list), False),
          "same_input": (str, False), "attrs": (dict, False), "name": (str, False), "kernel": (str, False),
-         "not_attrs": (dict, False)}
+         "not_attrs": (dict, False), "through": (list, False)}
 _EXAMPLE = {"name": (str, True), "code": (str, True), "expect": (str, True), "class": (str, False),
             "backend": (str, False)}
 _INTERFACE = {"name": (str, True), "params": (list, True), "returns": (list, True), "notes": (list, False),
@@ -53,6 +53,9 @@ class Node:
     op_name: str | None = None
     kernel: str | None = None
     covers: tuple[str, ...] = ()  # one of the op's kernels does at least these primitives (kernels.yaml)
+    # op kinds its `from` edges also look through, whose ops may be the producers named there: a branch of
+    # those kinds from that producer (a shared expert MLP: its GEMMs, activation and gate, from its first GEMM)
+    through: tuple[str, ...] = ()
 
 
 # The fused form every pattern of two or more primitives has without writing it: a call of one kernel that
@@ -170,7 +173,8 @@ def _form(raw, file: str, where: str, inactive: bool) -> Form:
                           f"{where}.nodes[{i}]: `{ref_key}: {ref}` names no earlier node (have: {', '.join(names) or 'none'})")
         names.append(n["as"])
         nodes.append(Node(n["as"], _as_tuple(n["kind"]), _as_tuple(n.get("from")), n.get("same_input"),
-                          dict(n.get("attrs") or {}), dict(n.get("not_attrs") or {}), n.get("name"), n.get("kernel")))
+                          dict(n.get("attrs") or {}), dict(n.get("not_attrs") or {}), n.get("name"), n.get("kernel"),
+                          through=_as_tuple(n.get("through"))))
     if raw.get("anchor") is not None and raw["anchor"] not in names:
         _fail(file, raw.key_lines["anchor"], f"{where}: `anchor: {raw['anchor']}` names no node (have: {', '.join(names)})")
     return Form(raw["id"], nodes, _as_tuple(raw.get("skip")) or ("view",), _words(raw, "fused_in_model", file, where),

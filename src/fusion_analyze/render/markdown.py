@@ -56,6 +56,10 @@ def op_line(op: dict, L: dict | None = None) -> str:
             head += f" → {op['attrs']['ascend_class']}"
         head += ")"
     extra = []
+    if op["attrs"].get("holds"):  # the module it holds: the builder's q_b_proj in vllm-ascend's MLA impl's q_proj
+        extra.append(f"{L['op_holds']} " + ", ".join(
+            h["name"] + (f" {L['conditional_if']} {condition_text(h['condition'], L)}" if h["condition"] else "")
+            for h in op["attrs"]["holds"]))
     if op["attrs"].get("params_dtype"):  # the code decides the weights' dtype (FP32 router)
         extra.append(f"{L['op_weights']} {op['attrs']['params_dtype']}")
     if op["kind"] == "cast" and op["attrs"].get("dtype"):

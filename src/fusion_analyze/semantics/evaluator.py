@@ -41,6 +41,10 @@ _ARITH = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: opera
           cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv, cst.Modulo: operator.mod,
           cst.Power: operator.pow}
 _NOT_GLOBAL = Unknown("not a module-level constant")
+_CONFIG_BASES = {"PretrainedConfig", "PreTrainedConfig"}  # transformers' configuration base class
+# ConfigRef.rebuilt key -> the configuration class read there (model_config): for every evaluator of the process,
+# as a memo of one analysis's kernels is read again with another's (Constructor.reads)
+_CONFIG_CLASSES: dict = {}
 
 
 class Evaluator:
@@ -174,16 +178,52 @@ class Evaluator:
             out = out.with_changes(lpar=expr.lpar, rpar=expr.rpar)
         return Truth.UNKNOWN, out
 
-    def _config_read(self, key: tuple, read) -> Value:
-        """A value of the model's configuration; noted when a memo of an instance's kernels depends on it."""
+    def _config_read(self, key: tuple, read, base: ConfigRef | None = None) -> Value:
+        """A value of the model's configuration (of the configuration `base` rebuilt from it, where it is one);
+        noted when a memo of an instance's kernels depends on it."""
         if self.config is None:
             return Unknown(f"config.{key[1]}: no configuration")
-        value = read(self.config)
+        chain = base.rebuilt if base is not None else ()
+        value = read(self._facts(self.config, chain))
         reads = getattr(self.attrs, "reads", None)
         if reads is not None:
-            reads[("config",) + key] = (lambda ctor, _i: repr(read(ctor.evaluator.config)) if ctor.evaluator.config
-                                        is not None else None, repr(value))
+            reads[("config",) + key + chain] = (
+                lambda ctor, _i: repr(read(ctor.evaluator._facts(ctor.evaluator.config, chain)))
+                if ctor.evaluator.config is not None else None, repr(value))
         return value
+
+    def _facts(self, facts, chain: tuple):
+        """The facts of the configuration rebuilt along `chain` (ConfigRef.rebuilt) from `facts`."""
+        for key in chain:
+            facts = facts.rebuilt(_CONFIG_CLASSES[key], key[2])
+        return facts
+
+    def _rebuilt_config(self, cls, call: cst.Call, scope, depth: int) -> Value | None:
+        """`FlashConfig(**vllm_config.model_config.hf_config.__dict__)`: a configuration class (one derived from
+        transformers' configuration base) built from every attribute of the model's configuration: that
+        configuration built again (ConfigFacts.rebuilt); None for any other call."""
+        if self.config is None or len(call.args) != 1 or call.args[0].star != "**":
+            return None
+        handed = call.args[0].value
+        if not (type(handed) is cst.Attribute and handed.attr.value == "__dict__"):
+            return None
+        base = self.infer(handed.value, scope, depth)
+        if not isinstance(base, ConfigRef):
+            return None
+        names = self.attrs.base_names(cls) if self.attrs is not None else []
+        if not _CONFIG_BASES & set(names):
+            return None
+        from ..config.model_config import config_class_named
+
+        index = self.env.index
+        tree = index.tree_for(cls.module.name) if index is not None else None
+        found = config_class_named(str(cls.module.path), cls.name, tree, list(index.trees.values())) \
+            if index is not None and tree is not None else None
+        if found is None:
+            return None
+        key = (str(cls.module.path), cls.name, base.text)
+        _CONFIG_CLASSES[key] = found
+        return ConfigRef(False, base.rebuilt + (key,))
 
     def term_truth(self, term: Term, env: Bindings | None = None, none_only: bool = False, scope=None) -> Truth:
         if term.expr is None:
@@ -516,7 +556,7 @@ class Evaluator:
             if got is not None:  # `attention_config.backend`: the default the attention selector reads too
                 return got
         if isinstance(base, ConfigRef):
-            return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text))
+            return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text), base)
         if isinstance(base, Known) and isinstance(base.value, dict):
             return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
         if isinstance(base, Known) and isinstance(base.value, Defaults):
@@ -776,7 +816,7 @@ class Evaluator:
                     return Unknown(f"config.{key.value}: no configuration")
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return self._config_read(("getattr", key.value, base.text, repr(default)),
-                                         lambda config: config.getattr(key.value, default, base.text))
+                                         lambda config: config.getattr(key.value, default, base.text), base)
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
                 return _held(base.value[key.value]) if key.value in base.value else default
@@ -798,13 +838,10 @@ class Evaluator:
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 return Known(key.value in base.value)  # a runtime object stated as its attributes
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) and self.config is not None:
-                # a field the configuration holds (a key of config.json, a field its class declares) is an
-                # attribute; one a whole config.json lacks is not; else it is not known
+                # a field the configuration holds (a key of config.json, a field its class gives a value) is an
+                # attribute; one a whole config.json lacks and its class does not declare is not (ConfigFacts.has)
                 name = key.value
-                return self._config_read(("hasattr", name, base.text), lambda config: (
-                    Known(True) if isinstance(config.attr(name, base.text), Known)
-                    else Known(False) if config.complete and name not in config._values(base.text)
-                    else Unknown(f"whether config has {name}")))
+                return self._config_read(("hasattr", name, base.text), lambda config: config.has(name, base.text), base)
         if type(func) is cst.Name and func.value in self.calls:
             hook = self.calls[func.value]  # (one that runs the tree's code reads with this evaluator)
             return hook(call, scope, self) if getattr(hook, "with_evaluator", False) else hook(call, scope)
@@ -859,15 +896,16 @@ class Evaluator:
                     return Unknown("a dict with values that are not known")
                 return Known(tuple(getattr(base.value, name)()))
             if isinstance(base, ConfigRef) and name == "get_text_config":
-                return ConfigRef(True)
-            if isinstance(base, ConfigRef) and self.config is not None and self.config.has_method(name, base.text):
+                return ConfigRef(True, base.rebuilt)
+            if isinstance(base, ConfigRef) and self.config is not None \
+                    and self._facts(self.config, base.rebuilt).has_method(name, base.text):
                 # `config.is_kda_layer(layer_idx)`: the configuration class's method run over its fields
                 given = [g for g in (self.infer(a, scope, depth) for a in args) if isinstance(g, Known)]
                 if len(given) != len(call.args):
                     return Unknown(f"config.{name}(...) of arguments not known")
                 values = tuple(g.value for g in given)
                 return self._config_read(("call", name, base.text, repr(values)),
-                                         lambda config: config.method(name, values, base.text))
+                                         lambda config: config.method(name, values, base.text), base)
             if isinstance(base, Known) and name == "supports" and hasattr(base.value, "capabilities") and len(args) == 1:
                 wanted = args[0]  # profile.supports(HardwareCapability.X): the device's capability table decides
                 if type(wanted) is cst.Attribute:
@@ -939,7 +977,8 @@ class Evaluator:
             target = static
         kind = getattr(target, "kind", None)
         if kind == "class":
-            return NotNone(target.name)
+            rebuilt = self._rebuilt_config(target, call, scope, depth)
+            return rebuilt if rebuilt is not None else NotNone(target.name)
         if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
             return NotNone(index.dotted(module, call.func))
         if kind != "function" or depth > _MAX_INFER // 2:

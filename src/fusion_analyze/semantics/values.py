@@ -42,9 +42,12 @@ class OneOf:
 @dataclass(frozen=True)
 class ConfigRef:
     """The model's Hugging Face configuration object (`config`, `vllm_config.model_config.hf_config`, ...);
-    `text` for `hf_text_config` / `get_text_config()`, the text model's part of a multimodal configuration."""
+    `text` for `hf_text_config` / `get_text_config()`, the text model's part of a multimodal configuration.
+    `rebuilt`: the configuration classes it was handed to in turn (`FlashConfig(**hf_config.__dict__)`), each
+    as (file, class name, whether it was handed the text part): that configuration, built again from it."""
 
     text: bool = False
+    rebuilt: tuple = ()
 
 
 @dataclass(frozen=True)

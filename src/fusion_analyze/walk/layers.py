@@ -97,6 +97,9 @@ class Layers(WalkerState):
             if isinstance(value, Known) and isinstance(value.value, bool):
                 attrs["bias"] = str(value.value)
         attrs["class_file"], attrs["class_line"] = sub.cls.module.rel, sub.cls.line
+        held = _held(sub, name)
+        if held:
+            attrs["holds"] = held
         if "CustomOp" in self.ctor.base_names(sub.cls):  # vLLM's default compilation on CUDA runs its native forward
             attrs["custom_op"] = True
         if info.values:  # kept even when empty: the op is one of the layers a pass's guards count
@@ -640,3 +643,14 @@ def _isinstance_tested(texts: list[bytes]) -> set[str]:
         if b"isinstance" in text:
             out.update(m.decode() for m in _TESTED.findall(text))
     return out
+
+
+def _held(sub: Instance, name: str) -> list[dict]:
+    """The module `self.<name>` holds where its builder built it under another name (vllm-ascend's MLA impl:
+    `self.q_proj = kwargs["q_proj"] if self.q_lora_rank is None else kwargs["q_b_proj"]`): each module with the
+    condition it is held under (none where the configuration decided it); empty where it is the name's own."""
+    if sub.holds:
+        return [{"name": n or name, "condition": as_text(selecting(c)[0]) if c else None} for n, c in sub.holds]
+    if sub.attr_name and sub.attr_name != name:
+        return [{"name": sub.attr_name, "condition": None}]
+    return []

@@ -26,7 +26,7 @@ from .alternatives import OtherChoices
 from .rebinding import failing_import, imported_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
-from ...ir.conditions import Condition, Truth, code_of, join
+from ...ir.conditions import Condition, Truth, code_of, impossible, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -471,6 +471,8 @@ class Constructor(AttrSources, OtherChoices):
             outside = self._outside.pop()
         if (result is None or result.cls is None) and outside:
             inst.outside[name] = outside[0]  # what builds it is a class outside the trees
+        if result is not None and result.cls is not None and result.attr_name is None:
+            result.attr_name = name
         inst.built[name] = result
         return result
 
@@ -490,10 +492,11 @@ class Constructor(AttrSources, OtherChoices):
                 if decided is Truth.TRUE:
                     options, cond = [], None  # it runs, and replaces what earlier assignments built
                 else:
-                    cond = _explain(decided, local_text)
+                    cond = _explain(self._traced(decided, scope) if isinstance(decided, Condition) else None, local_text)
                 for alt in self.evaluate(expr, scope, depth + 1):
                     alt.condition = join(cond, alt.condition)
-                    options.append(alt)
+                    if not impossible(alt.condition):  # (a test and its negation: never built)
+                        options.append(alt)
                 if id(expr) in self.unbuilt:  # why nothing is known of what it builds
                     inst.why[name] = self.unbuilt[id(expr)]
             result = pick(options)
@@ -835,15 +838,16 @@ class Constructor(AttrSources, OtherChoices):
             known = self.evaluator.truth(expr.test, scope.module, scope=scope)
             if known is not Truth.UNKNOWN:  # decided: only the branch that runs
                 return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
-            cond = Condition.of(expr.test, scope.module)
+            cond = self._traced(Condition.of(expr.test, scope.module), scope)
             out = []
             # copies: `None if self.replicate_shared_expert else self.shared_expert` is the instance `self.x`
-            # holds, whose own condition must not take this expression's test
+            # holds, whose own condition must not take this expression's test; a branch whose module is built
+            # only where this test does not hold (the same value tested where it is handed on) is none
             for alt in self.evaluate(expr.body, scope, depth + 1):
                 out.append(replace(alt, condition=join(cond, alt.condition)))
             for alt in self.evaluate(expr.orelse, scope, depth + 1):
                 out.append(replace(alt, condition=join(cond.negate(), alt.condition)))
-            return out
+            return [alt for alt in out if not impossible(alt.condition)]
         if type(expr) is cst.Name and expr.value == "None":
             return [Instance(None)]
         if isinstance(expr, (cst.Name, cst.Attribute)):
@@ -926,6 +930,89 @@ class Constructor(AttrSources, OtherChoices):
         if isinstance(target, Definition) and target.kind == "assign":
             return self.evaluate(target.node, Scope(module=target.module), depth + 1)
         return []
+
+    # -- where a tested value is set -----------------------------------------------------------------
+    def _traced(self, cond: Condition, scope: Scope) -> Condition:
+        """`cond` (tests written where `scope` binds the names) with each test that reads a value handed down
+        marked with where that value is set (Term.same): vllm-ascend's MLA impl's `self.q_lora_rank` is
+        `kwargs["q_lora_rank"]`, its layer's `self.q_lora_rank`, the decoder layer's `q_lora_rank=...`: the impl's
+        `self.q_lora_rank is None` and the layer's `self.q_lora_rank is not None` test one value."""
+        terms, changed = [], False
+        for t in cond.terms:
+            if t.expr is not None and t.same is None and t.alias is None:
+                same = self._origins_in(t.expr, scope)
+                if same is not None:
+                    t, changed = replace(t, same=same), True
+            terms.append(t)
+        return Condition(tuple(terms)) if changed else cond
+
+    def _origins_in(self, expr, scope: Scope):
+        """The test with every name or `self.x` it reads replaced by one for where its value is set; None where
+        none is handed down."""
+        ctor = self
+
+        class Swap(cst.CSTTransformer):
+            swapped = False
+
+            def on_visit(self, node) -> bool:
+                return not (isinstance(node, cst.Attribute) and _is_self(node.value)) and not isinstance(node, cst.Name)
+
+            def on_leave(self, original, updated):
+                if isinstance(original, cst.Attribute) and _is_self(original.value) or \
+                        isinstance(original, cst.Name) and original.value not in ("None", "True", "False", "self"):
+                    at = ctor._origin(original, scope)
+                    if at is not None:
+                        self.swapped = True
+                        return cst.Name(f"_set_at_{id(at)}")
+                return updated
+
+        try:
+            swap = Swap()
+            out = expr.visit(swap)
+        except Exception:  # noqa: BLE001 - a test libcst will not rebuild: not traced
+            return None
+        return out if swap.swapped and isinstance(out, cst.BaseExpression) else None
+
+    def _origin(self, expr, scope: Scope):
+        """The expression where the value of `expr` (a name, `self.x`) is set, followed through the arguments
+        that bound parameters, single unconditional assignments (`self.x = x`, `x = ...`) and `kwargs["x"]`;
+        None where it is set where it is read."""
+        start, hops = expr, 0
+        while hops < 16:
+            nxt = self._handed(expr, scope)
+            if nxt is None:
+                break
+            expr, scope = nxt
+            hops += 1
+        return expr if expr is not start else None
+
+    def _handed(self, expr, scope: Scope):
+        """(expression, scope) one step back along the way `expr` got its value; None where it is set here."""
+        if scope is None:
+            return None
+        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+            owner = scope.owner
+            if not isinstance(owner, Instance) or owner.cls is None:
+                return None
+            for c, fn, sc in self.init_scopes(owner):
+                found = tables(fn, c.module).self_assignments.get(expr.attr.value, ())
+                if found:
+                    if len(found) != 1 or found[0][1] is not None:
+                        return None  # assigned under a test, or more than once: not one value handed down
+                    self._fill_locals(fn, sc, c.module, before=found[0][2])
+                    return found[0][0], sc
+            return None
+        if isinstance(expr, cst.Name):
+            if expr.value in scope.locals:
+                values = scope.locals[expr.value]
+                return (values[0][0], scope) if len(values) == 1 and values[0][1] is None else None
+            return scope.params.get(expr.value)
+        got = star_kwarg(expr, scope)
+        if got is not None:
+            return got
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            return _field_of_built(expr.value.value, expr.attr.value, scope, self._local_of)
+        return None
 
     def _local_of(self, scope: Scope, name: str):
         """The one expression a local `name` of the __init__ that `scope` binds is assigned (None when it is

@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from dataclasses import replace
+
 from ...catalog import catalog
-from ...ir.conditions import Condition
+from ...ir.conditions import Condition, either
 
 if TYPE_CHECKING:
     from .instance import Instance
@@ -20,6 +22,10 @@ def pick(options: list[Instance]) -> Instance | None:
     real = [o for o in options if o.cls is not None and o.cls.name not in policy.placeholders]
     if not real:
         return options[0] if options else None
+    held = _one_class(real)
+    if held is not None:  # whichever is built, a module of that class is: one choice, its condition the union
+        held.alternatives = [o for o in _dedupe(options) if o not in real]
+        return held
     chosen = None
     for pref in policy.default_choice:
         if pref["unless_all"] is not None and all(pref["unless_all"].search(o.cls.name) for o in real):
@@ -31,6 +37,25 @@ def pick(options: list[Instance]) -> Instance | None:
     chosen = chosen or _prefer_plain(real)[0]
     chosen.alternatives = [o for o in _dedupe(options) if o is not chosen and (o.cls is None or o.cls.qualname != chosen.cls.qualname)]
     return chosen
+
+
+def _one_class(real: list[Instance]) -> Instance | None:
+    """Modules a builder built under other names, of one class, handed on under conditions whose union is a
+    conjunction (`kwargs["q_proj"] if self.q_lora_rank is None else kwargs["q_b_proj"]`, both
+    ColumnParallelLinear): one instance held under that union (None: always), each module it may be kept in
+    `holds` with its own condition; None where the options are of several classes, one module, built here (a
+    call each: what they are built with may differ), or their conditions do not join."""
+    distinct = _dedupe(real)
+    if len(distinct) < 2 or len({o.cls.qualname if o.cls else None for o in distinct}) != 1 \
+            or any(o.attr_name is None for o in distinct) or len({o.attr_name for o in distinct}) < 2:
+        return None
+    union = distinct[0].condition
+    for o in distinct[1:]:
+        joined, union = either(union, o.condition)
+        if not joined:
+            return None
+    holds = tuple((o.attr_name, o.condition) for o in distinct)
+    return replace(distinct[0], condition=union, holds=holds, alternatives=[])
 
 
 def _explain(cond: Condition | None, local_text: dict[str, str]) -> Condition | None:

@@ -40,6 +40,10 @@ class Instance:
     # a layer list's element: (its call, {name: carrier | decoded}, {}): how the call's arguments carry the index
     index_binding: tuple | None = None
     init_chain: list | None = None  # (class, __init__, scope) down its super().__init__ calls, bound once
+    attr_name: str | None = None  # the `self.<name>` of its builder it was first built as (q_b_proj)
+    # several modules of one class held under complementary conditions (default_choice.pick): each one's
+    # attr_name and condition (`self.q_proj = kwargs["q_proj"] if self.q_lora_rank is None else kwargs["q_b_proj"]`)
+    holds: tuple = ()
     value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
 
     @property
