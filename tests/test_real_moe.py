@@ -484,8 +484,6 @@ def test_a_match_in_each_kind_of_decoder_layer_is_counted_once_a_layer(session, 
         assert numbers["model"]["bytes"] == pytest.approx(per_layer * step.moe_layers, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="needs MiMo-V2's layer kinds by `self.is_moe_layer(layer_id)` (branch s3-mimo): "
-                                       "until then the dense MLP and the MoE block are the two sides of one undecided test")
 def test_the_dense_mlp_of_the_first_layer_pays_in_that_layer_only(session, hf):
     """MiMo-V2-Flash builds a dense MLP in layer 0 (`moe_layer_freq[0] == 0`) and the MoE block in the 47 others:
     the MLP's GEMM + SwiGLU saves in one layer, the experts' in 47."""

@@ -94,6 +94,11 @@ class ConfigFacts:
         self._depth = [0]  # nesting of the methods that run (config.derive.run_method)
         self._rebuilt: dict = {}  # (class, text) -> the configuration a model builds from this one (rebuilt())
 
+    @staticmethod
+    def class_named(path: str, name: str, tree, trees: list):
+        """config_class_named, for the evaluator (which reads configurations through this object only)."""
+        return config_class_named(path, name, tree, trees)
+
     def derived(self, name: str) -> Value | None:
         """A field the class computes from the others (`layer_types` from `num_hidden_layers` and
         `full_attention_interval`), its statements run over the configuration (config.derive); None where

@@ -213,11 +213,11 @@ class Evaluator:
         names = self.attrs.base_names(cls) if self.attrs is not None else []
         if not _CONFIG_BASES & set(names):
             return None
-        from ..config.model_config import config_class_named
-
         index = self.env.index
         tree = index.tree_for(cls.module.name) if index is not None else None
-        found = config_class_named(str(cls.module.path), cls.name, tree, list(index.trees.values())) \
+        # the configuration's own reader reads the class (semantics does not import config: the facts object
+        # it was handed does)
+        found = self.config.class_named(str(cls.module.path), cls.name, tree, list(index.trees.values())) \
             if index is not None and tree is not None else None
         if found is None:
             return None
