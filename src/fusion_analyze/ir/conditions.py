@@ -98,10 +98,15 @@ class _Traced:
     """The module of a traced test (Term.same): its names say where values are set, in no one module."""
 
     name = "(traced)"
+    _module = cst.Module([])
+    _codes: dict = {}  # node -> its code: the same traced test is keyed again and again (nodes live on)
 
-    @staticmethod
-    def code(node) -> str:
-        return cst.Module([]).code_for_node(node)
+    @classmethod
+    def code(cls, node) -> str:
+        found = cls._codes.get(node)
+        if found is None:
+            found = cls._codes[node] = cls._module.code_for_node(node)
+        return found
 
 
 def _traced(term: Term) -> Term:
@@ -204,7 +209,15 @@ def either(a: Condition | None, b: Condition | None) -> tuple[bool, Condition | 
 
 def _facts(term: Term) -> list[tuple[str, str, bool]]:
     """The tests a term asserts, as keys: its own, or each conjunct of an `a and b` that must hold (and of a
-    `not (a or b)`), so `self.r and self.s is not None` asserts `self.r`."""
+    `not (a or b)`), so `self.r and self.s is not None` asserts `self.r` (computed once per term)."""
+    kept = term.__dict__.get("_facts")
+    if kept is None:
+        kept = _term_facts(term)
+        object.__setattr__(term, "_facts", kept)
+    return kept
+
+
+def _term_facts(term: Term) -> list[tuple[str, str, bool]]:
     if term.expr is None:
         return []
     expr, holds = term.expr, not term.negated
