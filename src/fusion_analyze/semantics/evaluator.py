@@ -555,6 +555,11 @@ class Evaluator:
             got = self._selector_default(holder, attr, depth)
             if got is not None:  # `attention_config.backend`: the default the attention selector reads too
                 return got
+        if isinstance(base, ConfigRef) and attr == "text_config" and not base.text:
+            # `config.text_config`: the text part of the configuration, read where it is one (what
+            # `hf_text_config` and `get_text_config()` are), unless the configuration gives it as None
+            got = self._config_read(("attr", attr, False), lambda config: config.attr(attr, False), base)
+            return got if isinstance(got, Known) and got.value is None else ConfigRef(True, base.rebuilt)
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text), base)
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -1041,7 +1046,24 @@ class Evaluator:
             got = [self.infer(v, inner, depth) for v, _c in returns]
             if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                 return got[0]
+            one = self._one_configuration(got)
+            if one is not None:  # `return config.text_config` / `return config`: the text configuration either way
+                return one
         return None
+
+    def _one_configuration(self, got: list) -> ConfigRef | None:
+        """The configuration every one of `got` reads (a function that returns `config.text_config` where the
+        configuration has one, else `config` itself: gemma4.py `_get_text_config`): ConfigRefs of one
+        configuration whose text part is the configuration itself (it gives no `text_config` of its own), so
+        that whichever is returned the same fields are read; None otherwise."""
+        if not got or not all(isinstance(g, ConfigRef) for g in got) or len({g.rebuilt for g in got}) != 1 \
+                or self.config is None:
+            return None
+        first = got[0]
+        if len({g.text for g in got}) == 1:
+            return first
+        facts = self._facts(self.config, first.rebuilt)
+        return ConfigRef(True, first.rebuilt) if "text_config" not in facts.values else None
 
     def _decision_key(self, fn, call: cst.Call, scope, depth: int, item: int | None):
         """The memo key of a decision function's call: the function, the argument expressions (a test of a
