@@ -351,6 +351,10 @@ class _Run:
                     return False
                 left = right
             return True
+        if t is ast.NamedExpr and isinstance(node.target, ast.Name):  # `(last := self.layer_types[-1])`
+            value = self._expr(node.value)
+            self.names[node.target.id] = value
+            return value
         if t is ast.IfExp:
             test = self.truth(node.test)
             return UNKNOWN if test is None else self._expr(node.body if test else node.orelse)
