@@ -986,6 +986,8 @@ class Evaluator:
             return rebuilt if rebuilt is not None else NotNone(target.name)
         if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
             return NotNone(index.dotted(module, call.func))
+        if target is None and _outside_layer_class(index, index.dotted(module, call.func)):
+            return NotNone(index.dotted(module, call.func))  # `nn.LayerNorm(...)`: a module object, never None
         if kind != "function" or depth > _MAX_INFER // 2:
             if kind == "function":
                 self._too_deep += 1
@@ -1471,6 +1473,16 @@ def _tuple_item(expr, k: int):
     if not isinstance(expr, cst.Tuple) or any(type(e) is not cst.Element for e in expr.elements):
         return None
     return expr.elements[k].value if 0 <= k < len(expr.elements) else None
+
+
+def _outside_layer_class(index, dotted: str | None) -> bool:
+    """`dotted` names a layer class outside the trees that the taxonomy lists (leaf_ops.yaml `classes`:
+    torch.nn.LayerNorm): calling it builds a module."""
+    from ..catalog.taxonomy import leaf_for_class_names
+
+    if not dotted or "." not in dotted or dotted.split(".")[0] in index.trees:
+        return False
+    return leaf_for_class_names([dotted.rsplit(".", 1)[-1]]) is not None
 
 
 def _names_model_config(expr) -> bool:
