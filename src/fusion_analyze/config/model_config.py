@@ -51,6 +51,10 @@ class ConfigClass:
     # the names its body (or a base's) gives a value: class attributes, fields with a default, methods and
     # properties; `hasattr(config, name)` holds for them whatever the configuration gives
     class_attrs: set = field(default_factory=set)
+    # its __init__ sets `self.rope_parameters` only after `super().__init__(...)` (vLLM's OlmoHybridConfig):
+    # transformers' base finds none to standardize when it runs (PreTrainedConfig.__post_init__ standardizes an
+    # existing `rope_parameters`), and vLLM's patch_rope_parameters does only from a `rope_theta` it is given
+    rope_late: bool = False
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -170,6 +174,14 @@ class ConfigFacts:
                 return Unknown(f"config.{name} is computed by {cls.name} from other fields")
             if real in cls.defaults:
                 default = cls.defaults[real]
+                if real == _ROPE and default is None and cls.rope_late:
+                    theta = cls.defaults.get("rope_theta")
+                    if isinstance(theta, (int, float)) and not isinstance(theta, bool):
+                        return Known({"rope_type": "default", "rope_theta": theta})  # vLLM standardizes it
+                    if self.complete or "rope_theta" in self.absent:
+                        return Known(None)  # nothing standardizes it: no rope
+                    return Unknown(f"config.rope_parameters: {cls.name} sets it after transformers' base has run, "
+                                   f"so it is standardized only from a rope_theta the configuration may give")
                 if real == _ROPE and default is None:  # standardized to the default rope when not given
                     rope = {"rope_type": "default"}
                     if isinstance(cls.defaults.get("default_theta"), (int, float)):
@@ -490,6 +502,7 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
                          set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods),
                          set(base.class_attrs) | cls.class_attrs)
     merged.defaults.update(cls.defaults)
+    merged.rope_late = cls.rope_late
     for name in cls.computed:
         merged.defaults.pop(name, None)
     return merged
@@ -652,6 +665,17 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
                         cls.elsewhere.add(t.attr)
 
 
+def _set_after_base(fn: ast.FunctionDef, name: str) -> bool:
+    """`fn` (an __init__) assigns `self.<name>` only after its `super().__init__(...)` call."""
+    base = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "__init__" and isinstance(n.func.value, ast.Call)
+            and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super"]
+    sets = [n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and t.attr == name]
+    return bool(base and sets) and min(sets) > min(base)
+
+
 def _other_than_default(test, cls: ConfigClass) -> bool:
     """`self.x == literal` where x's declared default is another literal."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
@@ -679,6 +703,8 @@ def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
     for name in rebound:
         param_defaults.pop(name, None)
+    if fn.name == "__init__":
+        cls.rope_late = _set_after_base(fn, _ROPE)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Assign) or id(node) in idle:
             continue
