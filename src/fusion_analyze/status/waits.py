@@ -86,7 +86,7 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
 
 # what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
 # construction: a name that looks like one there is not read as one; the layer index is decided per kind)
-_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field")
+_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field", "optional_package")
 
 
 def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
@@ -122,6 +122,8 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         if deployment is not None and getattr(deployment, "tp", None) is not None:
             return True, "the tensor-parallel size is stated"
         return False, "an engine argument not given (--tensor-parallel-size)"
+    if name == "optional_package":
+        return False, "whether a package outside the trees that the code imports first is installed on the deployment"
     if name == "engine_argument":
         return True, "the engine arguments given (or vLLM's defaults) decide it"
     if name == "dtype":

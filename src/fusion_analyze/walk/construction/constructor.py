@@ -10,7 +10,7 @@ import libcst as cst
 from ...catalog import catalog
 from ...locate.ascend import Patch, Replacements
 from ...index.modules import Definition, ModuleIndex
-from ...index.nodes import iter_nodes
+from ...index.nodes import find_all, iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.callees import Callee
@@ -727,6 +727,7 @@ class Constructor(AttrSources, OtherChoices):
                     for term in (cond.terms if cond is not None else ()):
                         if term.expr is not None:
                             code(term.expr, scope, left - 1)
+                    out.extend(self._optional_imports(fn, c.module, expr))
                 if found:
                     return
             for c, fn, scope, pos, call in self._init_self_calls(owner):  # a method __init__ calls assigns it
@@ -849,6 +850,26 @@ class Constructor(AttrSources, OtherChoices):
 
         attr(inst, name, depth)
         return list(dict.fromkeys(out))
+
+    def _optional_imports(self, fn: cst.FunctionDef, module, expr) -> list[str]:
+        """The imports of packages outside the trees that a `try` around `expr` makes before it (`try: import
+        xielu.ops` then `self._xielu_cuda_obj = torch.classes.xielu.XIELU()`, vllm/model_executor/layers/
+        activation.py): whether the assignment runs is whether they import on the deployment."""
+        out = []
+        for t in find_all(fn, cst.Try):
+            stmts = list(t.body.body)
+            at = next((i for i, st in enumerate(stmts) if any(n is expr for n in find_all(st, type(expr)))), None)
+            for st in stmts[:at] if at is not None else ():
+                for small in st.body if type(st) is cst.SimpleStatementLine else ():
+                    if type(small) is cst.Import:
+                        names = [code_of(module, a.name) for a in small.names]
+                    elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+                        names = [code_of(module, small.module)]
+                    else:
+                        continue
+                    if any(n.split(".")[0] not in self.index.trees for n in names):
+                        out.append(" ".join(code_of(module, small).split()))
+        return out
 
     def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
         """`self.gate = nn.Linear(...)`: (the dotted name of the constructor outside the trees, its call, the
