@@ -115,7 +115,7 @@ class ConfigFacts:
 
             self._derived = derive_fields(cls.inits, cls.declared, {**cls.defaults, **cls.fields}, self.values, self.complete,
                                           self.left_out, frozenset(cls.class_attrs), self.absent)
-        return Known(self._derived[name]) if name in self._derived else None
+        return Known(_outward(self._derived[name], name)) if name in self._derived else None
 
     def _values(self, text: bool) -> dict:
         sub = self.values.get("text_config") if text else None
@@ -141,7 +141,7 @@ class ConfigFacts:
         from .derive import UNKNOWN, run_method
 
         def raw(value: Value):
-            return value.value if isinstance(value, Known) else UNKNOWN
+            return _inward(value.value) if isinstance(value, Known) else UNKNOWN
 
         def field_of(field: str):
             if field in cls.methods and not cls.methods[field][1]:
@@ -152,7 +152,7 @@ class ConfigFacts:
                          else UNKNOWN, self._depth)
         if got is UNKNOWN:
             return Unknown(f"config.{name}{'' if found[1] else '(...)'} is not decided by {cls.name}'s code")
-        return Known(got)
+        return Known(_outward(got, name))
 
     def attr(self, name: str, text: bool = False) -> Value:
         values, cls = self._values(text), self.cls
@@ -291,6 +291,34 @@ class ConfigFacts:
     def to_json(self) -> dict:
         return {"decided_by": self.describe_source(), "config": self.source, "complete": self.complete,
                 "model_type": self.model_type, "class": self.cls.to_json() if self.cls else None}
+
+
+def _outward(value, name: str):
+    """A value config.derive computed, its items not decided (derive.UNKNOWN, in a dict whose keys are known)
+    made the evaluator's Unknown."""
+    from .derive import UNKNOWN, unsure
+
+    if value is UNKNOWN:
+        return Unknown(f"an item of config.{name} is not decided by the class's code")
+    if not unsure(value):
+        return value
+    if isinstance(value, dict):
+        return {k: _outward(v, name) for k, v in value.items()}
+    return type(value)(_outward(v, name) for v in value)
+
+
+def _inward(value):
+    """The evaluator's Unknown items of a known value as config.derive's UNKNOWN (what a method reads)."""
+    from .derive import UNKNOWN
+
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _inward(v) for k, v in value.items()} if any(
+            isinstance(v, (Unknown, dict, list, tuple)) for v in value.values()) else value
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Unknown, dict, list, tuple)) for v in value):
+        return type(value)(_inward(v) for v in value)
+    return value
 
 
 def normalize(cfg: dict) -> dict:

@@ -137,7 +137,10 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test)))
         if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
-        missing = [f for f in fields if not _holds(config, f)]
+        # a field given as None that the code reads an item of (`config.layer_types[layer_idx]` where the class
+        # leaves layer_types None) has no value the code can use: the checkpoint must give it
+        indexed = set(re.findall(r"\bconfig\.(\w+)\s*\[", test))
+        missing = [f for f in fields if not _holds(config, f) or (f in indexed and _is_none(config, f))]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
         return True, "the configuration gives " + ", ".join(fields)
@@ -158,6 +161,15 @@ def _holds(config, field: str) -> bool:
     try:
         return isinstance(config.attr(field, True), Known) or isinstance(config.attr(field, False), Known)
     except Exception:  # a configuration that cannot answer the field: not given
+        return False
+
+
+def _is_none(config, field: str) -> bool:
+    from ..semantics.values import Known
+
+    try:
+        return all(isinstance(v, Known) and v.value is None for v in (config.attr(field, False), config.attr(field, True)))
+    except Exception:  # a configuration that cannot answer the field
         return False
 
 
