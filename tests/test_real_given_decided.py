@@ -598,3 +598,146 @@ def test_longcat_config_rebuilt_from_the_hf_config(session, hf, given):
     assert not [op for op in mla if op["name"] == "kv_a_layernorm" or "index_copy_" in op["name"]]
     assert not [c for c in _conditions(a) if "q_lora_rank" in c]
     validate_report(a.report)
+
+
+# -- tests on the configuration a model gave, decided through general mechanisms (with the class's defaults,
+# as `all` analyses the registry; a fixture config.json where the class leaves the decisive field open) ---------
+_CONFIGS = ROOT / "fixtures" / "configs"
+
+
+def _ops_at(a, file: str, line: int) -> list:
+    return [op for op in a.report["ops"] if op["file"] == file and op["line"] == line]
+
+
+def test_opt_final_layer_norm_is_an_object_of_a_class_outside_the_trees(session, hf):
+    """OPTDecoder builds `self.final_layer_norm = nn.LayerNorm(...)` when `config.do_layer_norm_before and not
+    config._remove_final_layer_norm` (vllm/model_executor/models/opt.py:247-251; OPTConfig: True, False), else
+    None: torch.nn.LayerNorm is a layer class outside the trees that leaf_ops.yaml lists, so the object is never
+    None and `if self.final_layer_norm is not None:` (:289) holds: the final norm (:290) runs under no test."""
+    a = analyze_in(session, "OPTForCausalLM", Options(hf_root=hf))
+    assert "self.final_layer_norm is not None" not in _by_test(a)
+    final = _ops_at(a, "vllm/model_executor/models/opt.py", 290)
+    assert [(op["layer_class"], op["condition"]) for op in final] == [("LayerNorm", None)], final
+    validate_report(a.report)
+
+
+def test_minicpm3_experts_set_in_a_helper_method(session, hf):
+    """MiniCPMDecoderLayer's __init__ calls `self._init_ffn_block()`, which sets `self.num_experts =
+    getattr(self.config, "num_experts", 0)` and builds the MLP under `if self.num_experts == 0:`
+    (vllm/model_executor/models/minicpm.py:352-353). The attribute is read in that method: MiniCPM3Config does
+    not declare num_experts, so with its defaults alone the test waits on that field (a checkpoint may give it);
+    a whole config.json without it (fixtures/configs/minicpm3.json) makes it 0: MiniCPMMLP, no MoE op."""
+    e = _by_test(analyze_in(session, "MiniCPM3ForCausalLM", Options(hf_root=hf)))["self.num_experts == 0"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "num_experts" in e["why"], e
+    a = analyze_in(session, "MiniCPM3ForCausalLM", Options(config=str(_CONFIGS / "minicpm3.json"), hf_root=hf))
+    assert not [t for t in _by_test(a) if "num_experts" in t]
+    assert not [c for c in _conditions(a) if "num_experts" in c]
+    mlp = {op["layer_class"] for op in a.report["ops"] if op["path"].startswith("model.layers.mlp")}
+    assert {"MergedColumnParallelLinear", "RowParallelLinear"} <= mlp, mlp
+    assert not [op for op in a.report["ops"] if op["kind"] == "moe"]
+    validate_report(a.report)
+
+
+def test_gpt_oss_rotary_kernels_read_on_its_instance(session, hf):
+    """AscendYaRNRotaryEmbedding.forward_oot returns `AscendRotaryEmbedding.forward_oot(self, ...)`
+    (vllm_ascend/ops/rotary_embedding.py): that method runs on the YaRN instance, whose `self.use_mtp =
+    vllm_config.speculative_config and ...` (:360) is falsy without a speculative configuration, so the MTP
+    all-gather (:287-289) is not listed, and its arguments bind after `self`: the kernels are Llama's."""
+    a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(a) if "use_mtp" in t]
+    rope = [op for op in a.report["ops"] if op["path"].endswith("self_attn.rotary_emb") or op["path"].endswith("attn.rotary_emb")]
+    assert rope, [op["path"] for op in a.report["ops"]][:40]
+    names = {(k["name"], k["line"]) for op in rope for k in op["kernels"]}
+    assert ("torch.ops.vllm.all_gather", 289) not in names and ("torch.ops.vllm.npu_rotary_embedding", 321) in names
+    llama = analyze_in(session, "LlamaForCausalLM", Options(hf_root=hf))
+    assert names == {(k["name"], k["line"]) for op in llama.report["ops"] if op["path"].endswith("rotary_emb")
+                     for k in op["kernels"]}
+    validate_report(a.report)
+
+
+def test_olmo_hybrid_rope_from_the_configuration(session, hf):
+    """vLLM's OlmoHybridConfig sets `self.rope_parameters = rope_parameters` (None by default) after
+    `super().__init__(**kwargs)` (vllm/transformers_utils/configs/olmo_hybrid.py:215, :280), so transformers'
+    base does not standardize it and vLLM's patch_rope_parameters does only from a rope_theta: with the class's
+    defaults `self._use_rope` (vllm/model_executor/models/olmo_hybrid.py:142) waits on rope_parameters; the
+    fixture's `rope_parameters` (rope_theta 500000) makes it True: the rotary embedding runs under no test."""
+    e = _by_test(analyze_in(session, "OlmoHybridForCausalLM", Options(hf_root=hf)))["self._use_rope"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "rope_parameters" in e["why"], e
+    a = analyze_in(session, "OlmoHybridForCausalLM", Options(config=str(_CONFIGS / "olmo-hybrid.json"), hf_root=hf))
+    assert "self._use_rope" not in _by_test(a)
+    rope = _ops_at(a, "vllm/model_executor/models/olmo_hybrid.py", 186)
+    assert rope and all("_use_rope" not in (op["condition"] or "") for op in rope), rope
+    validate_report(a.report)
+
+
+def test_apertus_xielu_cuda_path_not_on_ascend(session, hf, real_tree):
+    """XIELU.forward_native runs its CUDA extension `if self._xielu_cuda_obj is not None and input.is_cuda:`
+    (vllm/model_executor/layers/activation.py:778). No tensor of an Ascend host is a CUDA tensor (leaf_ops.yaml
+    platform.tensor_attributes): the Python version runs, under no test. On CUDA the object is set only where
+    `import xielu.ops` succeeds in the `try` around it (:715-718): the test waits on whether that package is
+    installed on the deployment (optional_package), not on the tool."""
+    from fusion_analyze.analysis.session import Session
+
+    a = analyze_in(session, "ApertusForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(a) if "xielu" in t]
+    act = [op for op in a.report["ops"] if op["file"] == "vllm/model_executor/layers/activation.py" and 740 <= op["line"] <= 790]
+    assert act and all("xielu" not in (op["condition"] or "") and "is_cuda" not in (op["condition"] or "") for op in act)
+    cuda = Session.open(str(real_tree("vllm==0.30.0")), None, backend="cuda")
+    e = _by_test(analyze_in(cuda, "ApertusForCausalLM", Options(hf_root=hf)))["self._xielu_cuda_obj is not None"]
+    assert (e["waits_on"], e["given"]) == ("optional_package", False) and "import xielu.ops" in e["why"], e
+    validate_report(a.report)
+
+
+def test_afmoe_layer_types_and_rope(session, hf):
+    """vLLM's AfmoeConfig builds `rope_parameters = {"rope_type": "default", "rope_theta": rope_theta}`
+    (vllm/transformers_utils/configs/afmoe.py:60-62), rope_theta read from kwargs: its rope_type is known, so
+    get_rope builds the default rotary embedding and FoPE / M-RoPE are not listed. Its `layer_types` is None
+    by default: `config.layer_types[layer_idx]` (vllm/model_executor/models/afmoe.py:192) has no value to read,
+    so whether a layer attends locally waits on that field. The fixture gives it (every fourth layer full):
+    the layers fall into kinds, each deciding `self.is_local_attention`, its window and its rotary embedding."""
+    a = analyze_in(session, "AfmoeForCausalLM", Options(hf_root=hf))
+    by = _by_test(a)
+    assert not [t for t in by if any(k in t for k in ("fope", "mrope", "use_mtp"))], list(by)
+    for test in ("self.is_local_attention", "self.sliding_window is not None"):
+        assert (by[test]["waits_on"], by[test]["given"]) == ("config_field", False), by[test]
+        assert "layer_types" in by[test]["why"]
+    c = analyze_in(session, "AfmoeForCausalLM", Options(config=str(_CONFIGS / "afmoe.json"), hf_root=hf))
+    assert not [t for t in _by_test(c) if "is_local_attention" in t or "sliding_window" in t or "rotary" in t]
+    kinds = c.report["layer_kinds"]
+    local = {k["kind"]: k["differs"].get("self_attn.is_local_attention") for k in kinds}
+    assert set(local.values()) == {"True", "False"}, kinds
+    full = [k for k in kinds if k["differs"].get("self_attn.is_local_attention") == "False"]
+    assert [k["layers"] for k in full] == [list(range(3, 32, 4))]
+    rope = {op["attrs"].get("layer_kind") for op in c.report["ops"] if op["path"].endswith("self_attn.rotary_emb")}
+    assert rope == {k["kind"] for k in kinds if k["differs"].get("self_attn.is_local_attention") == "True"}
+    validate_report(c.report)
+
+
+def test_gemma4_text_config_helper_reads_the_configuration(session, hf):
+    """Gemma4Model reads `config = _get_text_config(hf_config)`, which returns `config.text_config` where the
+    configuration has one, else the configuration (vllm/model_executor/models/gemma4.py:213-222): for
+    Gemma4TextConfig (no text_config of its own) either is the same configuration, so its defaults decide:
+    `hidden_size_per_layer_input` 256 builds the per-layer inputs (:1013, :684: gate, projection and norm under
+    no test), `num_kv_shared_layers` 0 shares no layer's KV (:417-420), `hidden_activation` picks GeluAndMul; its
+    `layer_types` (computed in __post_init__ through `(last_layer_type := self.layer_types[-1])`) gives a
+    sliding and a full-attention kind of layer."""
+    a = analyze_in(session, "Gemma4ForCausalLM", Options(hf_root=hf))
+    tests = ("hidden_activation", "hidden_size_per_layer_input", "embed_tokens_per_layer", "is_kv_shared_layer",
+             "per_layer_input_gate", "per_layer_model_projection")
+    assert not [t for t in _by_test(a) if any(k in t for k in tests)], list(_by_test(a))
+    assert not [c for c in _conditions(a) if any(k in c for k in tests)]
+    gate = [op for op in a.report["ops"] if op["path"] == "model.layers.per_layer_input_gate"]
+    assert gate and all(op["condition"] is None for op in gate)
+    assert {op["layer_class"] for op in a.report["ops"] if op["path"] == "model.layers.mlp.act_fn"} == {"GeluAndMul"}
+    assert not _ops_at(a, "vllm/model_executor/models/gemma4.py", 543)  # the KV-shared layer's path
+    assert [k["differs"].get("self_attn.is_sliding") for k in a.report["layer_kinds"]] == ["True", "False"]
+    validate_report(a.report)
+
+
+@pytest.mark.parametrize("arch", ["AfmoeForCausalLM", "Gemma4ForCausalLM", "GptOssForCausalLM", "OlmoHybridForCausalLM",
+                                  "OPTForCausalLM", "MiniCPM3ForCausalLM", "ApertusForCausalLM"])
+def test_nothing_given_left_undecided(session, hf, arch):
+    """With the configuration class's defaults (as `all` analyses the registry), no undecided test of these
+    models waits on something given."""
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    assert not [e for e in a.report["undecided"] if e["given"] is True], a.report["undecided"]

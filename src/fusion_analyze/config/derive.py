@@ -29,6 +29,14 @@ _BUILTINS = {"bool": bool, "int": int, "len": len, "str": str, "min": min, "max"
 _TYPES = {"dict": dict, "list": list, "tuple": tuple, "int": int, "float": float, "str": str, "bool": bool}
 
 
+def unsure(value) -> bool:
+    """A dict some of whose values (at any depth) are not decided: a literal `{"rope_type": "default",
+    "rope_theta": rope_theta}` whose `rope_theta` a preset may give. Its keys and its known items are read;
+    an equality with it, or a search for it, is not decided."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return any(v is UNKNOWN or unsure(v) for v in items)
+
+
 class _Kwargs(dict):
     """`**kwargs` of the configuration's __init__: the keys it does not name as parameters; `complete` says
     whether a key it lacks is absent (a checkpoint's whole config.json) or only not known (a preset's part)."""
@@ -322,7 +330,8 @@ class _Run:
             if any(k is None for k in node.keys):
                 return UNKNOWN
             keys, vals = [self._expr(k) for k in node.keys], [self._expr(v) for v in node.values]
-            return UNKNOWN if any(x is UNKNOWN for x in keys + vals) else dict(zip(keys, vals))
+            # (known keys with values not all known: a dict whose known items are read, see unsure)
+            return UNKNOWN if any(x is UNKNOWN for x in keys) else dict(zip(keys, vals))
         if t is ast.BinOp and type(node.op) in _BINOPS:
             a, b = self._expr(node.left), self._expr(node.right)
             return UNKNOWN if a is UNKNOWN or b is UNKNOWN else _BINOPS[type(node.op)](a, b)
@@ -347,10 +356,16 @@ class _Run:
                 right = self._expr(right_node)
                 if left is UNKNOWN or right is UNKNOWN or type(op) not in _CMPOPS:
                     return UNKNOWN
+                if unsure(left) or (unsure(right) and type(op) not in (ast.In, ast.NotIn)):
+                    return UNKNOWN  # (a key of a dict whose values are not all known is still found in it)
                 if not _CMPOPS[type(op)](left, right):
                     return False
                 left = right
             return True
+        if t is ast.NamedExpr and isinstance(node.target, ast.Name):  # `(last := self.layer_types[-1])`
+            value = self._expr(node.value)
+            self.names[node.target.id] = value
+            return value
         if t is ast.IfExp:
             test = self.truth(node.test)
             return UNKNOWN if test is None else self._expr(node.body if test else node.orelse)
@@ -417,6 +432,8 @@ class _Run:
             if func.id == "range":
                 return range(*args) if all(type(a) is int for a in args) else UNKNOWN
             if func.id in _BUILTINS and func.id not in self.names:
+                if func.id == "str" and any(unsure(a) for a in args):
+                    return UNKNOWN
                 return _BUILTINS[func.id](*args)
             return UNKNOWN
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \

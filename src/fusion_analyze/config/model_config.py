@@ -51,6 +51,10 @@ class ConfigClass:
     # the names its body (or a base's) gives a value: class attributes, fields with a default, methods and
     # properties; `hasattr(config, name)` holds for them whatever the configuration gives
     class_attrs: set = field(default_factory=set)
+    # its __init__ sets `self.rope_parameters` only after `super().__init__(...)` (vLLM's OlmoHybridConfig):
+    # transformers' base finds none to standardize when it runs (PreTrainedConfig.__post_init__ standardizes an
+    # existing `rope_parameters`), and vLLM's patch_rope_parameters does only from a `rope_theta` it is given
+    rope_late: bool = False
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -111,7 +115,7 @@ class ConfigFacts:
 
             self._derived = derive_fields(cls.inits, cls.declared, {**cls.defaults, **cls.fields}, self.values, self.complete,
                                           self.left_out, frozenset(cls.class_attrs), self.absent)
-        return Known(self._derived[name]) if name in self._derived else None
+        return Known(_outward(self._derived[name], name)) if name in self._derived else None
 
     def _values(self, text: bool) -> dict:
         sub = self.values.get("text_config") if text else None
@@ -137,7 +141,7 @@ class ConfigFacts:
         from .derive import UNKNOWN, run_method
 
         def raw(value: Value):
-            return value.value if isinstance(value, Known) else UNKNOWN
+            return _inward(value.value) if isinstance(value, Known) else UNKNOWN
 
         def field_of(field: str):
             if field in cls.methods and not cls.methods[field][1]:
@@ -148,7 +152,7 @@ class ConfigFacts:
                          else UNKNOWN, self._depth)
         if got is UNKNOWN:
             return Unknown(f"config.{name}{'' if found[1] else '(...)'} is not decided by {cls.name}'s code")
-        return Known(got)
+        return Known(_outward(got, name))
 
     def attr(self, name: str, text: bool = False) -> Value:
         values, cls = self._values(text), self.cls
@@ -170,6 +174,14 @@ class ConfigFacts:
                 return Unknown(f"config.{name} is computed by {cls.name} from other fields")
             if real in cls.defaults:
                 default = cls.defaults[real]
+                if real == _ROPE and default is None and cls.rope_late:
+                    theta = cls.defaults.get("rope_theta")
+                    if isinstance(theta, (int, float)) and not isinstance(theta, bool):
+                        return Known({"rope_type": "default", "rope_theta": theta})  # vLLM standardizes it
+                    if self.complete or "rope_theta" in self.absent:
+                        return Known(None)  # nothing standardizes it: no rope
+                    return Unknown(f"config.rope_parameters: {cls.name} sets it after transformers' base has run, "
+                                   f"so it is standardized only from a rope_theta the configuration may give")
                 if real == _ROPE and default is None:  # standardized to the default rope when not given
                     rope = {"rope_type": "default"}
                     if isinstance(cls.defaults.get("default_theta"), (int, float)):
@@ -279,6 +291,34 @@ class ConfigFacts:
     def to_json(self) -> dict:
         return {"decided_by": self.describe_source(), "config": self.source, "complete": self.complete,
                 "model_type": self.model_type, "class": self.cls.to_json() if self.cls else None}
+
+
+def _outward(value, name: str):
+    """A value config.derive computed, its items not decided (derive.UNKNOWN, in a dict whose keys are known)
+    made the evaluator's Unknown."""
+    from .derive import UNKNOWN, unsure
+
+    if value is UNKNOWN:
+        return Unknown(f"an item of config.{name} is not decided by the class's code")
+    if not unsure(value):
+        return value
+    if isinstance(value, dict):
+        return {k: _outward(v, name) for k, v in value.items()}
+    return type(value)(_outward(v, name) for v in value)
+
+
+def _inward(value):
+    """The evaluator's Unknown items of a known value as config.derive's UNKNOWN (what a method reads)."""
+    from .derive import UNKNOWN
+
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _inward(v) for k, v in value.items()} if any(
+            isinstance(v, (Unknown, dict, list, tuple)) for v in value.values()) else value
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Unknown, dict, list, tuple)) for v in value):
+        return type(value)(_inward(v) for v in value)
+    return value
 
 
 def normalize(cfg: dict) -> dict:
@@ -490,6 +530,7 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
                          set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods),
                          set(base.class_attrs) | cls.class_attrs)
     merged.defaults.update(cls.defaults)
+    merged.rope_late = cls.rope_late
     for name in cls.computed:
         merged.defaults.pop(name, None)
     return merged
@@ -652,6 +693,17 @@ def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
                         cls.elsewhere.add(t.attr)
 
 
+def _set_after_base(fn: ast.FunctionDef, name: str) -> bool:
+    """`fn` (an __init__) assigns `self.<name>` only after its `super().__init__(...)` call."""
+    base = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "__init__" and isinstance(n.func.value, ast.Call)
+            and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super"]
+    sets = [n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and t.attr == name]
+    return bool(base and sets) and min(sets) > min(base)
+
+
 def _other_than_default(test, cls: ConfigClass) -> bool:
     """`self.x == literal` where x's declared default is another literal."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
@@ -679,6 +731,8 @@ def _read_init(fn: ast.FunctionDef, cls: ConfigClass) -> None:
                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
     for name in rebound:
         param_defaults.pop(name, None)
+    if fn.name == "__init__":
+        cls.rope_late = _set_after_base(fn, _ROPE)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Assign) or id(node) in idle:
             continue

@@ -66,6 +66,9 @@ class Environment:
     def platform_truth(self, expr: cst.BaseExpression) -> Truth:
         """`current_platform.is_rocm()`, `<object>.is_cuda()`: what vLLM's platform answers on the backend walked
         (leaf_ops.yaml `platform`), decided from the call's code; UNKNOWN for anything else."""
+        if type(expr) is cst.Attribute and type(expr.value) is not cst.Call and not (
+                type(expr.value) is cst.Name and expr.value.value == _platform(self.backend)[2]):
+            return _tensor_attribute(self.backend, expr.attr.value)  # `input.is_cuda`: a tensor's device
         if type(expr) is not cst.Call or expr.args:
             return Truth.UNKNOWN
         func = expr.func
@@ -289,6 +292,16 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     else:
         answers = dict(tables.get(backend) or {})
     return answers, frozenset(spec.any_object), spec.platform_object
+
+
+def _tensor_attribute(backend: str | None, name: str) -> Truth:
+    """`<tensor>.<name>` (leaf_ops.yaml `platform.tensor_attributes`): what every tensor of `backend` answers
+    (`x.is_cuda` is false on Ascend); UNKNOWN for any other attribute or backend."""
+    from ..catalog import catalog
+
+    spec = catalog().typed.leaf_ops.platform
+    answers = (spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {}
+    return Truth.of(answers[name]) if name in answers else Truth.UNKNOWN
 
 
 def _platform_method(index, backend: str | None, name: str) -> Truth:

@@ -555,6 +555,11 @@ class Evaluator:
             got = self._selector_default(holder, attr, depth)
             if got is not None:  # `attention_config.backend`: the default the attention selector reads too
                 return got
+        if isinstance(base, ConfigRef) and attr == "text_config" and not base.text:
+            # `config.text_config`: the text part of the configuration, read where it is one (what
+            # `hf_text_config` and `get_text_config()` are), unless the configuration gives it as None
+            got = self._config_read(("attr", attr, False), lambda config: config.attr(attr, False), base)
+            return got if isinstance(got, Known) and got.value is None else ConfigRef(True, base.rebuilt)
         if isinstance(base, ConfigRef):
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text), base)
         if isinstance(base, Known) and isinstance(base.value, dict):
@@ -981,6 +986,8 @@ class Evaluator:
             return rebuilt if rebuilt is not None else NotNone(target.name)
         if target is None and index.dotted(module, call.func) in _never_none():  # torch.nn.Parameter(...)
             return NotNone(index.dotted(module, call.func))
+        if target is None and _outside_layer_class(index, index.dotted(module, call.func)):
+            return NotNone(index.dotted(module, call.func))  # `nn.LayerNorm(...)`: a module object, never None
         if kind != "function" or depth > _MAX_INFER // 2:
             if kind == "function":
                 self._too_deep += 1
@@ -1041,7 +1048,24 @@ class Evaluator:
             got = [self.infer(v, inner, depth) for v, _c in returns]
             if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
                 return got[0]
+            one = self._one_configuration(got)
+            if one is not None:  # `return config.text_config` / `return config`: the text configuration either way
+                return one
         return None
+
+    def _one_configuration(self, got: list) -> ConfigRef | None:
+        """The configuration every one of `got` reads (a function that returns `config.text_config` where the
+        configuration has one, else `config` itself: gemma4.py `_get_text_config`): ConfigRefs of one
+        configuration whose text part is the configuration itself (it gives no `text_config` of its own), so
+        that whichever is returned the same fields are read; None otherwise."""
+        if not got or not all(isinstance(g, ConfigRef) for g in got) or len({g.rebuilt for g in got}) != 1 \
+                or self.config is None:
+            return None
+        first = got[0]
+        if len({g.text for g in got}) == 1:
+            return first
+        facts = self._facts(self.config, first.rebuilt)
+        return ConfigRef(True, first.rebuilt) if "text_config" not in facts.values else None
 
     def _decision_key(self, fn, call: cst.Call, scope, depth: int, item: int | None):
         """The memo key of a decision function's call: the function, the argument expressions (a test of a
@@ -1449,6 +1473,16 @@ def _tuple_item(expr, k: int):
     if not isinstance(expr, cst.Tuple) or any(type(e) is not cst.Element for e in expr.elements):
         return None
     return expr.elements[k].value if 0 <= k < len(expr.elements) else None
+
+
+def _outside_layer_class(index, dotted: str | None) -> bool:
+    """`dotted` names a layer class outside the trees that the taxonomy lists (leaf_ops.yaml `classes`:
+    torch.nn.LayerNorm): calling it builds a module."""
+    from ..catalog.taxonomy import leaf_for_class_names
+
+    if not dotted or "." not in dotted or dotted.split(".")[0] in index.trees:
+        return False
+    return leaf_for_class_names([dotted.rsplit(".", 1)[-1]]) is not None
 
 
 def _names_model_config(expr) -> bool:

@@ -86,7 +86,7 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
 
 # what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
 # construction: a name that looks like one there is not read as one; the layer index is decided per kind)
-_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field")
+_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field", "optional_package")
 
 
 def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
@@ -122,6 +122,8 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         if deployment is not None and getattr(deployment, "tp", None) is not None:
             return True, "the tensor-parallel size is stated"
         return False, "an engine argument not given (--tensor-parallel-size)"
+    if name == "optional_package":
+        return False, "whether a package outside the trees that the code imports first is installed on the deployment"
     if name == "engine_argument":
         return True, "the engine arguments given (or vLLM's defaults) decide it"
     if name == "dtype":
@@ -135,7 +137,10 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test)))
         if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
-        missing = [f for f in fields if not _holds(config, f)]
+        # a field given as None that the code reads an item of (`config.layer_types[layer_idx]` where the class
+        # leaves layer_types None) has no value the code can use: the checkpoint must give it
+        indexed = set(re.findall(r"\bconfig\.(\w+)\s*\[", test))
+        missing = [f for f in fields if not _holds(config, f) or (f in indexed and _is_none(config, f))]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
         return True, "the configuration gives " + ", ".join(fields)
@@ -156,6 +161,15 @@ def _holds(config, field: str) -> bool:
     try:
         return isinstance(config.attr(field, True), Known) or isinstance(config.attr(field, False), Known)
     except Exception:  # a configuration that cannot answer the field: not given
+        return False
+
+
+def _is_none(config, field: str) -> bool:
+    from ..semantics.values import Known
+
+    try:
+        return all(isinstance(v, Known) and v.value is None for v in (config.attr(field, False), config.attr(field, True)))
+    except Exception:  # a configuration that cannot answer the field
         return False
 
 

@@ -8,12 +8,15 @@ import libcst as cst
 
 from ...catalog import catalog
 from ...index.modules import Definition
-from .default_choice import pick
+from .default_choice import _explain, pick
 from .instance import Instance, _layer_list
 from ...semantics.scope import Scope, bind_params
 from ...semantics.function_bodies import tables
-from ...ir.conditions import join
+from ...ir.conditions import Condition, Truth, impossible, join
+from ...semantics.values import Bindings
 from ...ir.texts import say
+
+_NO_BINDINGS = Bindings()
 
 
 class AttrSources:
@@ -83,9 +86,20 @@ class AttrSources:
             options = []
             for expr, cond, hpos in assigned:
                 self._fill_locals(helper, hscope, found.module, before=hpos)
+                decided = self.evaluator.decide(cond, _NO_BINDINGS, scope=hscope)
+                if decided is Truth.FALSE:
+                    continue  # the configuration rules this assignment out
+                if decided is Truth.TRUE:
+                    options, cond = [], None  # it runs, and replaces what earlier assignments built
+                else:
+                    local_text = {t: found.module.code(v).strip()
+                                  for t, v, _c, _p in tables(helper, found.module).local_assignments}
+                    cond = _explain(self._traced(decided, hscope) if isinstance(decided, Condition) else None,
+                                    local_text)
                 for alt in self.evaluate(expr, hscope, depth + 1):
                     alt.condition = join(cond, alt.condition)
-                    options.append(alt)
+                    if not impossible(alt.condition):
+                        options.append(alt)
             if options:
                 return pick(options)
         return None

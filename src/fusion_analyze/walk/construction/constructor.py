@@ -10,7 +10,7 @@ import libcst as cst
 from ...catalog import catalog
 from ...locate.ascend import Patch, Replacements
 from ...index.modules import Definition, ModuleIndex
-from ...index.nodes import iter_nodes
+from ...index.nodes import find_all, iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.callees import Callee
@@ -600,9 +600,35 @@ class Constructor(AttrSources, OtherChoices):
             assigned = True
             break
         if not assigned and inst.cls is not None:
+            helped = self._helper_value(inst, name, evaluator, depth)
+            if helped is not None:
+                result, assigned = helped, True
+        if not assigned and inst.cls is not None:
             result = self._object_value(inst, name, evaluator, depth) or result
         self._values[key] = (inst, result)
         return result
+
+    def _helper_value(self, inst: Instance, name: str, evaluator, depth: int):
+        """`self.<name>` that no __init__ of the chain assigns but a method it calls does
+        (`self._init_ffn_block()`: `self.num_experts = getattr(self.config, "num_experts", 0)`, minicpm.py): its
+        assignments read in that method, its parameters bound to the call; None where no such method assigns it."""
+        for c, fn, scope, pos, call in self._init_self_calls(inst):
+            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
+            if found is None or found[1].name.value == "__init__":
+                continue
+            helper = found[1]
+            assigned = tables(helper, found.module).self_assignments.get(name, ())
+            if not assigned:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            hscope = Scope(module=found.module, owner=inst)
+            bind_params(helper, call, scope, hscope, skip_self=True)
+            try:
+                return self._read_assignments(inst, name, evaluator, depth, _in_module(found[0], found.module),
+                                              helper, hscope, assigned)
+            finally:
+                scope.version += 1
+        return None
 
     def _object_value(self, inst: Instance, name: str, evaluator, depth: int):
         """`self.<name>` of an object no __init__ of the trees assigns it (semantics/objects.py): a @dataclass's
@@ -701,8 +727,26 @@ class Constructor(AttrSources, OtherChoices):
                     for term in (cond.terms if cond is not None else ()):
                         if term.expr is not None:
                             code(term.expr, scope, left - 1)
+                    out.extend(self._optional_imports(fn, c.module, expr))
                 if found:
                     return
+            for c, fn, scope, pos, call in self._init_self_calls(owner):  # a method __init__ calls assigns it
+                met = self.method(owner.cls, call.func.attr.value)
+                if met is None or met[1].name.value == "__init__":
+                    continue
+                found = tables(met[1], met.module).self_assignments.get(attr_name, ())
+                if not found:
+                    continue
+                self._fill_locals(fn, scope, c.module, before=pos)
+                hscope = Scope(module=met.module, owner=owner)
+                bind_params(met[1], call, scope, hscope, skip_self=True)
+                for expr, cond, hpos in found:
+                    self._fill_locals(met[1], hscope, met.module, before=hpos)
+                    code(expr, hscope, left - 1)
+                    for term in (cond.terms if cond is not None else ()):
+                        if term.expr is not None:
+                            code(term.expr, hscope, left - 1)
+                return
             called = self._calls.get((id(owner), attr_name))
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
@@ -806,6 +850,26 @@ class Constructor(AttrSources, OtherChoices):
 
         attr(inst, name, depth)
         return list(dict.fromkeys(out))
+
+    def _optional_imports(self, fn: cst.FunctionDef, module, expr) -> list[str]:
+        """The imports of packages outside the trees that a `try` around `expr` makes before it (`try: import
+        xielu.ops` then `self._xielu_cuda_obj = torch.classes.xielu.XIELU()`, vllm/model_executor/layers/
+        activation.py): whether the assignment runs is whether they import on the deployment."""
+        out = []
+        for t in find_all(fn, cst.Try):
+            stmts = list(t.body.body)
+            at = next((i for i, st in enumerate(stmts) if any(n is expr for n in find_all(st, type(expr)))), None)
+            for st in stmts[:at] if at is not None else ():
+                for small in st.body if type(st) is cst.SimpleStatementLine else ():
+                    if type(small) is cst.Import:
+                        names = [code_of(module, a.name) for a in small.names]
+                    elif type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+                        names = [code_of(module, small.module)]
+                    else:
+                        continue
+                    if any(n.split(".")[0] not in self.index.trees for n in names):
+                        out.append(" ".join(code_of(module, small).split()))
+        return out
 
     def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
         """`self.gate = nn.Linear(...)`: (the dotted name of the constructor outside the trees, its call, the

@@ -366,6 +366,22 @@ class Backends:
                     fn = found[1]
                     self._collect(sub_impl, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
+        # Cls.m(self, ...): a method of a named class run on the caller's own instance
+        # (AscendYaRNRotaryEmbedding.forward_oot: `return AscendRotaryEmbedding.forward_oot(self, ...)`): its
+        # `self.x` are the instance's, the other arguments bound to the parameters after self
+        if impl is not None and type(func) is cst.Attribute and isinstance(func.value, (cst.Name, cst.Attribute)) \
+                and call.args and call.args[0].keyword is None and not call.args[0].star \
+                and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self":
+            named = self.index.resolve_expr(module, func.value)
+            found = self.ctor.method(named, func.attr.value) \
+                if isinstance(named, Definition) and named.kind == "class" else None
+            if found is not None and _takes_self(found[1]):
+                fn = found[1]
+                rest = call.with_changes(args=call.args[1:])
+                start = len(out)
+                self._collect(impl, found.module, fn, facts.for_call(fn, rest, vo), out, depth + 1, seen, cond)
+                self._native(named, fn, module, call, cond, out, start)
+                return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
         if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
             made = c.returned_by
@@ -505,6 +521,13 @@ class Backends:
             if fn is not None:
                 return c, fn
         return None
+
+
+def _takes_self(fn: cst.FunctionDef) -> bool:
+    """A plain method: its first parameter is `self` (not a static or class method)."""
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    return bool(params) and params[0].name.value == "self" and not any(
+        type(d.decorator) is cst.Name and d.decorator.value in ("staticmethod", "classmethod") for d in fn.decorators)
 
 
 def _NOT_KERNEL_PACKAGES() -> frozenset:
