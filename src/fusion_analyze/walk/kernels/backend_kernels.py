@@ -373,14 +373,14 @@ class Backends:
                 and call.args and call.args[0].keyword is None and not call.args[0].star \
                 and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self":
             named = self.index.resolve_expr(module, func.value)
-            found = self.ctor.method(named, func.attr.value) \
+            ran = self.ctor.method(named, func.attr.value) \
                 if isinstance(named, Definition) and named.kind == "class" else None
-            if found is not None and _takes_self(found[1]):
-                fn = found[1]
+            if ran is not None and isinstance(named, Definition) and _takes_self(ran[1]):
+                ran_fn: cst.FunctionDef = ran[1]
                 rest = call.with_changes(args=call.args[1:])
                 start = len(out)
-                self._collect(impl, found.module, fn, facts.for_call(fn, rest, vo), out, depth + 1, seen, cond)
-                self._native(named, fn, module, call, cond, out, start)
+                self._collect(impl, ran.module, ran_fn, facts.for_call(ran_fn, rest, vo), out, depth + 1, seen, cond)
+                self._native(named, ran_fn, module, call, cond, out, start)
                 return
         # f().m(...): a method of the class f's return annotation names (get_tp_group() -> GroupCoordinator)
         if type(func) is cst.Attribute and type(func.value) is cst.Call and isinstance(func.value.func, (cst.Name, cst.Attribute)):
