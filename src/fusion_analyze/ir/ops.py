@@ -92,6 +92,9 @@ class OpAttrs(TypedDict, total=False):
     other_branch: bool  # on the side of an undecided test (or another layer class) that is not steady
     once: str  # run once, not per step: the lazy initialisation's guard that holds from the second call on (walk/host.py)
     reason: str  # an unknown op: why the walk could not follow the call
+    # a vLLM custom op (torch.ops.vllm.<name>) running the calling layer's methods whose function the walk does not
+    # follow (a test nothing decides, a statement of another form): why; only its kernels are read
+    not_walked: str
     # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
     # `target = value (file:line)` each
     not_followed: list[str]

@@ -171,6 +171,9 @@ class WalkerState:
         layer_kinds: list[dict]
         kind_undecided: tuple | None
         tensor_values: set[str]
+        _moe_holders: dict
+        _role_kinds: dict
+        _role_paths: dict
 
         def _value(self, name: str) -> str: ...
 

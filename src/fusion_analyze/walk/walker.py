@@ -58,6 +58,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.locations: dict[str, RoleLocation] = {}
         self._role_paths: dict[str, str] = {}  # role -> module path of the submodule that plays it
         self._role_kinds: dict[tuple, object] = {}  # (role, layer kind) -> its location in that kind of layer
+        self._moe_holders: dict[str, Instance] = {}  # a MoE op's id -> the module whose forward calls it
         self._counter = 0
         self._ids: dict[str, int] = {}
         self.section = "prologue"
