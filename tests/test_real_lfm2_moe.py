@@ -41,7 +41,7 @@ def test_short_conv_custom_op_is_walked_into_forward_cuda(session, lfm2):
     ascend's patched causal_conv1d) are ops of the layer, not one opaque kernel."""
     ops = [op for op in lfm2.walk.ops if op.section == "layer"]
     assert not [op for op in ops if op.kind == "kernel" and op.name == "short_conv"]
-    for kind in (0, 2):  # both ShortConv kinds (the dense and the MoE ones)
+    for kind in (0, 1, 3):  # the ShortConv kinds (layer 0, layer 1 and the MoE ones)
         mine = [op for op in ops if op.attrs.get("layer_kind") == kind and op.path.startswith("model.layers.short_conv")]
         names = [(op.kind, op.name) for op in mine]
         assert ("matmul", "in_proj") in names and ("matmul", "out_proj") in names, names
@@ -52,3 +52,37 @@ def test_short_conv_custom_op_is_walked_into_forward_cuda(session, lfm2):
         conv = [op for op in mine if "patch_triton.py" in str(op.attrs.get("replaced_by"))]
         assert conv and all(op.file == "vllm_ascend/ops/causal_conv1d.py" for op in conv)
     validate_report(lfm2.report)
+
+
+def test_first_layer_runs_the_plain_rmsnorm(session, lfm2):
+    """The model loop starts with `residual = None` (lfm2_moe.py:477): layer 0's operator_norm runs the plain
+    RMSNorm (`npu_rms_norm`, lfm2_moe.py:380), the others add + RMSNorm (:382). Layers 0 and 1 (the dense
+    ShortConv layers) are two kinds, told apart by the residual the loop hands them; the test is decided."""
+    kinds = lfm2.report["layer_kinds"]
+    assert [k["ranges"] for k in kinds[:2]] == [[[0, 0]], [[1, 1]]]
+    assert [k["count"] for k in kinds] == [1, 1, 6, 16]
+    assert {k["differs"]["feed_forward"] for k in kinds[:2]} == {"Lfm2MoeMlp"}
+    assert [k["differs"]["residual"] for k in kinds[:2]] == ["the loop's initial value (the first layer)",
+                                                             "the previous layer's output"]
+    norms = {op.attrs["layer_kind"]: op for op in lfm2.walk.ops if op.name == "operator_norm"}
+    assert sorted(norms) == [0, 1, 2, 3] and all(op.steady and op.condition is None for op in norms.values())
+    first = norms[0]
+    assert first.kind == "rmsnorm" and [k.name for k in first.kernels] == ["torch_npu.npu_rms_norm"]
+    assert "self.operator_norm(hidden_states)" in _text(session, first.file, first.line)
+    for kind in (1, 3):
+        assert norms[kind].kind == "add_rmsnorm"
+        assert [k.name for k in norms[kind].kernels] == ["torch.ops._C_ascend.npu_add_rms_norm_bias"]
+        assert "self.operator_norm(hidden_states, residual)" in _text(session, norms[kind].file, norms[kind].line)
+    assert not [u for u in lfm2.report["undecided"] if u["test"] == "residual is None"]
+    for model in lfm2.steps.values():
+        assert model.step.kind_counts == [1, 1, 6, 16]
+
+
+def test_moe_join_without_shared_experts_is_not_walked(session, lfm2):
+    """Lfm2MoeSparseMoeBlock builds its FusedMoE without shared experts (lfm2_moe.py:142-159), so the runner's
+    `ascend_shared_experts` is None (vllm_ascend fused_moe.py:129) and `shared_output` stays None: the
+    shared + routed `torch._foreach_add` join (fused_moe.py:240) never runs, and no join op is listed."""
+    moe = [op for op in lfm2.walk.ops if op.kind == "moe"]
+    assert moe and all("join" not in op.attrs.get("expanded", []) for op in moe)
+    assert not [op for op in lfm2.walk.ops if op.kind == "moe_join"]
+    assert not [k for op in lfm2.walk.ops for k in op.kernels if k.name == "torch._foreach_add"]

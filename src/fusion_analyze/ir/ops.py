@@ -149,6 +149,10 @@ class Op:
     # kind in (`hidden_states`); match/matcher.py feeds every kind's, not only the last walked kind's, into the
     # next layer's first ops (not in the report)
     carried: dict = field(default_factory=dict, compare=False, repr=False)
+    # an op of the loop's first decoder layer, walked apart with the values the loop starts with (`residual` None):
+    # no layer before it feeds it (loop_carried's back edges do not reach it: match/matcher.py, estimate/cost.py),
+    # where the layers are of several kinds (not in the report)
+    entry: bool = field(default=False, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {

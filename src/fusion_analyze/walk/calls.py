@@ -443,8 +443,9 @@ class Calls(WalkerState):
 
     def _custom_op_body(self, stmts, module, layer=None, calls=None):
         """(the name the layer is bound to, the calls of the body in order) of a custom op's function, through
-        the `if`s the values decide; a str saying why it is not read where its shape is another or a test is
-        not decided."""
+        the `if`s its module's values decide (vLLM's platform checks, module constants); a str saying why it is
+        not read where its shape is another or a test is not decided so (a test of the function's parameters,
+        Qwen3-Next's GDN core `if use_aiter:`, is left to the kernel reader)."""
         calls = [] if calls is None else calls
         for stmt in stmts:
             if type(stmt) is cst.If:
