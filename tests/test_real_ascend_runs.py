@@ -175,6 +175,7 @@ def test_the_moe_runner_as_it_runs(session, hf, arch):
     assert seq[0].kind == "matmul" and (seq[0].attrs.get("role") == "router" or seq[0].name == "gate")
     shared = [i for i, op in enumerate(seq) if op.attrs.get("role") == "shared_expert"]
     joins = [i for i, op in enumerate(seq) if op.kind == "moe_join"]
+    assert bool(joins) == bool(shared)  # the join of the shared experts' output: none without shared experts
     if shared:  # routed, then shared, then the join
         combine = max(i for i, op in enumerate(seq) if op.kind == "moe_combine")
         assert combine < min(shared) and joins and max(shared) < joins[0]

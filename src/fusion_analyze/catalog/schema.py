@@ -302,6 +302,10 @@ class Part:
     own_only: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     steps: tuple[StepVariant, ...] = ()
+    # an attribute of the layer (read on its backend's class, as the walk built it) that holds what the part
+    # works on: where the construction leaves it None, the part has nothing to do and is not emitted (the join
+    # of the shared experts' output, where the model hands the runner no shared experts)
+    needs: str | None = None
 
     def problems(self) -> Problems:
         where = [k for k, v in (("layer", self.layer), ("class", self.cls), ("attr", self.attr),

@@ -198,7 +198,7 @@ class StepModel:
         if self._next is None:
             self._next = {}
             for w, outs in loop_carried([o for o in self.ops if o.steady]).items():
-                layer = [r for r in self.readers_of(w) if r.section == "layer"]
+                layer = [r for r in self.readers_of(w) if r.section == "layer" and not r.entry]
                 for u in outs:
                     for key in dict.fromkeys((u, self.root.get(u, u))):
                         self._next.setdefault(key, []).extend(layer)

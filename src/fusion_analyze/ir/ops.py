@@ -92,6 +92,9 @@ class OpAttrs(TypedDict, total=False):
     other_branch: bool  # on the side of an undecided test (or another layer class) that is not steady
     once: str  # run once, not per step: the lazy initialisation's guard that holds from the second call on (walk/host.py)
     reason: str  # an unknown op: why the walk could not follow the call
+    # a vLLM custom op (torch.ops.vllm.<name>) running the calling layer's methods whose function the walk does not
+    # follow (a test nothing decides, a statement of another form): why; only its kernels are read
+    not_walked: str
     # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
     # `target = value (file:line)` each
     not_followed: list[str]
@@ -146,6 +149,10 @@ class Op:
     # kind in (`hidden_states`); match/matcher.py feeds every kind's, not only the last walked kind's, into the
     # next layer's first ops (not in the report)
     carried: dict = field(default_factory=dict, compare=False, repr=False)
+    # an op of the loop's first decoder layer, walked apart with the values the loop starts with (`residual` None):
+    # no layer before it feeds it (loop_carried's back edges do not reach it: match/matcher.py, estimate/cost.py),
+    # where the layers are of several kinds (not in the report)
+    entry: bool = field(default=False, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {

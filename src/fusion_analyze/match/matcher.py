@@ -67,7 +67,7 @@ class Graph:
             if v in seen:
                 continue
             seen.add(v)
-            if not carried:
+            if not carried and not op.entry:  # (the loop's first layer: no layer before it)
                 stack.extend((w, True) for w in self.back.get(v, ()))
             p = self.producer.get(v)
             if p is None or p.id == op.id or (not carried and self.pos[p.id] >= here):

@@ -388,7 +388,9 @@ def _render(tmpl, data: dict, lang: str) -> str:
         for kd in data["layer_kinds"]:
             rows = [op for op in ops if op["section"] == "layer" and op["attrs"].get("layer_kind") == kd["kind"]]
             said = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in kd["ranges"][:6]) + (", …" if len(kd["ranges"]) > 6 else "")
-            differs = ", ".join(f"`{k}`: `{v}`" for k, v in kd["differs"].items())
+            # a value is code (a class, a configuration value), or a sentence (the first layer's carried values)
+            differs = ", ".join(f"`{k}`: {T(v)}" if T(v) != v or v in T.known else f"`{k}`: `{v}`"
+                                for k, v in kd["differs"].items())
             kinds.append({"title": L["layer_kind"].format(k=kd["kind"] + 1, ranges=said, count=kd["count"], of=kd["of"])
                           + (f" — {differs}" if differs else ""), "rows": _blocks(rows, L)})
         ops = [op for op in ops if op["section"] != "layer"]

@@ -325,11 +325,14 @@ class Calls(WalkerState):
         inputs = _flat(args, kwargs)
         if is_kernel(dotted):
             target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            why = None  # why the custom op's function is not walked (its kernels are read), said on the op
             if target is not None and frame.inst is not None and self.backends.runs_layer(target):
                 walked = self._layer_custom_op(s, dotted, target, args, kwargs)
-                if walked is not None:  # its function's body: the layer's methods, walked as ops of the layer
+                if isinstance(walked, list):  # its function's body: the layer's methods, walked as ops of the layer
                     return walked
-            out = self._op(frame, "kernel", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
+                why = walked
+            out = self._op(frame, "kernel", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady,
+                           attrs={"not_walked": why} if why else None)
             self.ops[-1].kernels = [Kernel(dotted, frame.module.rel, frame.module.line_of(s.call), None)]
             if target is not None:  # one that runs a method of the calling layer reads it on the layer (patches too)
                 layer = frame.inst.cls if frame.inst is not None and self.backends.runs_layer(target) else None
@@ -388,32 +391,22 @@ class Calls(WalkerState):
             return self._op(frame, "torch", dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         return self._unknown_op(frame, stmt, name, inputs, hint, cond, steady, say("unknown_callee"))
 
-    def _layer_custom_op(self, s: CallSite, dotted: str, target: Definition, args, kwargs) -> list[str] | None:
+    def _layer_custom_op(self, s: CallSite, dotted: str, target: Definition, args, kwargs) -> list[str] | str | None:
         """`torch.ops.vllm.<name>(..., layer_name)` whose function takes the calling layer from the forward context
         (`self = forward_context.no_compile_layers[layer_name]`) and calls its methods: each call walked as the
         layer's own (its class on this backend, patches too), the op's parameters handed on by name. The body read
-        is straight-line: the layer bound once, then calls of `layer.m(...)` or `layer.sub.m(layer, ...)` (a
-        submodule's method given the layer); a body that tests (`if use_aiter:`) is left to the kernel reader
-        (None). A call of another form, or a submodule the walk does not know, is a replacement not followed."""
+        is straight-line but for `if`s the values decide (`if not current_platform.is_cpu():` on a device: its
+        branch alone is read): the layer bound once, then calls of `layer.m(...)` or `layer.sub.m(layer, ...)` (a
+        submodule's method given the layer). A body of another shape, or one that tests what nothing decides
+        (`if use_aiter:`), is left to the kernel reader: the reason (str), said on the op. A call of another
+        form, or a submodule the walk does not know, is a replacement not followed (None)."""
         fn, module = target.node, target.module
-        layer, calls = None, []
-        for stmt in fn.body.body:
-            if type(stmt) is not cst.SimpleStatementLine:
-                return None
-            for small in stmt.body:
-                if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
-                    value = small.value
-                    if (type(value) is cst.Subscript and type(value.value) is cst.Attribute
-                            and value.value.attr.value == "no_compile_layers"):
-                        layer = small.targets[0].target.value
-                elif type(small) is cst.Expr and type(small.value) is cst.Call:
-                    calls.append(small.value)
-                elif type(small) is cst.AnnAssign and type(small.value) is cst.Call:
-                    continue  # forward_context: ForwardContext = get_forward_context()
-                elif not (type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.ConcatenatedString)):
-                    return None
+        read = self._custom_op_body(fn.body.body, module)
+        if isinstance(read, str):
+            return read
+        layer, calls = read
         if layer is None or not calls:
-            return None
+            return say("custom_op_body_not_read", fn=target.name, where=f"{module.rel}:{module.line_of(fn)}")
         frame, inst = s.frame, s.frame.inst
         bound = dict(bind_arguments(fn, args, kwargs, skip_self=False))
 
@@ -447,6 +440,41 @@ class Calls(WalkerState):
             facts = Bindings(dict(), self._attr_facts(owner))
             out = self._expand(owner, method, pos, kw, path, facts, s.cond) or out
         return out
+
+    def _custom_op_body(self, stmts, module, layer=None, calls=None):
+        """(the name the layer is bound to, the calls of the body in order) of a custom op's function, through
+        the `if`s its module's values decide (vLLM's platform checks, module constants); a str saying why it is
+        not read where its shape is another or a test is not decided so (a test of the function's parameters,
+        Qwen3-Next's GDN core `if use_aiter:`, is left to the kernel reader)."""
+        calls = [] if calls is None else calls
+        for stmt in stmts:
+            if type(stmt) is cst.If:
+                truth = self.ctor.evaluator.truth(stmt.test, module)
+                if truth is Truth.UNKNOWN:
+                    return say("custom_op_test_not_decided", test=" ".join(module.code(stmt.test).split()),
+                               where=f"{module.rel}:{module.line_of(stmt)}")
+                branch = stmt.body.body if truth is Truth.TRUE else (
+                    [stmt.orelse] if type(stmt.orelse) is cst.If else stmt.orelse.body.body if stmt.orelse is not None else [])
+                got = self._custom_op_body(branch, module, layer, calls)
+                if isinstance(got, str):
+                    return got
+                layer = got[0]
+                continue
+            if type(stmt) is not cst.SimpleStatementLine:
+                return say("custom_op_statement_not_read", where=f"{module.rel}:{module.line_of(stmt)}")
+            for small in stmt.body:
+                if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                    value = small.value
+                    if (type(value) is cst.Subscript and type(value.value) is cst.Attribute
+                            and value.value.attr.value == "no_compile_layers"):
+                        layer = small.targets[0].target.value
+                elif type(small) in (cst.Expr, cst.Return) and type(small.value) is cst.Call:
+                    calls.append(small.value)  # (`return layer.m(...)`: what the op returns is the layer's)
+                elif type(small) is cst.AnnAssign and type(small.value) is cst.Call:
+                    continue  # forward_context: ForwardContext = get_forward_context()
+                elif not (type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.ConcatenatedString)):
+                    return say("custom_op_statement_not_read", where=f"{module.rel}:{module.line_of(stmt)}")
+        return layer, calls
 
     def _facade_method(self, frame, func):
         """(class, method) of `Facade.method(...)` where `Facade` is a module-level value the device decides

@@ -46,7 +46,7 @@ class Composites(WalkerState):
         emitted = []
         skipped = sub.skip_parts  # parts the layer's builder takes out (hf_fusers.py)
         for spec in parts:
-            if spec.part in skipped:
+            if spec.part in skipped or self._nothing_to_do(sub, spec):
                 continue
             if spec.layer:  # the runner's join: the shared experts run before it, after the routed ones
                 self._flush_shared()
@@ -58,6 +58,15 @@ class Composites(WalkerState):
             layer_op.attrs["expanded"] = [op.attrs["part"] for op in emitted]
         elif emitted:  # a backend's own layer still routes itself: its gating stays the layer's, its experts not
             layer_op.attrs["parts"] = [op.attrs["part"] for op in emitted]
+
+    def _nothing_to_do(self, sub: Instance, spec: Part) -> bool:
+        """composites.yaml `needs`: the layer's attribute holding what the part works on is None as the layer was
+        built (AscendMoERunner's `ascend_shared_experts` where the model hands it no shared experts: no shared
+        output to join). Not decided: the part is walked, its tests kept."""
+        if not spec.needs:
+            return False
+        got = self._layer_attr(sub, spec.needs)
+        return isinstance(got, Known) and got.value is None
 
     def _part_choices(self, sub: Instance, spec: Part) -> list[tuple]:
         """(class, how it was found, instance, the runtime paths it runs on or None) of the part: one, or one

@@ -32,16 +32,36 @@ class _Frame:
         self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
+        # names whose None-ness here is each decoder layer's own where the layers are walked kind by kind (the
+        # loop's carried values, the parameters they are handed to): a test on them is decided
+        self.exact: set[str] = set()
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
         self.names = Scope(module=module, owner=inst, instances=self.loop_vars)  # `layer.x`: the loop's layer
 
 
 class _NoneValue:
-    """An argument that is None at the call."""
+    """An argument that is None at the call. `exact`: in this very layer (a value the layer loop carries, the
+    first layer's initial None), not where some call of the code has it."""
+
+    exact = False
 
 
 _NONE = _NoneValue()
+
+
+class _ExactNone(_NoneValue):
+    exact = True
+
+
+_EXACT_NONE = _ExactNone()
+
+
+class _Exact(list):
+    """An argument's values that are surely not None in this very layer (a value the layer loop carries from
+    the second layer on)."""
+
+    exact = True
 
 
 class _InstanceValue:
@@ -171,6 +191,13 @@ class WalkerState:
         layer_kinds: list[dict]
         kind_undecided: tuple | None
         tensor_values: set[str]
+        _moe_holders: dict
+
+        def _checkpoint(self): ...
+
+        def _rollback(self, saved) -> None: ...
+        _role_kinds: dict
+        _role_paths: dict
 
         def _value(self, name: str) -> str: ...
 

@@ -148,6 +148,8 @@ class Layers(WalkerState):
                 inputs, kernels = quantised
         out = self._op(frame, kind, name, sub.cls.name, stmt, inputs, hint, cond, steady, attrs=attrs, path=path)
         self.ops[-1].kernels = kernels
+        if kind == "moe" and frame.inst is not None:  # the MoE block: the module that calls the MoE layer (roles.py)
+            self._moe_holders[self.ops[-1].id] = frame.inst
         if native and kind not in catalog().typed.composites.kinds:
             out = self._native_ops(sub, impl, name, args, kwargs, path, cond, out)
         if collectives:

@@ -28,6 +28,14 @@ class Roles:
                 self._role_kinds[(role, kind)] = self.locations[role]
                 self.locations = saved
             return
+        self.locations[role] = self._location(inst, method)
+        kind = getattr(self, "layer_kind", None)
+        if kind is not None:
+            self._role_kinds.setdefault((role, kind), self.locations[role])
+
+    def _location(self, inst: Instance, method: str = "forward") -> RoleLocation:
+        """Where `inst`'s class and the method that runs for it on this backend (a patch first) are."""
+        assert inst.cls is not None
         fwd = self._forward_of(inst.cls, method)
         f_file = f_line = None
         patched = None
@@ -35,10 +43,7 @@ class Roles:
             owner, fn, module, patch = fwd
             f_file, f_line = module.rel, module.line_of(fn)
             patched = f"{patch.file}:{patch.line}" if patch else None
-        self.locations[role] = RoleLocation(inst.cls.name, inst.cls.module.rel, inst.cls.line, f_file, f_line, patched)
-        kind = getattr(self, "layer_kind", None)
-        if kind is not None:
-            self._role_kinds.setdefault((role, kind), self.locations[role])
+        return RoleLocation(inst.cls.name, inst.cls.module.rel, inst.cls.line, f_file, f_line, patched)
 
     def _layer_role(self, element: Instance, path: str = "layers") -> None:
         self._role("decoder_layer", element)
@@ -65,11 +70,28 @@ class Roles:
                 return
 
     def _moe_block_role(self) -> None:
-        """The layer's feed-forward block named as an MLP (GPT-OSS's `self.mlp = MLPBlock(...)`) whose forward
-        runs a MoE layer is the MoE block: named so once the walk has seen what it runs. Where kinds of decoder
-        layer differ (DeepSeek's and GLM's dense first layers), the MoE block is the one of the kind whose ops
-        run the MoE layer, and the other kind's feed-forward block is the MLP."""
+        """The MoE block is the module whose forward calls the MoE layer (the FusedMoE) on the walked path, named
+        once the walk has seen what it runs: not a feed-forward block a name or class pattern took for it
+        (LFM2-MoE's dense `Lfm2MoeMlp` of its first layers: its class name holds "Moe"). Where kinds of decoder
+        layer differ (DeepSeek's and GLM's dense first layers), the other kind's feed-forward block is the MLP. A
+        block named as an MLP (GPT-OSS's `self.mlp = MLPBlock(...)`) whose forward runs a MoE layer is the MoE
+        block too."""
         moe_ops = [op for op in self.ops if op.kind == "moe"]
+        on_path = [op for op in moe_ops if op.steady and not op.attrs.get("other_branch")
+                   and all(side == 0 for _test, side in op.branches)]
+        holder = next((self._moe_holders[op.id] for op in on_path + moe_ops if op.id in self._moe_holders), None)
+        layer = self.locations.get("decoder_layer")
+        if holder is not None and holder.cls is not None and (layer is None or holder.cls.name != layer.cls) \
+                and holder.cls.name not in {loc.cls for role, loc in self.locations.items() if role in ("model", "backbone")}:
+            found = self._location(holder)
+            before = self.locations.get("moe")
+            if before is None or before.cls != found.cls:
+                self.locations["moe"] = found
+                if before is not None and "mlp" not in self.locations:
+                    self.locations["mlp"] = before  # the feed-forward block a pattern took for the MoE block
+                elif before is None and "mlp" in self.locations and self.locations["mlp"].cls == found.cls:
+                    self.locations.pop("mlp")
+            return
         kind = moe_ops[0].attrs.get("layer_kind") if moe_ops else None
         if kind is not None:
             for role in ("moe", "mlp"):

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from .frame import MAX_OPS, _NONE, WalkerState, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
@@ -18,6 +18,7 @@ from ..semantics.values import Known, Bindings
 from dataclasses import replace
 
 from ..ir.conditions import Condition, Truth, implied, join
+from ..ir.texts import say
 
 
 # Attributes of a tensor that are not tensors: its shape and what describes it (`x.shape[-1] + 1` is integer
@@ -207,8 +208,13 @@ class Statements(WalkerState):
             op.attrs.setdefault("once", guard)
 
     def _by_none_facts(self, frame: _Frame, test) -> bool:
+        """A test decided only by which arguments are None at this call, where that is not each layer's own
+        (`frame.exact`: where the layers are walked kind by kind, the first layer with the values the loop starts
+        with, the others with what a layer leaves): both branches run in some layer."""
         if not frame.facts.none:
             return False
+        if frame.exact and all(n.value in frame.exact for n in find_all(test, cst.Name) if n.value in frame.facts.none):
+            return False  # (each layer's own: the first layer walked apart)
         facts = Bindings({}, frame.facts.attr_classes)
         return self.ctor.evaluator.truth(test, frame.module, facts, frame.names) is Truth.UNKNOWN
 
@@ -236,10 +242,11 @@ class Statements(WalkerState):
                 frame.loop_vars[loop_var] = element
             elif names and type(names[-1]) is cst.Name:
                 frame.loop_vars[names[-1].value] = element
-            # Loop-carried variables are not None after the first iteration (the steady state).
-            for name in _assigned_names(stmt.body):
-                if frame.facts.none.get(name):
-                    frame.facts.none[name] = False
+            # Loop-carried variables are not None after the first iteration (the steady state); the first layer
+            # gets what the loop starts with (`residual = None` before the loop)
+            carried = sorted(name for name in _assigned_names(stmt.body) if frame.facts.none.get(name))
+            for name in carried:
+                frame.facts.none[name] = False
             kinds = self._layer_kinds(layer_list)
             self._layer_role(kinds[0]["element"] if kinds else element, f"{frame.path}.layers" if frame.path else "layers")
             if not kinds:
@@ -247,29 +254,66 @@ class Statements(WalkerState):
                     self._block(frame, body, cond, steady)
                 return
             # each kind of layer walked once, with its own element (its index bound), from the values the loop
-            # starts with; ops of several kinds say which kind they are in (`attrs.layer_kind`)
+            # starts with; ops of several kinds say which kind they are in (`attrs.layer_kind`). Each layer's
+            # None-ness is its own (the first layer's carried values are the loop's initial ones, the others' a
+            # layer's output): the first layer is walked apart, and stays a kind of its own where its ops differ
             start = ({k: list(v) for k, v in frame.env.items()}, dict(frame.facts.none), dict(frame.loop_vars))
-            ends = []
-            for k, kind in enumerate(kinds):
-                frame.env, frame.facts.none, frame.loop_vars = ({a: list(b) for a, b in start[0].items()},
-                                                                 dict(start[1]), dict(start[2]))
-                var = loop_var if loop_var is not None else names[-1].value if names and type(names[-1]) is cst.Name else None
-                if var is not None:
-                    frame.loop_vars[var] = kind["element"]
-                self.layer_kind = k if len(kinds) > 1 else None
-                self.kind_undecided = (f"{frame.path}.layers" if frame.path else "layers", kind["undecided"])
-                try:
-                    with self._layer_section(layer_list.repeat):
-                        self._block(frame, body, cond, steady)
-                finally:
-                    self.layer_kind, self.kind_undecided = None, None
-                ends.append((frame.env, frame.facts.none, frame.loop_vars))
-            if len(kinds) > 1:  # after the loop: what the last layer's kind left
+            plan = list(kinds)
+            if carried:
+                head = kinds[0]
+                plan[0] = {**head, "layers": head["layers"][:1], "entry": carried}
+                if len(head["layers"]) > 1:  # the rest of its kind, in the order of the kinds' first layers
+                    plan.append({**head, "layers": head["layers"][1:], "element": head["elements"][head["layers"][1]],
+                                 "rest": True})
+                    plan.sort(key=lambda kd: kd["layers"][0])
+            var = loop_var if loop_var is not None else names[-1].value if names and type(names[-1]) is cst.Name else None
+            ends: list = []
+            starts: list = []
+            k = 0
+            exact = set(frame.exact)
+            try:
+                while k < len(plan):
+                    kind = plan[k]
+                    frame.env, frame.facts.none, frame.loop_vars = ({a: list(b) for a, b in start[0].items()},
+                                                                     dict(start[1]), dict(start[2]))
+                    for name in kind.get("entry", ()):
+                        frame.facts.none[name] = True
+                    frame.exact = exact | set(carried)
+                    if var is not None:
+                        frame.loop_vars[var] = kind["element"]
+                    self.layer_kind = k if len(plan) > 1 else None
+                    self.kind_undecided = (f"{frame.path}.layers" if frame.path else "layers", kind["undecided"])
+                    starts.append((len(self.ops), self._checkpoint()))
+                    try:
+                        with self._layer_section(layer_list.repeat):
+                            self._block(frame, body, cond, steady)
+                    finally:
+                        self.layer_kind, self.kind_undecided = None, None
+                    ends.append((frame.env, frame.facts.none, frame.loop_vars))
+                    first_end = starts[1][0] if len(starts) > 1 else len(self.ops)
+                    if kind.get("rest") and _same_ops(self.ops[starts[0][0]:first_end], starts[0][1].undecided_tests,
+                                                      self.ops[starts[k][0]:], starts[k][1].undecided_tests):
+                        # the first layer runs what the others of its kind run: one kind, walked once (the rest is
+                        # the last walked: undone)
+                        self._rollback(starts[k][1])
+                        ends.pop()
+                        starts.pop()
+                        plan[0] = {**plan[0], "layers": sorted(plan[0]["layers"] + kind["layers"]), "entry": ()}
+                        del plan[k]
+                        if len(plan) == 1:
+                            self._no_layer_kind(starts[0][0])
+                        continue
+                    k += 1
+            finally:
+                frame.exact = exact
+            if len(plan) > 1:  # after the loop: what the last layer's kind left
                 self._mark_carried(ends, _assigned_names(stmt.body))
-                last = max(range(len(kinds)), key=lambda k: kinds[k]["layers"][-1])
+                last = max(range(len(plan)), key=lambda k: plan[k]["layers"][-1])
                 frame.env, frame.facts.none, frame.loop_vars = ends[last]
                 self.layer_kinds = [{"layers": kd["layers"], "count": len(kd["layers"]), "of": layer_list.count,
-                                     "differs": kd["differs"]} for kd in kinds]
+                                     "differs": _differs(kd, plan)} for kd in plan]
+                for op in self.ops[starts[0][0]:starts[1][0]] if plan[0].get("entry") else ():
+                    op.entry = True  # the loop's first layer: no layer before it feeds it (ir/ops.py loop_carried)
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
         self._block(frame, stmt.body.body, cond, steady)
@@ -285,6 +329,13 @@ class Statements(WalkerState):
                     op = producer.get(v)
                     if op is not None:
                         op.carried[v] = name
+
+    def _no_layer_kind(self, first: int) -> None:
+        """The layers are of one kind after all: the ops from `first` on carry no kind, nor do their roles."""
+        for op in self.ops[first:]:
+            op.attrs.pop("layer_kind", None)
+        for key in [key for key in self._role_kinds if key[1] == 0]:
+            self._role_kinds.pop(key)
 
     def _layer_kinds(self, layer_list: Instance) -> list[dict] | None:
         """The decoder layers grouped by what their construction decides with each one's index bound (the
@@ -319,7 +370,9 @@ class Statements(WalkerState):
         groups: dict[tuple, dict] = {}
         for i, (element, qualname, sig) in enumerate(sigs):
             key = (qualname, tuple(e for e in sig if e[0] not in own))
-            groups.setdefault(key, {"element": element, "layers": [], "sig": key})["layers"].append(i)
+            group = groups.setdefault(key, {"element": element, "layers": [], "sig": key, "elements": {}})
+            group["layers"].append(i)
+            group["elements"][i] = element
         kinds = list(groups.values())
         for kd in kinds:  # what sets the kind apart: the entries whose outcome differs between kinds
             entries = dict((name, (truths, shown)) for name, truths, shown in kd["sig"][1])
@@ -547,18 +600,47 @@ class Statements(WalkerState):
             elif type(a.value) is cst.Name and a.value.value in frame.loop_vars:
                 v = _InstanceValue(frame.loop_vars[a.value.value])
             elif type(a.value) is cst.Name and frame.facts.none.get(a.value.value):
-                v = _NONE
+                v = _EXACT_NONE if a.value.value in frame.exact else _NONE
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
                 # parameter runs that module
                 v = _InstanceValue(self._submodule(frame, a.value.attr.value), a.value.attr.value)
             else:
                 v = self._eval(frame, a.value, cond, steady, stmt)
+                if type(a.value) is cst.Name and a.value.value in frame.exact and frame.facts.none.get(a.value.value) is False:
+                    v = _Exact(v)
             if a.keyword is None:
                 args.append(v)
             else:
                 kwargs[a.keyword.value] = v
         return args, kwargs
+
+
+# what an op's attributes say of one walk rather than of the op (its kind's number, a value's name)
+_WALK_OWN = frozenset({"layer_kind", "lhs"})
+
+
+def _same_ops(a: list, tests_a: int, b: list, tests_b: int) -> bool:
+    """Two walks of a layer that run the same ops, kernels and conditions (their ids and values aside; the
+    undecided tests each numbered from the count before its walk, `tests_a` / `tests_b`)."""
+    return len(a) == len(b) and all(_op_key(x, tests_a) == _op_key(y, tests_b) for x, y in zip(a, b))
+
+
+def _op_key(op, tests: int) -> tuple:
+    attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items() if k not in _WALK_OWN))
+    kernels = tuple((k.name, k.file, k.line, k.condition) for k in op.kernels)
+    return (op.kind, op.name, op.layer_class, op.file, op.line, op.scope, op.path, op.steady, op.condition,
+            tuple((n - tests, side) for n, side in op.branches), kernels, attrs)
+
+
+def _differs(kind: dict, plan: list[dict]) -> dict:
+    """What sets a kind of layer apart (Statements._layer_kinds `differs`); the first layer walked apart and the
+    rest of its kind: the loop's carried values it gets (`residual`: None / a layer's output)."""
+    entry = plan[0].get("entry") if any(kd.get("rest") for kd in plan) else None
+    if not entry or kind["sig"] != plan[0]["sig"]:
+        return kind["differs"]
+    shown = say("loop_initial") if kind is plan[0] else say("loop_carried")
+    return {**kind["differs"], **{name: shown for name in entry}}
 
 
 def _may_be_none(value) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from typing import NamedTuple
+
 from ..catalog import catalog
 from ..index.nodes import find_all
 
@@ -58,6 +60,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.locations: dict[str, RoleLocation] = {}
         self._role_paths: dict[str, str] = {}  # role -> module path of the submodule that plays it
         self._role_kinds: dict[tuple, object] = {}  # (role, layer kind) -> its location in that kind of layer
+        self._moe_holders: dict[str, Instance] = {}  # a MoE op's id -> the module whose forward calls it
         self._counter = 0
         self._ids: dict[str, int] = {}
         self.section = "prologue"
@@ -76,6 +79,26 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._value_types: dict[str, Definition] = {}  # value -> the class of the trees its parameter declares
         self.tensor_values: set[str] = set()  # values a leaf returned alone (a norm without its residual): no tuple
         self._field_kinds: dict[tuple[str, str], object] = {}  # (class, field) -> what its annotation declares
+
+    def _checkpoint(self) -> "Saved":
+        """What a walk adds to the walker's state, as it is now: `_rollback` undoes a walk made since (a kind of
+        decoder layer walked again, whose ops turn out the same as another's)."""
+        return Saved(len(self.ops), dict(self._ids), self._counter, len(self.unknowns), len(self.alternatives),
+                     self.undecided_tests, dict(self.locations), dict(self._role_paths), dict(self._role_kinds),
+                     set(self._walked_lists), dict(self.ctor.not_followed), self._not_followed_seen,
+                     dict(self.ctor.undecided_patches), set(self.tensor_values), self._pending_shared,
+                     dict(self._compile_seen), dict(self._value_types), dict(self._field_kinds), dict(self._moe_holders))
+
+    def _rollback(self, saved: "Saved") -> None:
+        (_ops, self._ids, self._counter, _unknowns, _alternatives, self.undecided_tests, self.locations,
+         self._role_paths, self._role_kinds, self._walked_lists, _nf, self._not_followed_seen, _up,
+         self.tensor_values, self._pending_shared, self._compile_seen, self._value_types, self._field_kinds,
+         self._moe_holders) = saved
+        del self.ops[saved.ops:], self.unknowns[saved.unknowns:], self.alternatives[saved.alternatives:]
+        self.ctor.not_followed.clear()
+        self.ctor.not_followed.update(saved.not_followed)
+        self.ctor.undecided_patches.clear()
+        self.ctor.undecided_patches.update(saved.undecided_patches)
 
     @property
     def cuda_backends(self) -> Backends:
@@ -224,6 +247,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._typed_params(frame)  # a parameter declared `int` holds no tensor (walk/host.py)
 
     def _assign_param(self, frame: _Frame, name: str, value) -> None:
+        if getattr(value, "exact", False):  # a value the layer loop carries: its None-ness is this layer's
+            frame.exact.add(name)
         if isinstance(value, _NoneValue):
             frame.facts.none[name] = True
             frame.env[name] = []
@@ -281,6 +306,30 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
 
     def _unknown(self, path, module, node, reason) -> None:
         self.unknowns.append({"file": module.rel, "line": module.line_of(node), "name": path or "", "reason": reason})
+
+
+class Saved(NamedTuple):
+    """The walker's state at a checkpoint (Walker._checkpoint): lengths of what only grows, copies of the rest."""
+
+    ops: int
+    ids: dict
+    counter: int
+    unknowns: int
+    alternatives: int
+    undecided_tests: int
+    locations: dict
+    role_paths: dict
+    role_kinds: dict
+    walked_lists: set
+    not_followed: dict
+    not_followed_seen: int
+    undecided_patches: dict
+    tensor_values: set
+    pending_shared: object
+    compile_seen: dict
+    value_types: dict
+    field_kinds: dict
+    moe_holders: dict
 
 
 def _not_followed_text(r: dict) -> str:
