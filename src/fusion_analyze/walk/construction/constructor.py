@@ -623,6 +623,23 @@ class Constructor(AttrSources, OtherChoices):
         found = self.method(cls, name)
         if found is not None and found.patch is None and is_property(found.module, found[1]):
             return evaluator.run_property(inst, found, depth)
+        if found is None and not is_dataclass(mro) and not rebound(mro, name):
+            return self._class_level(mro, name, evaluator, depth)
+        return None
+
+    def _class_level(self, mro, name: str, evaluator, depth: int):
+        """`self.<name>` that no method of the instance's classes assigns: the value the first class of its MRO
+        gives it in its body (`enable_pcp_o_proj_weight_sharding = False`, a subclass's __init__ sets it on its
+        own instances only); None where none gives one, or it is an object built there (shared by instances)."""
+        from ...semantics.runtime_defaults import _declared
+
+        for c in mro:
+            value = _declared(c).get(name)
+            if value is None:  # (a bare annotation: the next class may give it a value)
+                continue
+            if type(value) is cst.Call:
+                return None
+            return evaluator.infer(value, Scope(module=c.module), depth + 1)
         return None
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
@@ -630,30 +647,86 @@ class Constructor(AttrSources, OtherChoices):
         from ...semantics.values import NotNone, Unknown
 
         result = Unknown(f"self.{name} is not assigned in __init__")
+        base = None  # the last assignment that surely runs
+        open_: list[tuple] = []  # it and those after it under an undecided test, each with its truth
         for expr, cond, pos in found:
             self._fill_locals(fn, scope, c.module, before=pos)
             t = evaluator.condition_truth(cond, scope=scope)
             if t is Truth.TRUE:
-                result = evaluator.infer(expr, scope, depth)
-                if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
-                    result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
-                elif isinstance(result, Unknown) and type(expr) is cst.Call:
-                    # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
-                    # class there on every path (a value that is no module says nothing: not taken as None)
-                    built = self._built_value(inst, name, result)
-                    result = built if isinstance(built, NotNone) else result
+                result = self._assigned_value(inst, name, evaluator, depth, expr, scope)
+                base, open_ = (expr, cond, pos, t), []
             elif t is Truth.UNKNOWN:
                 result = Unknown(f"self.{name} is assigned under a condition that is not decided")
+                open_ = (open_ or ([base] if base is not None else [])) + [(expr, cond, pos, t)]
+        if open_:
+            return self._one_of_branches(inst, name, evaluator, depth, fn, c.module, scope, open_) or result
         return result
+
+    def _assigned_value(self, inst: Instance, name: str, evaluator, depth: int, expr, scope: Scope):
+        """The value one assignment `self.<name> = expr` stores, read with the locals before it."""
+        from ...semantics.values import NotNone, Unknown
+
+        result = evaluator.infer(expr, scope, depth)
+        if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
+            result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+        elif isinstance(result, Unknown) and type(expr) is cst.Call:
+            # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
+            # class there on every path (a value that is no module says nothing: not taken as None)
+            built = self._built_value(inst, name, result)
+            result = built if isinstance(built, NotNone) else result
+        return result
+
+    def _one_of_branches(self, inst: Instance, name: str, evaluator, depth: int, fn, module, scope: Scope,
+                         found: list):
+        """`self.<name>` after assignments under tests the evaluator does not decide, where whichever way those
+        tests go one of them is the last that runs (an `if` / `elif` / `else` chain, or a value assigned first
+        and replaced under a test): one of the values they store (OneOf; the one value where they agree).
+        None where some way of the tests assigns none of them, a test is no code, or a stored value is not
+        known."""
+        from itertools import product
+
+        from ...semantics.values import OneOf, Unknown
+
+        tests: dict = {}  # the undecided tests, by their code: (module, text) -> (index, ...)
+        needs = []  # per assignment: [(test, must hold)] it needs beyond what is decided
+        for _expr, cond, _pos, t in found:
+            need = []
+            for term in (cond.terms if cond and t is not Truth.TRUE else ()):
+                truth = evaluator.term_truth(term, None, scope=scope)
+                if truth is Truth.TRUE:
+                    continue
+                if truth is Truth.FALSE or term.expr is None:
+                    return None  # (a FALSE term: the whole assignment was FALSE, never listed here)
+                module_name, text, holds = term.key()
+                need.append((tests.setdefault((module_name, text), len(tests)), holds))
+            needs.append(need)
+        if len(tests) > 6:  # 64 ways at most
+            return None
+        last: set[int] = set()
+        for way in product((False, True), repeat=len(tests)):
+            runs = [i for i, need in enumerate(needs) if all(way[k] == holds for k, holds in need)]
+            if not runs:
+                return None  # this way of the tests assigns none of them: what it holds then is not read here
+            last.add(runs[-1])
+        values = []
+        for i in sorted(last):
+            expr, _cond, pos, _t = found[i]
+            self._fill_locals(fn, scope, module, before=pos)
+            value = self._assigned_value(inst, name, evaluator, depth, expr, scope)
+            if isinstance(value, (Unknown, OneOf)):
+                return None
+            if value not in values:
+                values.append(value)
+        return values[0] if len(values) == 1 else OneOf(tuple(values))
 
     def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
         """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
         `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
         the attribute waits on."""
-        from ...semantics.values import Unknown
+        from ...semantics.values import OneOf, Unknown
 
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+                if n == name and isinstance(value, (Unknown, OneOf)) and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
 
@@ -774,6 +847,10 @@ class Constructor(AttrSources, OtherChoices):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
+                if isinstance(built, Definition) and built.kind == "function" \
+                        and not (type(node.func) is cst.Attribute and _is_self(node.func.value)) \
+                        and returned(built, node, scope, left):
+                    return
             if t is cst.Lambda:
                 return
             for child in node.children:
@@ -802,6 +879,30 @@ class Constructor(AttrSources, OtherChoices):
             for ret in iter_returns(fn):
                 if type(ret.value) is cst.Tuple and key.value < len(ret.value.elements):
                     code(ret.value.elements[key.value].value, inner, left - 1)
+            return True
+
+        def returned(target: Definition, call: cst.Call, scope: Scope, left: int) -> bool:
+            """A function of the trees the code calls (`get_dsv4_compress_ratio(config, layer_idx)`): what its
+            returns and the tests before them read, in the function with its parameters bound to the call
+            (`getattr(config, "compress_ratios", None)`); its arguments where it returns none of them."""
+            fn = target.node
+            if not isinstance(fn, cst.FunctionDef) or left <= 1 or ("function", id(fn), id(call)) in seen:
+                return False
+            seen.add(("function", id(fn), id(call)))
+            body = tables(fn, target.module)
+            if not body.returns:
+                return False
+            for arg in call.args:  # what it is handed (a field read in the call itself)
+                names(arg.value, scope, left - 1)
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for local, value, cond, _pos in body.local_assignments:
+                inner.locals.setdefault(local, []).append((value, cond))
+            for value, cond in body.returns:
+                code(value, inner, left - 1)
+                for term in (cond.terms if cond is not None else ()):
+                    if term.expr is not None:
+                        code(term.expr, inner, left - 1)
             return True
 
         attr(inst, name, depth)
