@@ -1073,12 +1073,22 @@ class Evaluator:
                 if key is not None and self._too_deep == deep:  # no step limit met: the same anywhere
                     self.decided_calls[key] = (fn, call, got)
             if got is not None:
+                if isinstance(got, Unknown):
+                    self._note_function(target, call, scope)
                 return got
         if item is not None:
             return Unknown("an item of the result of a call")
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
+        self._note_function(target, call, scope)
         return Unknown("the result of a call")
+
+    def _note_function(self, target, call: cst.Call, scope) -> None:
+        """A call of a function of the trees whose value stays unknown: the walk's constructor keeps it, for
+        what a test calling it waits on (status/waits.py, Constructor.unknown_sources)."""
+        note = getattr(self.attrs, "note_function", None)
+        if note is not None:
+            note(target, call, scope)
 
     def _run_decision(self, fn, table, call: cst.Call | None, scope, depth: int, item: int | None,
                       owner=None, cls=None, skip_self: bool = False, values: dict | None = None,

@@ -13,6 +13,7 @@ from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.known_calls import _never_none
 from ...semantics.callees import Callee
 from ...semantics.objects import static_method
 from ...semantics.environment import Environment
@@ -132,6 +133,8 @@ class Constructor(AttrSources, OtherChoices):
         # (instance id, method) -> (the instance, its scope, what is left undecided of `self.<method>(...)`:
         # the tests and returns), for what an undecided test calling it waits on (unknown_sources)
         self._calls: dict = {}
+        # function name -> [(its Definition, a call of it, the scope it was read in)] the evaluator left unknown
+        self._functions: dict = {}
         # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
@@ -728,7 +731,16 @@ class Constructor(AttrSources, OtherChoices):
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
                 if n == name and isinstance(value, (Unknown, OneOf)) and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
-        return [self.value_sources(inst, name) for inst in held[:limit]]
+        if held:
+            return [self.value_sources(inst, name) for inst in held[:limit]]
+        return [self.value_sources(None, name, call=got) for got in self._functions.get(name, [])[:limit]]
+
+    def note_function(self, target: Definition, call: cst.Call, scope: Scope) -> None:
+        """A call of the function `target` (of the trees) whose value the evaluator left unknown: kept once per
+        call site, for what a test calling it waits on (unknown_sources)."""
+        kept = self._functions.setdefault(target.name, [])
+        if len(kept) < 4 and not any(c is call for _t, c, _s in kept):
+            kept.append((target, call, scope))
 
     def note_call(self, inst: Instance, name: str, scope: Scope, left: list, call=None, caller=None) -> None:
         """`self.<name>(...)` of `inst` stayed undecided: `left`, the expressions it still depends on (read in
@@ -745,7 +757,7 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
-    def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
+    def value_sources(self, inst: Instance | None, name: str, depth: int = 14, call: tuple | None = None) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
         and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
@@ -847,6 +859,8 @@ class Constructor(AttrSources, OtherChoices):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
+                if built is None and self.index.dotted(scope.module, node.func) in _never_none():
+                    return  # likewise of an outside callable that never returns None (`torch.nn.Parameter(...)`)
                 if isinstance(built, Definition) and built.kind == "function" \
                         and not (type(node.func) is cst.Attribute and _is_self(node.func.value)) \
                         and returned(built, node, scope, left):
@@ -905,7 +919,10 @@ class Constructor(AttrSources, OtherChoices):
                         code(term.expr, inner, left - 1)
             return True
 
-        attr(inst, name, depth)
+        if call is not None:  # (the function, its call, the scope it was read in): what its returns read
+            returned(call[0], call[1], call[2], depth)
+        elif inst is not None:
+            attr(inst, name, depth)
         return list(dict.fromkeys(out))
 
     def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
