@@ -139,7 +139,16 @@ def _quantisation_open(text: str, deployment) -> bool:
 
 
 def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
-    """(category, why, the code) of the first input these texts read that was not given, in the rules' order."""
+    """(category, why, the code) of the first input these texts read that was not given, in the rules' order;
+    an attribute only a method sets (Constructor.value_sources: `<set at run time by C.m()>`) is a value the
+    object keeps between calls, which the runtime path decides."""
+    from ..walk.construction.constructor import RUN_TIME_SOURCE
+
+    head, _, tail = RUN_TIME_SOURCE.partition("{}")
+    for text in texts:
+        if text.startswith(head) and text.endswith(tail):
+            method = text[len(head):len(text) - len(tail)]
+            return "runtime_path", f"a value the object keeps between calls: {method}() sets it when it runs", text
     for name, rx in _rules():
         if name not in _CONSTRUCTION_INPUTS:
             continue
@@ -157,7 +166,9 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
     return None
 
 
-_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*\w*config,\s*\"(\w+)\"")
+# (the model's configuration by the names the code gives it: `config`, `self.config`, `hf_config`, `text_config`;
+# not vLLM's `vllm_config` / `cache_config`)
+_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*(?<!\w)(?:hf_|hf_text_|text_)?config,\s*\"(\w+)\"")
 
 
 def _short(text: str) -> str:

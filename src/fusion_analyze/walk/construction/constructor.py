@@ -27,6 +27,10 @@ from .alternatives import OtherChoices
 from .rebinding import failing_import, imported_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
+
+# the source value_sources gives for an attribute only a method sets (status/waits.py reads it back): the value
+# an earlier call of that method left, a run-time state of the object
+RUN_TIME_SOURCE = "<set at run time by {}()>"
 from ...ir.conditions import Condition, Truth, code_of, impossible, join
 from ...ir.texts import say
 
@@ -735,6 +739,18 @@ class Constructor(AttrSources, OtherChoices):
             return [self.value_sources(inst, name) for inst in held[:limit]]
         return [self.value_sources(None, name, call=got) for got in self._functions.get(name, [])[:limit]]
 
+    def _run_time_setter(self, inst: Instance, name: str) -> str | None:
+        """`Class.method` of the first method (not __init__) of the instance's classes that assigns
+        `self.<name>`, where no __init__ of its chain does: a value the object keeps between calls."""
+        for c in self.mro(inst.cls) if inst.cls is not None else ():
+            if not c.mentions(f"self.{name}".encode()):
+                continue
+            for fn in c.node.body.body if type(c.node.body) is cst.IndentedBlock else ():
+                if type(fn) is cst.FunctionDef and fn.name.value != "__init__" \
+                        and name in tables(fn, c.module).self_assignments:
+                    return f"{c.name}.{fn.name.value}"
+        return None
+
     def note_function(self, target: Definition, call: cst.Call, scope: Scope) -> None:
         """A call of the function `target` (of the trees) whose value the evaluator left unknown: kept once per
         call site, for what a test calling it waits on (unknown_sources)."""
@@ -792,6 +808,10 @@ class Constructor(AttrSources, OtherChoices):
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
                     code(expr, called[1], left - 1)
+                return
+            setter = self._run_time_setter(owner, attr_name)
+            if setter is not None:  # `self._tq_kv_plan = ...` in get_kv_plan: what an earlier call left
+                out.append(RUN_TIME_SOURCE.format(setter))
 
         def code(expr, scope: Scope, left: int) -> None:
             if left <= 0 or len(out) > 60 or scope is None:
