@@ -651,7 +651,7 @@ class Constructor(AttrSources, OtherChoices):
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
         """`self.<name>` after the assignments `found` of one __init__ (self_value)."""
-        from ...semantics.values import NotNone, Unknown
+        from ...semantics.values import Unknown
 
         result = Unknown(f"self.{name} is not assigned in __init__")
         base = None  # the last assignment that surely runs
