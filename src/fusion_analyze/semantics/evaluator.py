@@ -45,6 +45,20 @@ _CONFIG_BASES = {"PretrainedConfig", "PreTrainedConfig"}  # transformers' config
 # ConfigRef.rebuilt key -> the configuration class read there (model_config): for every evaluator of the process,
 # as a memo of one analysis's kernels is read again with another's (Constructor.reads)
 _CONFIG_CLASSES: dict = {}
+# ConfigRef.set_by key -> (the function, its module, the parameter it sets attributes on), likewise
+_CONFIG_SETTERS: dict = {}
+
+
+def _attribute_chain(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`getattr(getattr(x, "a", None), "b", None)` as `x.a.b` (nested getattrs of written-out names); other
+    expressions as they are."""
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" \
+            and len(expr.args) in (2, 3) and not any(a.keyword or a.star for a in expr.args) \
+            and type(expr.args[1].value) is cst.SimpleString:
+        name = expr.args[1].value.evaluated_value
+        if isinstance(name, str) and name.isidentifier():
+            return cst.Attribute(value=_attribute_chain(expr.args[0].value), attr=cst.Name(name))
+    return expr
 
 
 class Evaluator:
@@ -191,6 +205,66 @@ class Evaluator:
                 lambda ctor, _i: repr(read(ctor.evaluator._facts(ctor.evaluator.config, chain)))
                 if ctor.evaluator.config is not None else None, repr(value))
         return value
+
+    def _config_setter(self, target, call: cst.Call, scope, depth: int) -> Value | None:
+        """`config = _normalize_config(vllm_config.model_config.hf_config)`: a function of the trees whose body
+        only sets attributes of one parameter (`config.num_experts = config.n_routed_experts`, no test around)
+        and returns that parameter, called with the model's configuration: that configuration with those
+        attributes set (ConfigRef.set_by); None for any other call."""
+        from .scope import Scope, bind_params
+        from .signatures import signature
+
+        fn, module = target.node, target.module
+        if not isinstance(fn, cst.FunctionDef) or type(fn.body) is not cst.IndentedBlock or not fn.body.body:
+            return None
+        names = {p.name.value for group in signature(fn, False) for p in group}
+        param, sets = None, False
+        for i, stmt in enumerate(fn.body.body):
+            if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
+                return None
+            small = stmt.body[0]
+            if type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.ConcatenatedString) and i == 0:
+                continue  # the docstring
+            if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Attribute \
+                    and type(small.targets[0].target.value) is cst.Name:
+                owner = small.targets[0].target.value.value
+                if owner not in names or param not in (None, owner):
+                    return None
+                param, sets = owner, True
+                continue
+            if type(small) is cst.Return and type(small.value) is cst.Name and small.value.value == param \
+                    and i == len(fn.body.body) - 1:
+                continue
+            return None
+        if not sets or type(fn.body.body[-1].body[0]) is not cst.Return:
+            return None
+        inner = Scope(module=module)
+        bind_params(fn, call, scope, inner, skip_self=False)
+        if param not in inner.params:
+            return None
+        expr, where = inner.params[param]
+        base = self.infer(expr, where, depth + 1)
+        if not isinstance(base, ConfigRef):
+            return None
+        key = (str(module.path), fn.name.value)
+        _CONFIG_SETTERS[key] = (fn, module, param)
+        return ConfigRef(base.text, base.rebuilt, base.set_by + (key,))
+
+    def _config_set(self, base: ConfigRef, name: str, depth: int) -> Value | None:
+        """`config.<name>` where a function the configuration was handed to set it (ConfigRef.set_by): what the
+        last such assignment stores, read on the configuration as it was before that function; None where none
+        sets it."""
+        from .function_bodies import tables
+        from .scope import Scope
+
+        for i in range(len(base.set_by) - 1, -1, -1):
+            fn, module, param = _CONFIG_SETTERS[base.set_by[i]]
+            for target, value, cond, _pos in reversed(tables(fn, module).assignments):
+                if type(target) is cst.Attribute and target.attr.value == name and cond is None \
+                        and type(target.value) is cst.Name and target.value.value == param:
+                    before = ConfigRef(base.text, base.rebuilt, base.set_by[:i])
+                    return self.infer(value, Scope(module=module, values={param: before}), depth + 1)
+        return None
 
     def _facts(self, facts, chain: tuple):
         """The facts of the configuration rebuilt along `chain` (ConfigRef.rebuilt) from `facts`."""
@@ -561,6 +635,9 @@ class Evaluator:
             got = self._config_read(("attr", attr, False), lambda config: config.attr(attr, False), base)
             return got if isinstance(got, Known) and got.value is None else ConfigRef(True, base.rebuilt)
         if isinstance(base, ConfigRef):
+            got = self._config_set(base, attr, depth)
+            if got is not None:  # an attribute a function of the trees set on it
+                return got
             return self._config_read(("attr", attr, base.text), lambda config: config.attr(attr, base.text), base)
         if isinstance(base, Known) and isinstance(base.value, dict):
             return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
@@ -817,6 +894,9 @@ class Evaluator:
         if type(func) is cst.Name and func.value == "getattr" and len(args) in (2, 3):
             base, key = self.infer(args[0], scope, depth), literal(args[1])
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str):
+                got = self._config_set(base, key.value, depth)
+                if got is not None:
+                    return got
                 if self.config is None:
                     return Unknown(f"config.{key.value}: no configuration")
                 default = self.infer(args[2], scope, depth) if len(args) == 3 else Unknown("no default")
@@ -834,6 +914,13 @@ class Evaluator:
             if held is not None and name is not None and self.attrs is not None \
                     and self._has_attr(held, name) == Known(True):  # getattr(self, "ascend_shared_experts", None)
                 return self.attrs.self_value(held, name, self, depth)
+            if name is not None and name.isidentifier() and held is None:
+                # `getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None)`: where `x.name` is
+                # known (a field of vLLM's configuration objects, as their classes or the engine build it), so
+                # is the getattr
+                got = self._infer_attribute(call, args[0], name, scope, depth)
+                if isinstance(got, (Known, NotNone, ConfigRef)):
+                    return got
             return Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
             held = self._module_has(args[0], literal(args[1]), scope)
@@ -842,6 +929,9 @@ class Evaluator:
             base, key = self.infer(args[0], scope, depth), literal(args[1])
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 return Known(key.value in base.value)  # a runtime object stated as its attributes
+            if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) \
+                    and self._config_set(base, key.value, depth) is not None:
+                return Known(True)  # an attribute a function of the trees set on it
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) and self.config is not None:
                 # a field the configuration holds (a key of config.json, a field its class gives a value) is an
                 # attribute; one a whole config.json lacks and its class does not declare is not (ConfigFacts.has)
@@ -994,6 +1084,10 @@ class Evaluator:
             return Unknown("the result of a call")
         fn = target.node
         table = tables(fn, target.module)
+        if item is None:
+            got = self._config_setter(target, call, scope, depth)
+            if got is not None:  # `config = _normalize_config(hf_config)`: the configuration, attributes set
+                return got
         if _decision_function(fn, target.module):
             key = self._decision_key(fn, call, scope, depth, item)
             kept = self.decided_calls.get(key) if key is not None else None
@@ -1005,12 +1099,31 @@ class Evaluator:
                 if key is not None and self._too_deep == deep:  # no step limit met: the same anywhere
                     self.decided_calls[key] = (fn, call, got)
             if got is not None:
+                if isinstance(got, Unknown):
+                    self._note_function(target, call, scope)
                 return got
         if item is not None:
             return Unknown("an item of the result of a call")
         if _builds_objects(target, index):
             return NotNone(f"what {target.name}() builds")
+        self._note_function(target, call, scope)
         return Unknown("the result of a call")
+
+    def _infer_attribute(self, call: cst.Call, base: cst.BaseExpression, name: str, scope, depth: int) -> Value:
+        """`base.name` read as the code would write it (for a `getattr(base, "name", ...)` call); the node is
+        kept with the call, so that a memo keyed by a node never meets another one at its address."""
+        nodes = self.__dict__.setdefault("_attribute_nodes", {})
+        kept = nodes.get(id(call))
+        if kept is None or kept[0] is not call:
+            kept = nodes[id(call)] = (call, cst.Attribute(value=_attribute_chain(base), attr=cst.Name(name)))
+        return self.infer(kept[1], scope, depth)
+
+    def _note_function(self, target, call: cst.Call, scope) -> None:
+        """A call of a function of the trees whose value stays unknown: the walk's constructor keeps it, for
+        what a test calling it waits on (status/waits.py, Constructor.unknown_sources)."""
+        note = getattr(self.attrs, "note_function", None)
+        if note is not None:
+            note(target, call, scope)
 
     def _run_decision(self, fn, table, call: cst.Call | None, scope, depth: int, item: int | None,
                       owner=None, cls=None, skip_self: bool = False, values: dict | None = None,
@@ -1258,8 +1371,10 @@ class Evaluator:
             fn, module = (found[1], found.module) if found is not None else (None, None)
         else:  # no construction to ask (a class's code read on its own): the class's own method
             fn, module = class_method(cls, func.attr.value), cls.module
-        if fn is None or fn.decorators or not _decision_function(fn, module):
+        static = fn is not None and [code_of(module, d.decorator) for d in fn.decorators] == ["staticmethod"]
+        if fn is None or (fn.decorators and not static) or not _decision_function(fn, module):
             return Unknown("the result of a call")
+        # (a static method called through `self.m(...)` binds no `self`: its first parameter takes the argument)
         got = self._run_decision(fn, tables(fn, module), call, scope, depth + 1, None, owner=owner, cls=cls)
         note = getattr(self.attrs, "note_call", None)
         if (got is None or isinstance(got, Unknown)) and owner is not None and note is not None:

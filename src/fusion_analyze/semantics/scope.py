@@ -28,6 +28,10 @@ class Scope:
     cls: object = None  # the class whose method is read (index.Definition), where no instance is: for `self.m()`
     instances: dict = field(default_factory=dict)  # local -> the Instance it holds (a decoder loop's `layer`)
     objects: dict = field(default_factory=dict)  # local -> the class of the object it holds (Bindings.objects)
+    function: object = None  # the function whose parameters bind_params bound here (cst.FunctionDef)
+    # `**kwargs` param -> the keys it may hold beyond those star_kwargs gives, with no value read here, where
+    # every key the call can pass it is known (a key in neither is surely absent); no entry: not known
+    star_maybe: dict = field(default_factory=dict)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
@@ -49,9 +53,96 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     for name, expr in bind_arguments(fn, args, {k: v for k, (v, _w) in given.items()}, skip_self=skip_self):
         scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)
         bound.add(name)
+    scope.function = fn
     star = fn.params.star_kwarg
     if type(star) is cst.Param:  # the keywords no parameter takes, for a `**kwargs` passed on
         scope.star_kwargs[star.name.value] = {k: w for k, w in given.items() if k not in bound}
+        maybe = _spread_keys(call, call_scope)
+        if maybe is not None:
+            scope.star_maybe[star.name.value] = maybe
+
+
+_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
+
+
+def _spread_keys(call: cst.Call, call_scope: Scope) -> frozenset | None:
+    """The keys the dicts a call spreads (`**extra`) may hold with no value read by the binder, where every key
+    they can hold is known: a `**kwargs` of the calling function whose own collection is known (star_maybe), or
+    a local dict of it written out (`{} if sinks is None else {"sinks": sinks}`), each with the string keys the
+    function sets on it (`extra["topk_indices_buffer"] = ...` under a test); None where one is not known."""
+    maybe: set = set()
+    for a in call.args:
+        if a.star != "**":
+            continue
+        if type(a.value) is not cst.Name or call_scope.function is None:
+            return None
+        name = a.value.value
+        if name in call_scope.star_kwargs:
+            held = call_scope.star_maybe.get(name)
+            if held is None:
+                return None
+            maybe |= held
+        else:
+            written = _local_dict_keys(call_scope.function, call_scope.module, name)
+            if written is None:
+                return None
+            maybe |= written
+        added = _keys_set_on(call_scope.function, name)
+        if added is None:
+            return None
+        maybe |= added
+    return frozenset(maybe)
+
+
+def _local_dict_keys(fn: cst.FunctionDef, module, name: str) -> set | None:
+    """The string keys of the dict literals a local of `fn` is assigned (through `x if c else y`); None where it
+    is assigned anything else."""
+    from .function_bodies import tables
+
+    values = [v for t, v, _c, _p in tables(fn, module).local_assignments if t == name]
+    if not values:
+        return None
+    out: set = set()
+
+    def keys(node) -> bool:
+        if type(node) is cst.IfExp:
+            return keys(node.body) and keys(node.orelse)
+        if type(node) is not cst.Dict:
+            return False
+        for el in node.elements:
+            if type(el) is not cst.DictElement or type(el.key) is not cst.SimpleString:
+                return False
+            out.add(el.key.evaluated_value)
+        return True
+
+    return out if all(keys(v) for v in values) else None
+
+
+def _keys_set_on(fn: cst.FunctionDef, name: str) -> set | None:
+    """The string keys `fn` sets on the dict `name` (`name["k"] = v`); None where it changes it otherwise (a key
+    not written out, `name.update(...)`, `del name[...]`, `name |= ...`)."""
+    from ..index.nodes import find_all
+
+    out: set = set()
+    for node in find_all(fn, cst.Subscript):
+        if type(node.value) is not cst.Name or node.value.value != name:
+            continue
+        element = node.slice[0].slice if len(node.slice) == 1 else None
+        if type(element) is cst.Index and type(element.value) is cst.SimpleString:
+            out.add(element.value.evaluated_value)  # (a read as well as a write: the key is only maybe there)
+        else:
+            return None
+    for node in find_all(fn, cst.Call):
+        f = node.func
+        if type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value == name and f.attr.value in _MUTATORS:
+            return None
+    for node in find_all(fn, cst.AugAssign):
+        if type(node.target) is cst.Name and node.target.value == name:
+            return None
+    for node in find_all(fn, cst.Del):
+        if name in cst.Module([]).code_for_node(node):
+            return None
+    return out
 
 
 def copy_chain(chain: list[tuple]) -> list[tuple]:
@@ -64,7 +155,8 @@ def copy_chain(chain: list[tuple]) -> list[tuple]:
             return (bound[0], copies[id(bound[1])]) if id(bound[1]) in copies else bound
         fresh = Scope(module=scope.module, params={k: mine(v) for k, v in scope.params.items()},
                       defaults=scope.defaults, owner=scope.owner,
-                      star_kwargs={k: {kw: mine(v) for kw, v in got.items()} for k, got in scope.star_kwargs.items()})
+                      star_kwargs={k: {kw: mine(v) for kw, v in got.items()} for k, got in scope.star_kwargs.items()},
+                      function=scope.function, star_maybe=dict(scope.star_maybe))
         copies[id(scope)] = fresh
         out.append((c, fn, fresh))
     return out
@@ -86,5 +178,11 @@ def star_kwarg(expr, scope: Scope):
         return None
     name = key.evaluated_value
     # a key the binder did not see passed is not known to be absent (the call may spread a dict it cannot
-    # follow): no value is guessed for it, not even the default of `.get`
-    return collected.get(name)
+    # follow): no value is guessed for it, not even the default of `.get`, unless every key the call can pass
+    # is known (star_maybe) and this one is none of them: `.get` then gives its default (`kwargs["k"]` raises)
+    if name in collected:
+        return collected[name]
+    maybe = scope.star_maybe.get(star)
+    if maybe is None or name in maybe or type(expr) is not cst.Call:
+        return None
+    return (expr.args[1].value if len(expr.args) == 2 else cst.Name("None")), scope

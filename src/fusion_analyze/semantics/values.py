@@ -44,10 +44,14 @@ class ConfigRef:
     """The model's Hugging Face configuration object (`config`, `vllm_config.model_config.hf_config`, ...);
     `text` for `hf_text_config` / `get_text_config()`, the text model's part of a multimodal configuration.
     `rebuilt`: the configuration classes it was handed to in turn (`FlashConfig(**hf_config.__dict__)`), each
-    as (file, class name, whether it was handed the text part): that configuration, built again from it."""
+    as (file, class name, whether it was handed the text part): that configuration, built again from it.
+    `set_by`: the functions of the trees it was handed to in turn that set attributes on it and return it
+    (`config = _normalize_config(hf_config)`: `config.num_experts = config.n_routed_experts`), each as (file,
+    function name): those attributes are what the function assigns, read on the configuration before it."""
 
     text: bool = False
     rebuilt: tuple = ()
+    set_by: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None) -
     `self.<name>` stayed unknown, the code that attribute is computed from (Constructor.unknown_sources)."""
     for name, rx in _rules():
         if rx.search(test) or (name == "layer_index" and rx.search(full)):
+            if name == "engine_argument" and _quantisation_open(test, deployment):
+                return "config_field", False, _QUANTISATION_OPEN
             return name, *_given(name, test, config, deployment)
     if "self." in test:
         if _no_configuration(config):
@@ -62,6 +64,10 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None) -
         if found is not None:
             return found
         return "construction", True, "an attribute the module's construction sets from what was given, not traced"
+    found = _called_input(test, config, deployment, sources) if sources is not None \
+        and not _no_configuration(config) else None
+    if found is not None:  # `is_turboquant(vllm_config)`: a function that reads an input not given
+        return found
     return "not_traced", None, "a local value the walk did not trace to its inputs"
 
 
@@ -69,34 +75,90 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
     """What an undecided test on `self.x` waits on where every module holding `x` computes it from an input
     not given (a configuration field the configuration does not give, --tensor-parallel-size, the runtime path):
     that input's category, with the code it is read in; None where one of them reads only given inputs (the
-    tool's debt)."""
+    tool's debt). A function of the trees the test calls and the walk left undecided (`is_turboquant(
+    self.vllm_config)`) is read the same way, through what its returns read (`sources(name)` of the function)."""
     for attr in dict.fromkeys(re.findall(r"self((?:\.\w+)+)", test)):
         for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
-            held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
-            if not held:
+            got = _held_input(name, f"self.{name}", config, deployment, sources)
+            if got is None:
                 continue
-            found = [_not_given(texts, config, deployment) for texts in held]
-            first = found[0]
-            if first is not None and all(f is not None for f in found):
-                category, why, text = first
-                return category, False, f"{why} (self.{name} is computed from `{_short(text)}`)"
+            if got is not False:
+                return got
             break
+    return _called_input(test, config, deployment, sources)
+
+
+def _called_input(test: str, config, deployment, sources) -> tuple[str, bool, str] | None:
+    """What a test waits on through a function of the trees it calls that the walk left undecided, where it
+    reads an input not given; None otherwise."""
+    for name in dict.fromkeys(re.findall(r"(?<![\w.])(\w+)\(", test)):
+        got = _held_input(name, f"{name}(...)", config, deployment, sources)
+        if got:
+            return got
     return None
 
 
+def _held_input(name: str, shown: str, config, deployment, sources):
+    """(category, False, why) where every holder of `name` reads an input not given; False where one reads only
+    given inputs; None where none says what it reads."""
+    held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
+    if not held:
+        return None
+    found = [_not_given(texts, config, deployment) for texts in held]
+    first = found[0]
+    if first is not None and all(f is not None for f in found):
+        category, why, text = first
+        return category, False, f"{why} ({shown} is computed from `{_short(text)}`)"
+    return False
+
+
 # what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
-# construction: a name that looks like one there is not read as one; the layer index is decided per kind)
-_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field", "optional_package")
+# construction: a name that looks like one there is not read as one; the layer index is decided per kind); an
+# engine argument only where it is the checkpoint's quantisation, not known (_quantisation_open)
+_CONSTRUCTION_INPUTS = ("tp_size", "engine_argument", "dtype", "config_field", "optional_package")
+
+# what reads the checkpoint's quantisation: vLLM's quantisation config and a layer's quant method, and the KV-cache
+# dtype `--kv-cache-dtype auto` resolves from the checkpoint's quantization config (resolve_kv_cache_dtype_string)
+_QUANTISATION = re.compile(r"\b(quant_config|quant_method|quantization|cache_dtype|kv_cache_dtype)\b")
+# vLLM's quantisation config handed on as an argument (`Indexer(vllm_config, config, quant_config, ...)`,
+# `quant_config=quant_config`): not read where it is handed on
+_PASSED_ON = re.compile(r"\b(?:quant_config|quantization)\s*=(?!=)|(?:(?<=[(,])(?<!isinstance\()|(?<=[\w\s]=))\s*"
+                        r"(?:quant_config|quantization)(?=\s*[,)])")
+_QUANTISATION_OPEN = ("a configuration field not given: quantization_config (the checkpoint's quantisation, "
+                      "which vLLM reads from its config.json, decides it: no config.json read, none stated)")
+
+
+def _quantisation_open(text: str, deployment) -> bool:
+    """`text` reads the checkpoint's quantisation and the deployment does not know it: neither stated
+    (--quantization) nor read from a config.json or the checkpoint folder (ir/deployment.py quant_known)."""
+    # (a construction handed vLLM's quantisation config, `ReplicatedLinear(..., quant_config=quant_config)`, does
+    # not read it for what is tested)
+    if deployment is None or not _QUANTISATION.search(_PASSED_ON.sub("", text)):
+        return False
+    return getattr(deployment, "quantization", None) is None and not getattr(deployment, "quant_known", False)
 
 
 def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
-    """(category, why, the code) of the first input these texts read that was not given, in the rules' order."""
+    """(category, why, the code) of the first input these texts read that was not given, in the rules' order;
+    an attribute only a method sets (Constructor.value_sources: `<set at run time by C.m()>`) is a value the
+    object keeps between calls, which the runtime path decides."""
+    from ..walk.construction.constructor import RUN_TIME_SOURCE
+
+    head, _, tail = RUN_TIME_SOURCE.partition("{}")
+    for text in texts:
+        if text.startswith(head) and text.endswith(tail):
+            method = text[len(head):len(text) - len(tail)]
+            return "runtime_path", f"a value the object keeps between calls: {method}() sets it when it runs", text
     for name, rx in _rules():
         if name not in _CONSTRUCTION_INPUTS:
             continue
         for text in texts:
             if name == "config_field" and not (re.search(r"\bconfig\.\w+(?!\w|\s*\()", text) or _GETATTR.search(text)):
                 continue  # a configuration object read without a named field (`model_config.dtype`): no field
+            if name == "engine_argument":
+                if rx.search(text) and _quantisation_open(text, deployment):
+                    return "config_field", _QUANTISATION_OPEN, text
+                continue
             if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
                 given, why = _given(name, text, config, deployment)
                 if given is False:
@@ -104,7 +166,9 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
     return None
 
 
-_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*\w*config,\s*\"(\w+)\"")
+# (the model's configuration by the names the code gives it: `config`, `self.config`, `hf_config`, `text_config`;
+# not vLLM's `vllm_config` / `cache_config`)
+_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*(?<!\w)(?:hf_|hf_text_|text_)?config,\s*\"(\w+)\"")
 
 
 def _short(text: str) -> str:

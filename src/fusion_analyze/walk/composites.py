@@ -306,7 +306,7 @@ class Composites(WalkerState):
         and batched matmul an op at the line that calls it, under the tests of the code on the way. Its
         __init__ is bound to the call that builds it in the holder's __init__ (`impl_cls(..., **extra_impl_args)`),
         so `self.q_proj`, `self.kv_a_layernorm` are the model's modules. False when it cannot be built."""
-        holder = self._attr_path(sub, spec.holder)
+        holder = self._attention_layer(sub, spec.holder, spec.assigned)
         if holder is None:
             return False
         # the implementation of the backend the platform's selector picks (AscendSFAImpl for a model with an

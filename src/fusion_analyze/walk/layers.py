@@ -551,7 +551,8 @@ class Layers(WalkerState):
         if kind != "mla_attention":
             return own
         comp = catalog().typed.composites.of(kind, self.index.backend)
-        holder = self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+        holder = self._attention_layer(sub, comp.impl.holder, comp.impl.assigned) \
+            if comp is not None and comp.impl is not None else None
         return holder if holder is not None and holder.cls is not None else own
 
     def _attention_open(self, sub: Instance, impl: Definition, kind: str) -> tuple[str, str] | None:
@@ -577,7 +578,48 @@ class Layers(WalkerState):
         if kind != "mla_attention":
             return Instance(impl, sub.call, sub.scope, sub.condition)
         comp = catalog().typed.composites.of(kind, self.index.backend)
-        return self._attr_path(sub, comp.impl.holder) if comp is not None and comp.impl is not None else None
+        spec = catalog().typed.walk.runtime.attention_backend
+        return self._attention_layer(sub, comp.impl.holder, spec.attr if spec is not None else None) \
+            if comp is not None and comp.impl is not None else None
+
+    def _attention_layer(self, sub: Instance, holder: str, attr: str | None) -> Instance | None:
+        """The attention layer of an MLA leaf whose construction assigns `self.<attr>` (the backend it holds,
+        `attn_backend`, or the implementation it builds, `impl`): the attribute composites.yaml names
+        (`mla_attention.impl.holder`: vllm-ascend's AscendMultiHeadLatentAttention holds `self.mla_attn`); else
+        the leaf itself where its own construction assigns it (a model that builds vLLM's MLAAttention
+        directly); else the one module the leaf's __init__ builds whose construction assigns it (an MLA
+        wrapper holding an attention layer of another name); None where none or several do."""
+        named = self._attr_path(sub, holder)
+        if named is not None or not attr or sub.cls is None:
+            return named
+        memo = self.__dict__.setdefault("_attention_layers", {})
+        key = (id(sub.call), id(sub.scope), sub.cls.qualname, attr)
+        if key not in memo:
+            memo[key] = self._layer_assigning(sub, attr)
+        return memo[key]
+
+    def _layer_assigning(self, sub: Instance, attr: str) -> Instance | None:
+        own = self._running(sub)
+        if self._assigns(own, attr):
+            return own
+        found: list[Instance] = []
+        names = dict.fromkeys(n for c, fn, _s in self.ctor.init_scopes(own)
+                              for n, got in tables(fn, c.module).self_assignments.items()
+                              if any(type(e) is cst.Call for e, _c, _p in got))
+        for name in names:
+            held = self._attr_path(sub, name)
+            if held is not None and held.cls is not None and self._assigns(self._running(held), attr):
+                found.append(held)
+        return found[0] if len(found) == 1 else None
+
+    def _running(self, inst: Instance) -> Instance:
+        """The instance as the backend runs it (its class the backend's replacement, if any)."""
+        impl = self.backends.implementation(inst.cls)
+        return Instance(impl, inst.call, inst.scope, inst.condition) if impl is not inst.cls else inst
+
+    def _assigns(self, inst: Instance, attr: str) -> bool:
+        """The instance's __init__ chain assigns `self.<attr>`."""
+        return any(attr in tables(fn, c.module).self_assignments for c, fn, _s in self.ctor.init_scopes(inst))
 
     def _attention_backend(self, sub: Instance, impl: Definition, kind: str):
         """The backend the runtime selects for an attention layer and the implementation it names

@@ -13,6 +13,7 @@ from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all, iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.known_calls import _never_none
 from ...semantics.callees import Callee
 from ...semantics.objects import static_method
 from ...semantics.environment import Environment
@@ -26,6 +27,10 @@ from .alternatives import OtherChoices
 from .rebinding import failing_import, imported_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
+
+# the source value_sources gives for an attribute only a method sets (status/waits.py reads it back): the value
+# an earlier call of that method left, a run-time state of the object
+RUN_TIME_SOURCE = "<set at run time by {}()>"
 from ...ir.conditions import Condition, Truth, code_of, impossible, join
 from ...ir.texts import say
 
@@ -132,6 +137,8 @@ class Constructor(AttrSources, OtherChoices):
         # (instance id, method) -> (the instance, its scope, what is left undecided of `self.<method>(...)`:
         # the tests and returns), for what an undecided test calling it waits on (unknown_sources)
         self._calls: dict = {}
+        # function name -> [(its Definition, a call of it, the scope it was read in)] the evaluator left unknown
+        self._functions: dict = {}
         # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
@@ -649,39 +656,133 @@ class Constructor(AttrSources, OtherChoices):
         found = self.method(cls, name)
         if found is not None and found.patch is None and is_property(found.module, found[1]):
             return evaluator.run_property(inst, found, depth)
+        if found is None and not is_dataclass(mro) and not rebound(mro, name):
+            return self._class_level(mro, name, evaluator, depth)
+        return None
+
+    def _class_level(self, mro, name: str, evaluator, depth: int):
+        """`self.<name>` that no method of the instance's classes assigns: the value the first class of its MRO
+        gives it in its body (`enable_pcp_o_proj_weight_sharding = False`, a subclass's __init__ sets it on its
+        own instances only); None where none gives one, or it is an object built there (shared by instances)."""
+        from ...semantics.runtime_defaults import _declared
+
+        for c in mro:
+            value = _declared(c).get(name)
+            if value is None:  # (a bare annotation: the next class may give it a value)
+                continue
+            if type(value) is cst.Call:
+                return None
+            return evaluator.infer(value, Scope(module=c.module), depth + 1)
         return None
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
         """`self.<name>` after the assignments `found` of one __init__ (self_value)."""
-        from ...semantics.values import NotNone, Unknown
+        from ...semantics.values import Unknown
 
         result = Unknown(f"self.{name} is not assigned in __init__")
+        base = None  # the last assignment that surely runs
+        open_: list[tuple] = []  # it and those after it under an undecided test, each with its truth
         for expr, cond, pos in found:
             self._fill_locals(fn, scope, c.module, before=pos)
             t = evaluator.condition_truth(cond, scope=scope)
             if t is Truth.TRUE:
-                result = evaluator.infer(expr, scope, depth)
-                if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
-                    result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
-                elif isinstance(result, Unknown) and type(expr) is cst.Call:
-                    # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
-                    # class there on every path (a value that is no module says nothing: not taken as None)
-                    built = self._built_value(inst, name, result)
-                    result = built if isinstance(built, NotNone) else result
+                result = self._assigned_value(inst, name, evaluator, depth, expr, scope)
+                base, open_ = (expr, cond, pos, t), []
             elif t is Truth.UNKNOWN:
                 result = Unknown(f"self.{name} is assigned under a condition that is not decided")
+                open_ = (open_ or ([base] if base is not None else [])) + [(expr, cond, pos, t)]
+        if open_:
+            return self._one_of_branches(inst, name, evaluator, depth, fn, c.module, scope, open_) or result
         return result
+
+    def _assigned_value(self, inst: Instance, name: str, evaluator, depth: int, expr, scope: Scope):
+        """The value one assignment `self.<name> = expr` stores, read with the locals before it."""
+        from ...semantics.values import NotNone, Unknown
+
+        result = evaluator.infer(expr, scope, depth)
+        if isinstance(result, Unknown) and type(expr) is cst.Subscript and type(expr.value) is cst.Call:
+            result = self._built_value(inst, name, result)  # `self.op, ... = factory(...)`
+        elif isinstance(result, Unknown) and type(expr) is cst.Call:
+            # `self.rotary_emb = get_rope(...)`: an object where the construction builds a module
+            # class there on every path (a value that is no module says nothing: not taken as None)
+            built = self._built_value(inst, name, result)
+            result = built if isinstance(built, NotNone) else result
+        return result
+
+    def _one_of_branches(self, inst: Instance, name: str, evaluator, depth: int, fn, module, scope: Scope,
+                         found: list):
+        """`self.<name>` after assignments under tests the evaluator does not decide, where whichever way those
+        tests go one of them is the last that runs (an `if` / `elif` / `else` chain, or a value assigned first
+        and replaced under a test): one of the values they store (OneOf; the one value where they agree).
+        None where some way of the tests assigns none of them, a test is no code, or a stored value is not
+        known."""
+        from itertools import product
+
+        from ...semantics.values import OneOf, Unknown
+
+        tests: dict = {}  # the undecided tests, by their code: (module, text) -> (index, ...)
+        needs = []  # per assignment: [(test, must hold)] it needs beyond what is decided
+        for _expr, cond, _pos, t in found:
+            need = []
+            for term in (cond.terms if cond and t is not Truth.TRUE else ()):
+                truth = evaluator.term_truth(term, None, scope=scope)
+                if truth is Truth.TRUE:
+                    continue
+                if truth is Truth.FALSE or term.expr is None:
+                    return None  # (a FALSE term: the whole assignment was FALSE, never listed here)
+                module_name, text, holds = term.key()
+                need.append((tests.setdefault((module_name, text), len(tests)), holds))
+            needs.append(need)
+        if len(tests) > 6:  # 64 ways at most
+            return None
+        last: set[int] = set()
+        for way in product((False, True), repeat=len(tests)):
+            runs = [i for i, need in enumerate(needs) if all(way[k] == holds for k, holds in need)]
+            if not runs:
+                return None  # this way of the tests assigns none of them: what it holds then is not read here
+            last.add(runs[-1])
+        values = []
+        for i in sorted(last):
+            expr, _cond, pos, _t = found[i]
+            self._fill_locals(fn, scope, module, before=pos)
+            value = self._assigned_value(inst, name, evaluator, depth, expr, scope)
+            if isinstance(value, (Unknown, OneOf)):
+                return None
+            if value not in values:
+                values.append(value)
+        return values[0] if len(values) == 1 else OneOf(tuple(values))
 
     def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
         """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
         `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
         the attribute waits on."""
-        from ...semantics.values import Unknown
+        from ...semantics.values import OneOf, Unknown
 
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+                if n == name and isinstance(value, (Unknown, OneOf)) and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
-        return [self.value_sources(inst, name) for inst in held[:limit]]
+        if held:
+            return [self.value_sources(inst, name) for inst in held[:limit]]
+        return [self.value_sources(None, name, call=got) for got in self._functions.get(name, [])[:limit]]
+
+    def _run_time_setter(self, inst: Instance, name: str) -> str | None:
+        """`Class.method` of the first method (not __init__) of the instance's classes that assigns
+        `self.<name>`, where no __init__ of its chain does: a value the object keeps between calls."""
+        for c in self.mro(inst.cls) if inst.cls is not None else ():
+            if not c.mentions(f"self.{name}".encode()):
+                continue
+            for fn in c.node.body.body if type(c.node.body) is cst.IndentedBlock else ():
+                if type(fn) is cst.FunctionDef and fn.name.value != "__init__" \
+                        and name in tables(fn, c.module).self_assignments:
+                    return f"{c.name}.{fn.name.value}"
+        return None
+
+    def note_function(self, target: Definition, call: cst.Call, scope: Scope) -> None:
+        """A call of the function `target` (of the trees) whose value the evaluator left unknown: kept once per
+        call site, for what a test calling it waits on (unknown_sources)."""
+        kept = self._functions.setdefault(target.name, [])
+        if len(kept) < 4 and not any(c is call for _t, c, _s in kept):
+            kept.append((target, call, scope))
 
     def note_call(self, inst: Instance, name: str, scope: Scope, left: list, call=None, caller=None) -> None:
         """`self.<name>(...)` of `inst` stayed undecided: `left`, the expressions it still depends on (read in
@@ -698,7 +799,7 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
-    def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
+    def value_sources(self, inst: Instance | None, name: str, depth: int = 14, call: tuple | None = None) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
         and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
@@ -751,6 +852,10 @@ class Constructor(AttrSources, OtherChoices):
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
                     code(expr, called[1], left - 1)
+                return
+            setter = self._run_time_setter(owner, attr_name)
+            if setter is not None:  # `self._tq_kv_plan = ...` in get_kv_plan: what an earlier call left
+                out.append(RUN_TIME_SOURCE.format(setter))
 
         def code(expr, scope: Scope, left: int) -> None:
             if left <= 0 or len(out) > 60 or scope is None:
@@ -818,6 +923,12 @@ class Constructor(AttrSources, OtherChoices):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
+                if built is None and self.index.dotted(scope.module, node.func) in _never_none():
+                    return  # likewise of an outside callable that never returns None (`torch.nn.Parameter(...)`)
+                if isinstance(built, Definition) and built.kind == "function" \
+                        and not (type(node.func) is cst.Attribute and _is_self(node.func.value)) \
+                        and returned(built, node, scope, left):
+                    return
             if t is cst.Lambda:
                 return
             for child in node.children:
@@ -848,7 +959,34 @@ class Constructor(AttrSources, OtherChoices):
                     code(ret.value.elements[key.value].value, inner, left - 1)
             return True
 
-        attr(inst, name, depth)
+        def returned(target: Definition, call: cst.Call, scope: Scope, left: int) -> bool:
+            """A function of the trees the code calls (`get_dsv4_compress_ratio(config, layer_idx)`): what its
+            returns and the tests before them read, in the function with its parameters bound to the call
+            (`getattr(config, "compress_ratios", None)`); its arguments where it returns none of them."""
+            fn = target.node
+            if not isinstance(fn, cst.FunctionDef) or left <= 1 or ("function", id(fn), id(call)) in seen:
+                return False
+            seen.add(("function", id(fn), id(call)))
+            body = tables(fn, target.module)
+            if not body.returns:
+                return False
+            for arg in call.args:  # what it is handed (a field read in the call itself)
+                names(arg.value, scope, left - 1)
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            for local, value, cond, _pos in body.local_assignments:
+                inner.locals.setdefault(local, []).append((value, cond))
+            for value, cond in body.returns:
+                code(value, inner, left - 1)
+                for term in (cond.terms if cond is not None else ()):
+                    if term.expr is not None:
+                        code(term.expr, inner, left - 1)
+            return True
+
+        if call is not None:  # (the function, its call, the scope it was read in): what its returns read
+            returned(call[0], call[1], call[2], depth)
+        elif inst is not None:
+            attr(inst, name, depth)
         return list(dict.fromkeys(out))
 
     def _optional_imports(self, fn: cst.FunctionDef, module, expr) -> list[str]:

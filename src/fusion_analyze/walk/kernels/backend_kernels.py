@@ -16,6 +16,8 @@ from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all
 from ..construction.constructor import Constructor, Scope
 from ...semantics.callees import Callee
+from ...semantics.known_calls import _decision_function
+from ...semantics.scope import bind_params
 from ...semantics.evaluator import Evaluator
 from ...semantics.function_bodies import class_method, exits_at_end, tables
 from ...semantics.values import Bindings, ClassRef, Known
@@ -67,6 +69,9 @@ class Backends:
         self._objects: dict = {}
         self._object_evaluator = Evaluator(ctor.env.without_config(), attrs=ctor)
         self._subs: dict = {}  # while it runs: the submodules of that instance reached, by class
+        # while it runs: the object the instance holds whose method is being walked (`self.turboquant.compress`),
+        # whose own `self.x` decide its tests
+        self._sub = None
         self._inst = self._inst_impl = None  # while kernels_of_instance runs: the instance whose values decide
         self._collectives: list | None = None
         self._own: tuple = ()  # while kernels_of_instance(own_calls=...) runs: see own_calls.py
@@ -208,7 +213,7 @@ class Backends:
         under that condition, so that a kernel both sides of a test reach runs whichever way it goes (_dedupe).
         Reached with other bindings (a call that passes `q_scale_inv=`, another that leaves it None), it is
         walked again: its tests may go another way."""
-        key = (id(fn), facts.key())
+        key = (id(fn), facts.key(), id(self._sub) if self._sub is not None else None)
         if depth > MAX_KERNEL_DEPTH:
             return
         if key in seen:
@@ -253,6 +258,8 @@ class Backends:
                 if type(stmt) is cst.If:
                     if self._of_instance(impl):
                         value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._inst))
+                    elif self._of_sub(impl):
+                        value, test = self.ctor.evaluator.residual(stmt.test, module, facts, scope_at(stmt, self._sub))
                     elif impl is not None and impl.qualname in self._objects:
                         value, test = self._object_evaluator.residual(stmt.test, module, facts,
                                                                       scope_at(stmt, self._objects[impl.qualname]))
@@ -299,6 +306,9 @@ class Backends:
         vo = None
         if self._of_instance(impl):  # `self.x` arguments: the instance's values
             vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=self._inst))  # noqa: E731
+        elif self._of_sub(impl):  # (those of the object it holds whose method this is)
+            sub_now = self._sub
+            vo = lambda e: self.ctor.evaluator.infer(e, Scope(module=module, owner=sub_now))  # noqa: E731
         c = Callee(self.index, module, call, caller, runs=self.ctor.runs)
         # super().m(...): the next class of the implementation's MRO after the one that defines the caller
         if impl is not None and caller is not None and c.super_method is not None:
@@ -351,20 +361,30 @@ class Backends:
                 and type(func.value.value) is cst.Name and func.value.value.value == "self"):
             from ..construction.constructor import Instance
 
-            owner_inst = (self._inst if self._of_instance(impl)
+            owner_inst = (self._inst if self._of_instance(impl) else self._sub if self._of_sub(impl)
                           else self._subs.get(impl.qualname) or Instance(impl))
             sub = self.ctor.attr(owner_inst, func.value.attr.value)
             if sub is not None and sub.cls is not None:
                 sub_impl = self.implementation(sub.cls)
+                held = None
                 if self._inst is not None:  # its own `self.x` are read on it (CustomReplicatedOp's quant_method)
-                    self._subs.setdefault(sub_impl.qualname, Instance(sub_impl, sub.call, sub.scope, sub.condition))
+                    held = Instance(sub_impl, sub.call, sub.scope, sub.condition)
+                    self._subs.setdefault(sub_impl.qualname, held)
+                    if sub.call is not None and owner_inst.call is not None:
+                        held = self._held(owner_inst, func.value.attr.value, held)
+                    else:
+                        held = None
                 name = func.attr.value
                 if name == "forward" or name == "__call__":
                     name = self.forward_name(sub_impl)
                 found = self.ctor.method(sub_impl, name)
                 if found is not None:
                     fn = found[1]
-                    self._collect(sub_impl, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                    saved, self._sub = self._sub, held
+                    try:
+                        self._collect(sub_impl, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
+                    finally:
+                        self._sub = saved
             return
         # Cls.m(self, ...): a method of a named class run on the caller's own instance
         # (AscendYaRNRotaryEmbedding.forward_oot: `return AscendRotaryEmbedding.forward_oot(self, ...)`): its
@@ -394,6 +414,16 @@ class Backends:
                     from ..construction.constructor import Instance
 
                     fn = found[1]
+                    built = self._returned_objects(maker, func.value, cls, module) if self._inst is not None else None
+                    if built:  # each object the function may return, its method walked on it under its test
+                        for held, test in built:
+                            saved, self._sub = self._sub, held
+                            try:
+                                self._collect(cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1,
+                                              seen, join(cond, test))
+                            finally:
+                                self._sub = saved
+                        return
                     self._objects.setdefault(cls.qualname, Instance(cls))
                     self._collect(cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1, seen, cond)
             return
@@ -504,6 +534,52 @@ class Backends:
         if (fn.name.value == "forward_native" and len(out) == start
                 and "CustomOp" in self.ctor.base_names(cls)):
             out.append(Kernel(f"native:{cls.name}.forward_native", module.rel, module.line_of(call), as_text(cond), cond=cond))
+
+    def _returned_objects(self, maker: Definition, call: cst.Call, cls: Definition, module) -> list | None:
+        """`f(...).m(...)` in the code of the instance (or of an object it holds): the objects `f` may return
+        for this call, read in `f` with its parameters bound to the call (`get_dsa_attn_kv_plan(self.vllm_config)`:
+        the `DsaAttnKvPlan(...)` of each return the device and the configuration leave), each with the test it
+        is returned under (None where it surely is); None where a return that may run builds no `cls`."""
+        from ..construction.constructor import Instance
+        from ...semantics.function_bodies import tables
+
+        fn = maker.node
+        if not isinstance(fn, cst.FunctionDef) or not _decision_function(fn, maker.module):
+            return None
+        owner = self._inst if self._sub is None else self._sub
+        inner = Scope(module=maker.module)
+        bind_params(fn, call, Scope(module=module, owner=owner), inner, skip_self=False)
+        table = tables(fn, maker.module)
+        for local, value, lcond, _pos in table.local_assignments:
+            inner.locals.setdefault(local, []).append((value, lcond))
+        out = []
+        for value, test in table.returns_decided(Bindings(), self.ctor.evaluator, inner):
+            if type(value) is not cst.Call or not isinstance(value.func, (cst.Name, cst.Attribute)) \
+                    or self.index.resolve_expr(maker.module, value.func) is not cls:
+                return None
+            out.append((Instance(cls, value, inner), test))
+            if test is None:
+                break
+        return out or None
+
+    def _held(self, owner, name: str, built):
+        """The object `owner.<name>` holds, as one instance for the walk of its methods (the same object on every
+        read of it: its tests are read on it, and a method walked for it is walked again for another)."""
+        memo = self.__dict__.setdefault("_held_objects", {})
+        key = (id(owner), name)
+        kept = memo.get(key)
+        if kept is None or kept[0] is not owner:
+            kept = memo[key] = (owner, built)
+        path = self.ctor._path_of(owner)  # what a memo of the instance's kernels reads of it is read again there
+        if path is not None:
+            self.ctor._track(kept[1], path + ((name, True),))
+        return kept[1]
+
+    def _of_sub(self, impl) -> bool:
+        """`self` in impl's code is the object being walked for the instance (_sub): its class or a base of it."""
+        sub = self._sub
+        return sub is not None and impl is not None and sub.cls is not None and (
+            impl is sub.cls or any(c is impl for c in self.ctor.mro(sub.cls)))
 
     def _of_instance(self, impl) -> bool:
         """`self` in impl's code is the instance kernels_of_instance reads: its class or a base of it
