@@ -32,6 +32,9 @@ class _Frame:
         self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
+        # names that may be None or hold values, which path ran not known (`x = None` then `if t: x = f(h)`, or
+        # `x = f(h) if t else None`): passed on, the callee's parameter is neither None nor not None
+        self.maybe_none: set[str] = set()
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
         self.names = Scope(module=module, owner=inst, instances=self.loop_vars)  # `layer.x`: the loop's layer
@@ -42,6 +45,11 @@ class _NoneValue:
 
 
 _NONE = _NoneValue()
+
+
+class _MaybeNone(list):
+    """An argument that holds these values or None, which one not known at the call (a name of the caller's
+    `maybe_none`): the callee's tests of it (`x if p is not None else None`) stay open."""
 
 
 class _InstanceValue:

@@ -18,7 +18,7 @@ from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
-from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
+from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _MaybeNone, _NoneValue
 from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
@@ -231,6 +231,10 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.loop_vars[name] = value.inst
             if value.name:
                 frame.module_names[name] = value.name
+        elif isinstance(value, _MaybeNone):  # values or None: its tests stay open, and it is passed on as such
+            frame.facts.none.pop(name, None)
+            frame.maybe_none.add(name)
+            frame.env[name] = list(value)
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]
