@@ -64,3 +64,102 @@ def test_a_name_that_may_be_none_keeps_the_callees_test_open(mini):
     # a tensor on every path: the test is decided, nothing is added
     assert ops["exp"].condition == ops["relu"].condition
     assert "bias" not in (ops["exp"].condition or "")
+
+
+# -- vLLM's defaults of its configuration objects: the literals start-up code may assign them ------------------------
+
+VLLM_CONFIG = '''
+
+from pydantic import Field
+
+from vllm.config.cache import CacheConfig
+
+
+class VllmConfig:
+    cache_config: CacheConfig = Field(default_factory=CacheConfig)
+'''
+
+CACHE_CONFIG = '''\
+class CacheConfig:
+    mode: str = "none"
+    use_ring: bool = False
+'''
+
+SETTERS = '''\
+class ModeModelConfig:
+    @classmethod
+    def verify_and_update_config(cls, vllm_config):
+        cache_config = vllm_config.cache_config
+        if cache_config.enable_prefix_caching:
+            if cache_config.mode == "none":
+                cache_config.mode = "align"  # the default with prefix caching
+        else:
+            cache_config.mode = "none"
+'''
+
+MODE_MODEL = '''\
+import torch
+from torch import nn
+
+from .qwen2 import Qwen2ForCausalLM
+
+
+class ModeMixer(nn.Module):
+    def __init__(self, cache_config):
+        super().__init__()
+        self.cache_config = cache_config
+        self.use_ring = cache_config.use_ring if cache_config is not None else False
+
+    def forward(self, hidden_states):
+        is_all = self.cache_config.mode == "all"
+        ring = None
+        if self.use_ring:
+            ring = torch.abs(hidden_states)
+        if is_all:
+            hidden_states = torch.exp(hidden_states)
+        if self.cache_config.mode == "align":
+            hidden_states = torch.sigmoid(hidden_states)
+        if ring is not None and hidden_states.shape[0] > 0:
+            hidden_states = torch.tanh(hidden_states)
+        return self._scan(hidden_states, None)
+
+    def _scan(self, x, residual):
+        if residual is None:
+            x = torch.relu(x)
+        else:
+            x = torch.square(x)
+        return x
+
+
+class ModeForCausalLM(Qwen2ForCausalLM):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+        self.mixer = ModeMixer(vllm_config.cache_config)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+        hidden_states = self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
+        return self.mixer(hidden_states)
+'''
+
+
+def test_a_field_start_up_code_sets_to_literals_is_one_of_them(mini):
+    """CacheConfig declares `mode = "none"`; start-up code (vllm/model_executor/models/config.py, as vLLM's
+    MambaModelConfig) assigns it only "align" and "none": `mode == "all"` is false (its branch is not walked),
+    `mode == "align"` stays open. `ring = None`, assigned only under `self.use_ring` (False at CacheConfig's
+    default), is None: `ring is not None and ...` is decided, its branch not walked at all (a local's None-ness
+    is no argument's, which would walk both branches: `residual is None` of the helper still does)."""
+    (mini / "vllm/config/vllm.py").write_text((mini / "vllm/config/vllm.py").read_text(encoding="utf-8") + VLLM_CONFIG,
+                                             encoding="utf-8")
+    (mini / "vllm/config/cache.py").write_text(CACHE_CONFIG, encoding="utf-8")
+    (mini / "vllm/model_executor/models/config.py").write_text(SETTERS, encoding="utf-8")
+    (mini / "vllm/model_executor/models/mode.py").write_text(MODE_MODEL, encoding="utf-8")
+    registry = mini / "vllm/model_executor/models/registry.py"
+    text = registry.read_text(encoding="utf-8")
+    registry.write_text(text.replace('    "HybridForCausalLM":', '    "ModeForCausalLM": ("mode", "ModeForCausalLM"),\n'
+                                                               '    "HybridForCausalLM":', 1), encoding="utf-8")
+    a = analyze("ModeForCausalLM", str(mini), str(mini), "ascend", cache=False)
+    ops = {op.name: op for op in a.walk.ops if op.file.endswith("mode.py")}
+    assert "exp" not in ops and "tanh" not in ops and "abs" not in ops
+    assert "align" in ops["sigmoid"].condition
+    # the helper's parameter: both branches, the one this call does not take as not steady
+    assert ops["relu"].steady and "square" in ops and not ops["square"].steady

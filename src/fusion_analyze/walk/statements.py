@@ -89,8 +89,8 @@ class Statements(WalkerState):
                 # decided by which arguments are None at this call (both branches are walked, _if): the parts
                 # the values decide (`ring_start is not None and self._updates_replayssm_trackers` with the
                 # attribute True) are still dropped from the condition the other branch keeps
-                value, left = self.ctor.evaluator.simplified(expr, frame.module, replace(frame.facts, none={}, sure=set()),
-                                                             frame.names)
+                value, left = self.ctor.evaluator.simplified(expr, frame.module, replace(frame.facts, none=_lasting(frame),
+                                                                                         sure=set()), frame.names)
             expr = left if value is Truth.UNKNOWN else expr
         test = Condition.of(expr, frame.module)
         inner = expr
@@ -201,6 +201,8 @@ class Statements(WalkerState):
                             frame.maybe_none.add(k)
         else:
             frame.env, frame.facts.none, frame.maybe_none = env_body, none_body, maybe_body
+        if transient:  # what either branch assigns follows from the call's None-ness
+            frame.transient |= _assigned_names(stmt)
 
     def _run_once(self, frame: _Frame, stmts, cond, guard: str) -> None:
         """Statements a lazy initialisation runs once (walk/host.py): their ops, and those of what they call, are
@@ -212,9 +214,10 @@ class Statements(WalkerState):
             op.attrs.setdefault("once", guard)
 
     def _by_none_facts(self, frame: _Frame, test) -> bool:
+        """Whether the test is decided only by the None-ness of names that is the call's (Frame.transient)."""
         if not frame.facts.none:
             return False
-        facts = Bindings({}, frame.facts.attr_classes)
+        facts = Bindings(_lasting(frame), frame.facts.attr_classes)
         return self.ctor.evaluator.truth(test, frame.module, facts, frame.names) is Truth.UNKNOWN
 
     def _for(self, frame: _Frame, stmt: cst.For, cond, steady) -> None:
@@ -245,6 +248,7 @@ class Statements(WalkerState):
             for name in _assigned_names(stmt.body):
                 if frame.facts.none.get(name):
                     frame.facts.none[name] = False
+                    frame.transient.add(name)  # None in the first iteration only
             kinds = self._layer_kinds(layer_list)
             self._layer_role(kinds[0]["element"] if kinds else element, f"{frame.path}.layers" if frame.path else "layers")
             if not kinds:
@@ -410,6 +414,10 @@ class Statements(WalkerState):
                 return
             targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
             hint = _target_names(targets[0])
+            reads = frame.transient.intersection(n.value for n in find_all(value, cst.Name)) if frame.transient else ()
+            for t in targets:  # a name assigned from one whose None-ness is the call's follows it
+                for n in _target_names(t) if type(t) is not cst.Attribute else ():
+                    (frame.transient.add if reads else frame.transient.discard)(n)
             if type(small) is cst.AugAssign:
                 kind = operator_kind(type(small.operator).__name__.replace("Assign", ""))
                 left = self._eval(frame, small.target, cond, steady, stmt)
@@ -592,3 +600,7 @@ def _scalar_arithmetic(frame: _Frame, expr: cst.BinaryOperation) -> bool:
     ann = returns.annotation if returns is not None else None
     return type(ann) is cst.Name and ann.value in _SCALAR_RETURNS
 
+
+def _lasting(frame: _Frame) -> dict:
+    """The None-ness facts that hold whatever the call passed (not of Frame.transient names)."""
+    return {k: v for k, v in frame.facts.none.items() if k not in frame.transient}

@@ -217,6 +217,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         positional, kwonly = signature(frame.fn)
         for p in positional + kwonly:
             frame.env[p.name.value] = [self._value(p.name.value)]
+            frame.transient.add(p.name.value)
         for name in none_defaults(frame.fn):
             frame.facts.none[name] = True
         for name, value in bind_arguments(frame.fn, args, kwargs):
