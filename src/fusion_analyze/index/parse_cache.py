@@ -89,6 +89,31 @@ class ParseCache:
                 pass
 
 
+    def load_side(self, kind: str, key: str):
+        """A small derived value stored beside the trees (`kind`: what it is, e.g. a file's imports), or None.
+        Not counted as a parse-cache hit or miss."""
+        try:
+            with open(self.root / kind / key[:2] / f"{key}.pkl", "rb") as f:
+                return pickle.load(f)
+        except Exception:  # missing, truncated or foreign: computed again
+            return None
+
+    def store_side(self, kind: str, key: str, value) -> None:
+        """Write a derived value (`load_side`), renamed into place."""
+        path = self.root / kind / key[:2] / f"{key}.pkl"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except Exception:  # a cache that cannot be written only costs time
+            try:
+                os.unlink(tmp)  # type: ignore[possibly-undefined]
+            except (OSError, NameError):
+                pass
+
+
 _TABLE: dict = {}
 
 

@@ -270,6 +270,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             op.attrs["replaced_by"] = by.text
             if by.skipped:
                 op.attrs["replacement_skipped"] = list(by.skipped)
+            if by.order is not None:
+                op.attrs["replacement_open"] = by.order
         self.ops.append(op)
         return outs
 
