@@ -49,12 +49,17 @@ class MaybeForCausalLM(Qwen2ForCausalLM):
 '''
 
 
-def test_a_name_that_may_be_none_keeps_the_callees_test_open(mini):
-    (mini / "vllm/model_executor/models/maybe.py").write_text(MAYBE_MODEL, encoding="utf-8")
+def _model(mini, module: str, arch: str, source: str) -> None:
+    """A model file in the mini tree's copy, registered."""
+    (mini / f"vllm/model_executor/models/{module}.py").write_text(source, encoding="utf-8")
     registry = mini / "vllm/model_executor/models/registry.py"
     text = registry.read_text(encoding="utf-8")
-    registry.write_text(text.replace('    "HybridForCausalLM":', '    "MaybeForCausalLM": ("maybe", "MaybeForCausalLM"),\n'
+    registry.write_text(text.replace('    "HybridForCausalLM":', f'    "{arch}": ("{module}", "{arch}"),\n'
                                                                '    "HybridForCausalLM":', 1), encoding="utf-8")
+
+
+def test_a_name_that_may_be_none_keeps_the_callees_test_open(mini):
+    _model(mini, "maybe", "MaybeForCausalLM", MAYBE_MODEL)
     a = analyze("MaybeForCausalLM", str(mini), str(mini), "ascend", cache=False)
     ops = {op.name: op for op in a.walk.ops if op.scope == "_scan" or op.file.endswith("maybe.py")}
     # `init`: None, then assigned under a test no value decides
@@ -152,11 +157,7 @@ def test_a_field_start_up_code_sets_to_literals_is_one_of_them(mini):
                                              encoding="utf-8")
     (mini / "vllm/config/cache.py").write_text(CACHE_CONFIG, encoding="utf-8")
     (mini / "vllm/model_executor/models/config.py").write_text(SETTERS, encoding="utf-8")
-    (mini / "vllm/model_executor/models/mode.py").write_text(MODE_MODEL, encoding="utf-8")
-    registry = mini / "vllm/model_executor/models/registry.py"
-    text = registry.read_text(encoding="utf-8")
-    registry.write_text(text.replace('    "HybridForCausalLM":', '    "ModeForCausalLM": ("mode", "ModeForCausalLM"),\n'
-                                                               '    "HybridForCausalLM":', 1), encoding="utf-8")
+    _model(mini, "mode", "ModeForCausalLM", MODE_MODEL)
     a = analyze("ModeForCausalLM", str(mini), str(mini), "ascend", cache=False)
     ops = {op.name: op for op in a.walk.ops if op.file.endswith("mode.py")}
     assert "exp" not in ops and "tanh" not in ops and "abs" not in ops
