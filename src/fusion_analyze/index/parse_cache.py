@@ -74,19 +74,41 @@ class ParseCache:
         path = self._path(key)
         if if_missing and path.exists():
             return
+
+        def dump(f):
+            pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.dispatch_table = _shared(_dispatch_table())
+            pickler.dump((tree, dict(lines) if lines is not None else None))
+
+        _write(path, dump)
+
+    def load_side(self, kind: str, key: str):
+        """A small derived value stored beside the trees (`kind`: what it is, e.g. a file's imports), or None.
+        Not counted as a parse-cache hit or miss."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
-                pickler.dispatch_table = _shared(_dispatch_table())
-                pickler.dump((tree, dict(lines) if lines is not None else None))
-            os.replace(tmp, path)
-        except Exception:  # a cache that cannot be written only costs time
-            try:
-                os.unlink(tmp)  # type: ignore[possibly-undefined]
-            except (OSError, NameError):
-                pass
+            with open(self.root / kind / key[:2] / f"{key}.pkl", "rb") as f:
+                return pickle.load(f)
+        except Exception:  # missing, truncated or foreign: computed again
+            return None
+
+    def store_side(self, kind: str, key: str, value) -> None:
+        """Write a derived value (`load_side`), renamed into place."""
+        _write(self.root / kind / key[:2] / f"{key}.pkl", lambda f: pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _write(path: Path, dump) -> None:
+    """`dump(file)` into a temporary file renamed to `path`: a reader never sees half an entry."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            dump(f)
+        os.replace(tmp, path)
+    except Exception:  # a cache that cannot be written only costs time
+        try:
+            os.unlink(tmp)  # type: ignore[possibly-undefined]
+        except (OSError, NameError):
+            pass
 
 
 _TABLE: dict = {}

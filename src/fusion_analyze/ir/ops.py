@@ -103,6 +103,8 @@ class OpAttrs(TypedDict, total=False):
     replaced_by: str
     # later patches of that target that never run (an import their try body runs first fails), as sentences
     replacement_skipped: list[str]
+    # why the model's code may run the original instead (its `from m import f` may run before the patch), a sentence
+    replacement_open: str
     # an arithmetic op's operands, as a graph pass's pattern compares them
     scalar: bool  # one side is not a tensor
     lhs: str  # the tensor value on the left (operand order of `a + b`)

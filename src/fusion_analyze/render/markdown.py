@@ -75,7 +75,8 @@ def op_line(op: dict, L: dict | None = None) -> str:
             extra.append(f"{L['op_conditional']}: " + ", ".join(tested[:4])
                          + (" " + L["op_more"].format(n=len(tested) - 4) if len(tested) > 4 else ""))
     if op["attrs"].get("replaced_by"):  # a function a vllm-ascend patch put in place: the patch's file:line
-        extra.append(f"{L['op_replaced']} {op['attrs']['replaced_by'].rsplit(' (', 1)[-1].rstrip(')')}")
+        extra.append(f"{L['op_replaced']} {op['attrs']['replaced_by'].rsplit(' (', 1)[-1].rstrip(')')}"
+                     + (f" ({L['op_replaced_open']})" if op["attrs"].get("replacement_open") else ""))
     if op["condition"]:
         cond = op["condition"] if len(op["condition"]) < 90 else op["condition"][:87] + "…"
         extra.append(f"{L['conditional_if']} {condition_text(cond, L)}")

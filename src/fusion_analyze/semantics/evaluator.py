@@ -1479,6 +1479,11 @@ def truth_of(value: Value) -> Truth:
 
 
 def _compare(op: type, left: Value, right: Value) -> Value:
+    if isinstance(left, OneOf) or isinstance(right, OneOf):  # decided where every pair of options agrees
+        got = {_compare(op, a, b) for a in (left.options if isinstance(left, OneOf) else (left,))
+               for b in (right.options if isinstance(right, OneOf) else (right,))}
+        one = got.pop() if len(got) == 1 else None
+        return one if isinstance(one, Known) else Unknown("a comparison of values that may differ")
     if isinstance(left, Known) and isinstance(right, Known) and op in (cst.Is, cst.IsNot) \
             and isinstance(left.value, (Symbol, ClassRef)) and isinstance(right.value, (Symbol, ClassRef)):
         # an Enum member (`SharedExpertParallelMode.TENSOR_PARALLEL`) read in two places is one object

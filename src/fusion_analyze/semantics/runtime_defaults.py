@@ -13,7 +13,7 @@ from ..index.facts import FactTable
 from ..index.nodes import find_all
 from .known_calls import _dotted_text
 from .scope import Scope
-from .values import Defaults, Known, Unknown, Value, literal
+from .values import Defaults, Known, OneOf, Unknown, Value, literal
 
 DERIVED_FIELDS = FactTable("derived_fields", "a config class node -> names its methods assign (derived, not defaults)")
 DECLARED_DEFAULTS = FactTable("declared", "a config class node -> {field: its declared default}")
@@ -279,7 +279,10 @@ def vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
     argument of the report changes it (the report's deployment states none of the arguments that build these
     objects): EngineArgs passes it only as its own field whose default is that class's (`kv_sharing_fast_prefill:
     bool = CacheConfig.kv_sharing_fast_prefill`), and none of the modules that build and check vLLM's
-    configuration (VllmConfig, EngineArgs, the platforms) assigns `.<name> = ...`. None otherwise."""
+    configuration (VllmConfig, EngineArgs, the platforms) assigns `.<name> = ...`. Where they assign it only
+    literals (`cache_config.mamba_cache_mode = "align"` in vllm/model_executor/models/config.py), it is one of
+    the default and those (OneOf: `mamba_cache_mode == "all"` is false with "none" and "align"). None
+    otherwise."""
     if index is None or not holder.endswith("_config"):
         return None
     if holder == "vllm_config":  # a field of VllmConfig itself: what the engine builds it with
@@ -399,7 +402,7 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
     value = _declared(cls).get(name)
     if value is None or type(value) is cst.Call:  # no default, or one a factory builds
         return None
-    setter = re.compile(rf"\.{re.escape(name)}\s*=(?!=)")
+    setter = re.compile(rf"\.{re.escape(name)}\s*=(?!=)[ \t]*([^\n]*)")
     passed = re.compile(rf"\b{re.escape(name)}\s*=(?!=)\s*([^,)\n]*)")
     texts = []
     for module in _SETTERS:
@@ -410,9 +413,13 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
         if tree is not None:
             for path in sorted(tree.package_dir.joinpath(*folder).glob("*.py")):
                 texts.append((path.stem, path.read_text(encoding="utf-8", errors="replace")))
+    assigned: list = []  # the literals code that runs at start-up assigns it after the class builds it
     for module, text in texts:
-        if setter.search(text):
-            return None  # set after the class builds it: not read here
+        for m in setter.finditer(text):
+            got = _literal_text(m.group(1))
+            if got is None:
+                return None  # set to something else than a literal: not read here
+            assigned.append(got)
         if module == ENGINE_ARGS_CLASS[0] and passed.search(text):
             if any(v.strip() != f"self.{name}" for v in passed.findall(text)):
                 return None  # EngineArgs builds it from something else
@@ -421,7 +428,25 @@ def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
             if own is None or _dotted_text(own) != f"{name_of}.{name}":
                 return None  # the engine argument's own default may differ from the class's
     found = infer(value, Scope(module=module_of))
-    return found if isinstance(found, Known) else None
+    if not isinstance(found, Known):
+        return None
+    options = [found]
+    for got in assigned:
+        if all(got != o or type(got.value) is not type(o.value) for o in options):
+            options.append(got)
+    return found if len(options) == 1 else OneOf(tuple(options))
+
+
+def _literal_text(text: str) -> Known | None:
+    """The literal a setter's right-hand side is (`"align"`, `None`, `False`), its comment left out; None for
+    anything else."""
+    text = text.split("#", 1)[0].strip().rstrip(";").strip()
+    if not text:
+        return None
+    try:
+        return literal(cst.parse_expression(text))
+    except cst.ParserSyntaxError:
+        return None
 
 
 ENGINE_LOCALS = FactTable("engine_config_locals",

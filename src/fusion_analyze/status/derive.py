@@ -686,6 +686,8 @@ def derive(ops: list[Op], patterns: list[Pattern], backend: str, ascend_passes: 
     tests = sorted({n for op in ops for n, side in op.branches  # a side with an op it alone holds back
                     if side == 1 and all(other == 0 for m, other in op.branches if m != n)})
     matchable = {k for p in patterns for f in (*p.forms, *p.inactive) for node in f.nodes for k in node.kinds}
+    # a test whose side holds back no op a pattern has a node for takes none of the budget (it is skipped below)
+    tests = [n for n in tests if any((n, 1) in op.branches and op.kind in matchable for op in ops)]
     for n in _within_budget(ops, tests):
         view = [op for op in ops if (op.steady and (n, 0) not in op.branches)
                 or ((n, 1) in op.branches and all(side == 0 for m, side in op.branches if m != n))]

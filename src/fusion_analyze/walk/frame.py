@@ -35,6 +35,14 @@ class _Frame:
         # names whose None-ness here is each decoder layer's own where the layers are walked kind by kind (the
         # loop's carried values, the parameters they are handed to): a test on them is decided
         self.exact: set[str] = set()
+        # names that may be None or hold values, which path ran not known (`x = None` then `if t: x = f(h)`, or
+        # `x = f(h) if t else None`): passed on, the callee's parameter is neither None nor not None
+        self.maybe_none: set[str] = set()
+        # names whose None-ness is the call's (the parameters: `residual` is None in the first layer only) or
+        # follows from it (assigned from them, or under a test they decided): a test they decide walks both
+        # branches (Walker._if); one the other names decide (`ring_start = None`, never reassigned where the
+        # values decide the test false) is decided
+        self.transient: set[str] = set()
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)
         self.names = Scope(module=module, owner=inst, instances=self.loop_vars)  # `layer.x`: the loop's layer
@@ -62,6 +70,11 @@ class _Exact(list):
     the second layer on)."""
 
     exact = True
+
+
+class _MaybeNone(list):
+    """An argument that holds these values or None, which one not known at the call (a name of the caller's
+    `maybe_none`): the callee's tests of it (`x if p is not None else None`) stay open."""
 
 
 class _InstanceValue:

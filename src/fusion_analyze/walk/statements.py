@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _MaybeNone, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
@@ -90,8 +90,8 @@ class Statements(WalkerState):
                 # decided by which arguments are None at this call (both branches are walked, _if): the parts
                 # the values decide (`ring_start is not None and self._updates_replayssm_trackers` with the
                 # attribute True) are still dropped from the condition the other branch keeps
-                value, left = self.ctor.evaluator.simplified(expr, frame.module, replace(frame.facts, none={}, sure=set()),
-                                                             frame.names)
+                value, left = self.ctor.evaluator.simplified(expr, frame.module, replace(frame.facts, none=_lasting(frame),
+                                                                                         sure=set()), frame.names)
             expr = left if value is Truth.UNKNOWN else expr
         test = Condition.of(expr, frame.module)
         inner = expr
@@ -153,6 +153,7 @@ class Statements(WalkerState):
         undecided = value is None and steady and stmt.orelse is not None
         before = {k: list(v) for k, v in frame.env.items()}
         none_before = dict(frame.facts.none)
+        maybe_before = set(frame.maybe_none)
         # A decided branch is walked alone: the other one does not run, and a test known to hold is not a
         # condition of what does (the report never prints a decided test).
         first_body = len(self.ops)
@@ -165,10 +166,11 @@ class Statements(WalkerState):
             self.undecided_tests = number = self.undecided_tests + 1
             for op in self.ops[first_body:]:
                 op.branches.append((number, 0))
-        env_body, none_body = frame.env, frame.facts.none
+        env_body, none_body, maybe_body = frame.env, frame.facts.none, frame.maybe_none
         if stmt.orelse is not None and (value is not True or transient):
             frame.env = {k: list(v) for k, v in before.items()}
             frame.facts.none = dict(none_before)
+            frame.maybe_none = set(maybe_before)
             neg = cond if value is False else join(cond, test.negate())
             first = len(self.ops)
             if type(stmt.orelse) is cst.If:
@@ -180,23 +182,28 @@ class Statements(WalkerState):
                     op.branches.append((number, 1))  # matched on it in place of the `if` branch (status/derive.py)
                     if not op.steady:
                         op.attrs.setdefault("other_branch", True)
-            env_else, none_else = frame.env, frame.facts.none
+            env_else, none_else, maybe_else = frame.env, frame.facts.none, frame.maybe_none
         else:
-            env_else, none_else = before, none_before
+            env_else, none_else, maybe_else = before, none_before, maybe_before
         # After the branch, a variable holds the steady branch's value.
         if value is False:
-            frame.env, frame.facts.none = env_else, none_else
+            frame.env, frame.facts.none, frame.maybe_none = env_else, none_else, maybe_else
         elif value is True or stmt.orelse is None:
             merged = dict(env_else)
             merged.update(env_body)
             frame.env = merged
             frame.facts.none = {**none_else, **none_body}
+            frame.maybe_none = maybe_body | maybe_else if value is None else maybe_body
             if value is None:
                 for k in set(none_else) | set(none_body):
                     if none_else.get(k) != none_body.get(k):
                         frame.facts.none.pop(k, None)
+                        if True in (none_else.get(k), none_body.get(k)):  # None on one path, values on the other
+                            frame.maybe_none.add(k)
         else:
-            frame.env, frame.facts.none = env_body, none_body
+            frame.env, frame.facts.none, frame.maybe_none = env_body, none_body, maybe_body
+        if transient:  # what either branch assigns follows from the call's None-ness
+            frame.transient |= _assigned_names(stmt)
 
     def _run_once(self, frame: _Frame, stmts, cond, guard: str) -> None:
         """Statements a lazy initialisation runs once (walk/host.py): their ops, and those of what they call, are
@@ -215,7 +222,7 @@ class Statements(WalkerState):
             return False
         if frame.exact and all(n.value in frame.exact for n in find_all(test, cst.Name) if n.value in frame.facts.none):
             return False  # (each layer's own: the first layer walked apart)
-        facts = Bindings({}, frame.facts.attr_classes)
+        facts = Bindings(_lasting(frame), frame.facts.attr_classes)
         return self.ctor.evaluator.truth(test, frame.module, facts, frame.names) is Truth.UNKNOWN
 
     def _for(self, frame: _Frame, stmt: cst.For, cond, steady) -> None:
@@ -247,6 +254,7 @@ class Statements(WalkerState):
             carried = sorted(name for name in _assigned_names(stmt.body) if frame.facts.none.get(name))
             for name in carried:
                 frame.facts.none[name] = False
+                frame.transient.add(name)  # None in the first iteration only
             kinds = self._layer_kinds(layer_list)
             self._layer_role(kinds[0]["element"] if kinds else element, f"{frame.path}.layers" if frame.path else "layers")
             if not kinds:
@@ -458,6 +466,10 @@ class Statements(WalkerState):
                 return
             targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
             hint = _target_names(targets[0])
+            reads = frame.transient.intersection(n.value for n in find_all(value, cst.Name)) if frame.transient else ()
+            for t in targets:  # a name assigned from one whose None-ness is the call's follows it
+                for n in _target_names(t) if type(t) is not cst.Attribute else ():
+                    (frame.transient.add if reads else frame.transient.discard)(n)
             if type(small) is cst.AugAssign:
                 kind = operator_kind(type(small.operator).__name__.replace("Assign", ""))
                 left = self._eval(frame, small.target, cond, steady, stmt)
@@ -472,6 +484,7 @@ class Statements(WalkerState):
                     for n in _target_names(t):
                         frame.facts.none[n] = True
                         frame.env[n] = []
+                        frame.maybe_none.discard(n)
                 return
             if len(targets) == 1 and type(targets[0]) is cst.Name and self._partial_of(frame, targets[0].value, value):
                 return  # splitter = partial(split_tensor_along_last_dim, ...): a callable, no op yet
@@ -490,6 +503,7 @@ class Statements(WalkerState):
                 for t in targets:  # `x = f(h) if test else None` with the test undecided: x may be None
                     for n in _target_names(t):
                         frame.facts.none.pop(n, None)
+                        frame.maybe_none.add(n)
             if len(targets) == 1 and type(targets[0]) is cst.Name:  # for the evaluator: `cfg = getattr(...)`
                 frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
                 frame.names.version += 1
@@ -530,6 +544,8 @@ class Statements(WalkerState):
         """A name bound to tensor values is not None; one bound to anything else (a config value, an unknown
         call's result) may be: the evaluator decides it from the assigned expression, or no one does."""
         for t in targets:
+            for n in _target_names(t) if type(t) is not cst.Attribute else ():
+                frame.maybe_none.discard(n)
             if type(t) is cst.Name:
                 frame.env[t.value] = values[:1] if len(values) == 1 else values
                 if values:
@@ -601,6 +617,8 @@ class Statements(WalkerState):
                 v = _InstanceValue(frame.loop_vars[a.value.value])
             elif type(a.value) is cst.Name and frame.facts.none.get(a.value.value):
                 v = _EXACT_NONE if a.value.value in frame.exact else _NONE
+            elif type(a.value) is cst.Name and a.value.value in frame.maybe_none:
+                v = _MaybeNone(frame.env.get(a.value.value, []))
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
                 # parameter runs that module
@@ -663,3 +681,7 @@ def _scalar_arithmetic(frame: _Frame, expr: cst.BinaryOperation) -> bool:
     ann = returns.annotation if returns is not None else None
     return type(ann) is cst.Name and ann.value in _SCALAR_RETURNS
 
+
+def _lasting(frame: _Frame) -> dict:
+    """The None-ness facts that hold whatever the call passed (not of Frame.transient names)."""
+    return {k: v for k, v in frame.facts.none.items() if k not in frame.transient}

@@ -20,7 +20,7 @@ from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
-from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
+from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _MaybeNone, _NoneValue
 from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
@@ -240,6 +240,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         positional, kwonly = signature(frame.fn)
         for p in positional + kwonly:
             frame.env[p.name.value] = [self._value(p.name.value)]
+            frame.transient.add(p.name.value)
         for name in none_defaults(frame.fn):
             frame.facts.none[name] = True
         for name, value in bind_arguments(frame.fn, args, kwargs):
@@ -256,6 +257,10 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.loop_vars[name] = value.inst
             if value.name:
                 frame.module_names[name] = value.name
+        elif isinstance(value, _MaybeNone):  # values or None: its tests stay open, and it is passed on as such
+            frame.facts.none.pop(name, None)
+            frame.maybe_none.add(name)
+            frame.env[name] = list(value)
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]
@@ -290,6 +295,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             op.attrs["replaced_by"] = by.text
             if by.skipped:
                 op.attrs["replacement_skipped"] = list(by.skipped)
+            if by.order is not None:
+                op.attrs["replacement_open"] = by.order
         self.ops.append(op)
         return outs
 

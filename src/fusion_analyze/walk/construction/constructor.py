@@ -24,7 +24,7 @@ from .attr_sources import AttrSources
 from .instance import Instance, _layer_list
 from .layer_index import CARRIER, DECODED, Taint, _join, contains
 from .alternatives import OtherChoices
-from .rebinding import failing_import, imported_first
+from .rebinding import failing_import, read_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 
@@ -78,6 +78,9 @@ class Replaced:
     reason: str | None = None
     # later patches of the target that never run (an import their `try` body runs first fails), as sentences
     skipped: tuple = ()
+    # why the code reached may hold the original instead (its `from m import f` may run before the patch), a
+    # sentence; None where the replacement is what it holds
+    order: object = None
 
     @property
     def text(self) -> str:
@@ -116,6 +119,9 @@ class Constructor(AttrSources, OtherChoices):
         self.not_followed: dict[str, dict] = {}
         # target -> a replacement followed under `if` tests no value decides, with what runs otherwise
         self.undecided_patches: dict[str, dict] = {}
+        # the same, of a target whose patch no read has reached yet (a `from m import f` imported before the
+        # patch keeps the original: nothing of the patch is then said)
+        self._undecided_pending: dict[str, dict] = {}
         self._registry: dict | None = None  # architecture -> registry entry, for models built at run time
         self.unbuilt: dict[int, str] = {}  # id(call) -> why the class it builds is not known
         self._hf = False
@@ -202,7 +208,14 @@ class Constructor(AttrSources, OtherChoices):
         cannot resolve is recorded in `not_followed` (the report's "not followed" lines)."""
         got = self._chosen(target)
         self._met(target, got)
+        self._applied(target)
         return got
+
+    def _applied(self, target: str) -> None:
+        """A read reached the target's patch: its undecided tests, if any, are said."""
+        pending = self._undecided_pending.get(target)
+        if pending is not None:
+            self.undecided_patches.setdefault(target, pending)
 
     def _chosen(self, target: str) -> "Replaced | None":
         if target in self._replaced:
@@ -223,8 +236,10 @@ class Constructor(AttrSources, OtherChoices):
         there or None). `hops`: the module attributes read on the way to `target` (ModuleIndex.traced), nearest
         first; the first one a patch replaces decides: the patch's value runs where the read comes after the
         patch (rebinding.py: a read when the code runs, or a `from m import f` of a module imported after the
-        patch module), the original where it came before (the patch module's own names, and modules its imports
-        ran first). A value the walk cannot resolve leaves the original, recorded in `not_followed`."""
+        patch module), the original where it came before (the patch module's own names, and modules imported by
+        the time it runs: `read_first`). Where that is not known the patch's value is walked, its Replaced saying
+        so (`order`), and the original is listed as an undecided alternative. A value the walk cannot resolve
+        leaves the original, recorded in `not_followed`."""
         if not self.patches:
             return target, None
         for name, reader in hops:
@@ -234,14 +249,26 @@ class Constructor(AttrSources, OtherChoices):
             if got is None:  # every patch of it decided away (its tests, a failing import): the next read
                 continue
             p = got.patch
-            if (module.name == p.module if reader is None
-                    else reader in imported_first(self.index, p.module)):
+            order = Truth.FALSE if reader is None else read_first(self.index, p.module, reader)
+            if (module.name == p.module if reader is None else order is Truth.TRUE):
                 return target, None  # read before the patch ran: the original
+            if order is Truth.UNKNOWN:
+                got = self._order_open(name, got, reader)
             self._met(name, got)
+            self._applied(name)
             if got.reason is not None:
                 return target, got
             return (got.function if got.function is not None else got.cls), got
         return target, None
+
+    def _order_open(self, target: str, got: "Replaced", reader: str) -> "Replaced":
+        """`got`, saying that `reader`'s `from m import f` may run before its patch (the original would run there),
+        and that original listed as the undecided alternative of the target."""
+        p = got.patch
+        self.undecided_patches.setdefault(target, {
+            "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": f"{reader} imported after {p.module}",
+            "others": [(target, f"{reader} imported before {p.module}")], "decided": False})
+        return replace(got, order=say("patch_order_open", reader=reader, where=f"{p.file}:{p.line}"))
 
     def _replacement(self, target: str) -> "Replaced | None":
         patches = self.patches.get(target)
@@ -274,7 +301,7 @@ class Constructor(AttrSources, OtherChoices):
                 break
         else:
             others.append((target, ""))  # the original runs where no patch's tests hold
-        self.undecided_patches.setdefault(target, {
+        self._undecided_pending.setdefault(target, {
             "path": target, "chosen": f"{p.value} ({p.file}:{p.line})", "condition": _tests_text(p),
             "others": sorted(set(others)), "decided": False})
 
