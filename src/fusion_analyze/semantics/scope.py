@@ -28,6 +28,12 @@ class Scope:
     cls: object = None  # the class whose method is read (index.Definition), where no instance is: for `self.m()`
     instances: dict = field(default_factory=dict)  # local -> the Instance it holds (a decoder loop's `layer`)
     objects: dict = field(default_factory=dict)  # local -> the class of the object it holds (Bindings.objects)
+    # `**kwargs` param -> {key: (expr, Scope) of a `kwargs["key"] = expr` before the call being read, or None where
+    # that fill's test is not decided}: what a call spreading `**kwargs` passes besides what the caller gave
+    kwarg_fills: dict = field(default_factory=dict)
+    # local -> {attribute: [(expr, Condition | None)]} of each `local.attr = expr` before the statement being
+    # read (`upstream_config.mla_use_output_gate = use_output_gate` on a copy of the configuration)
+    attr_sets: dict = field(default_factory=dict)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
@@ -45,6 +51,13 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
         if a.star == "**" and type(a.value) is cst.Name:
             for k, found in getattr(call_scope, "star_kwargs", {}).get(a.value.value, {}).items():
                 given.setdefault(k, found)
+            for k, found in (getattr(call_scope, "kwarg_fills", None) or {}).get(a.value.value, {}).items():
+                if k in keywords:
+                    continue  # (passed twice: Python refuses the call)
+                if found is None:  # filled under a test not decided: what it holds is not said
+                    given.pop(k, None)
+                else:  # `kwargs["k"] = v` before the call: v, whatever the caller gave
+                    given[k] = found
     bound = set()
     for name, expr in bind_arguments(fn, args, {k: v for k, (v, _w) in given.items()}, skip_self=skip_self):
         scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)

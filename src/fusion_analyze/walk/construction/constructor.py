@@ -585,18 +585,21 @@ class Constructor(AttrSources, OtherChoices):
         if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
             scopes = inst.value_chain = self.init_scopes(inst)
         assigned = False
-        for c, fn, scope in scopes:
+        for k, (c, fn, scope) in enumerate(scopes):
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
                 continue
             # the locals an outer read of this instance filled (`self.b = self.a and i > 0` reads self.a with
-            # the locals before it) are put back after
-            saved = (scope.locals, scope.fills)
+            # the locals before it) are put back after; the subclasses' __init__ whose super().__init__ call
+            # bound this one's parameters hold their locals up to that call while it is read
+            outer = self._fill_callers(scopes[:k])
+            saved = _scope_state(scope)
             try:
                 result = self._read_assignments(inst, name, evaluator, depth, c, fn, scope, found)
             finally:
-                scope.locals, scope.fills = saved
-                scope.version += 1
+                _put_back(scope, saved)
+                for s_, state in outer:
+                    _put_back(s_, state)
             assigned = True
             break
         if not assigned and inst.cls is not None:
@@ -828,6 +831,71 @@ class Constructor(AttrSources, OtherChoices):
                 scope.locals.setdefault(expr_target, []).append((value, cond))
         scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
                        for name, fills in tables(fn, module).local_fills.items()}
+        scope.kwarg_fills = self._kwarg_fills(fn, scope, module, before)
+        scope.attr_sets = {}
+        for target, value, cond, pos in tables(fn, module).assignments:
+            if pos < before and type(target) is cst.Attribute and type(target.value) is cst.Name \
+                    and target.value.value in scope.locals:  # `copied.field = value` on a local object
+                scope.attr_sets.setdefault(target.value.value, {}).setdefault(target.attr.value, []).append((value, cond))
+
+    def assigned(self, inst: Instance, name: str) -> Truth:
+        """Whether the __init__ chain of `inst` assigns `self.<name>` at all: TRUE where one assignment surely
+        runs, FALSE where every one stands under a test decided false (`self.g_proj = ...` under `if
+        self.use_output_gate:` with no output gate) or there is none, UNKNOWN otherwise."""
+        scopes = inst.value_chain
+        if scopes is None:
+            scopes = inst.value_chain = self.init_scopes(inst)
+        out = Truth.FALSE
+        for k, (c, fn, scope) in enumerate(scopes):
+            found = tables(fn, c.module).self_assignments.get(name, ())
+            if not found:
+                continue
+            outer = self._fill_callers(scopes[:k])
+            saved = _scope_state(scope)
+            try:
+                for _expr, cond, pos in found:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    t = self.evaluator.condition_truth(cond, scope=scope)
+                    if t is Truth.TRUE:
+                        return Truth.TRUE
+                    if t is Truth.UNKNOWN:
+                        out = Truth.UNKNOWN
+            finally:
+                _put_back(scope, saved)
+                for s_, state in outer:
+                    _put_back(s_, state)
+        return out
+
+    def _fill_callers(self, chain: list) -> list:
+        """Fill the locals of each __init__ of `chain` (the subclasses' ones before the __init__ being read) up to
+        its `super().__init__(...)` call, whose arguments bind the next one's parameters
+        (`super().__init__(config=upstream_config)` after `upstream_config = copy(config)`); [(scope, what it
+        held)] to put back."""
+        out = []
+        for c, fn, scope in chain:
+            at = tables(fn, c.module).super_init_position
+            if at is None:
+                continue
+            out.append((scope, _scope_state(scope)))
+            self._fill_locals(fn, scope, c.module, before=at)
+        return out
+
+    def _kwarg_fills(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> dict:
+        """{`**kwargs` name: {key: (value, scope) or None}} of the `kwargs["key"] = value` the body makes before
+        statement `before` (FunctionTables.kwarg_fills), each under a test decided here; None where it is not
+        (Scope.kwarg_fills). A dict the body changes another way says nothing of its keys."""
+        fills = tables(fn, module).kwarg_fills
+        if not fills:
+            return {}
+        out: dict = {}
+        for pos, cond, key, value in fills:
+            if pos >= before:
+                continue
+            truth = self.evaluator.condition_truth(cond, scope=scope)
+            if truth is Truth.FALSE:
+                continue
+            out[key] = (value, scope) if truth is Truth.TRUE else None
+        return {fn.params.star_kwarg.name.value: out} if out else {}
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
@@ -1477,3 +1545,13 @@ def _forwards(fn: cst.FunctionDef, call: cst.Call) -> bool:
     names = [(a.star, a.value.value) for a in call.args if type(a.value) is cst.Name]
     return (len(names) == len(call.args) == 2 and type(star) is cst.Param and type(kw) is cst.Param
             and names == [("*", star.name.value), ("**", kw.name.value)])
+
+
+def _scope_state(scope: Scope) -> tuple:
+    """What _fill_locals sets in a scope, to put back after a read that filled it otherwise."""
+    return scope.locals, scope.fills, scope.kwarg_fills, scope.attr_sets
+
+
+def _put_back(scope: Scope, state: tuple) -> None:
+    scope.locals, scope.fills, scope.kwarg_fills, scope.attr_sets = state
+    scope.version += 1
