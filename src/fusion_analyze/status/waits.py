@@ -71,11 +71,14 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
     that input's category, with the code it is read in; None where one of them reads only given inputs (the
     tool's debt)."""
     for attr in dict.fromkeys(re.findall(r"self((?:\.\w+)+)", test)):
+        # compared by order or computed with: a None there is no value the code runs with (`None > 0` raises)
+        ordered = re.search(rf"self{re.escape(attr)}\s*(?:[<>]=?|[-+*/%])|(?:[<>]=?|[-+*/%])\s*self{re.escape(attr)}\b",
+                            test) is not None
         for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
             held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
             if not held:
                 continue
-            found = [_not_given(texts, config, deployment) for texts in held]
+            found = [_not_given(texts, config, deployment, ordered) for texts in held]
             first = found[0]
             if first is not None and all(f is not None for f in found):
                 category, why, text = first
@@ -86,11 +89,13 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
 
 # what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
 # construction: a name that looks like one there is not read as one; the layer index is decided per kind)
-_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field")
+_CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field", "quantization")
 
 
-def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
-    """(category, why, the code) of the first input these texts read that was not given, in the rules' order."""
+def _not_given(texts: list[str], config, deployment, ordered: bool = False) -> tuple[str, str, str] | None:
+    """(category, why, the code) of the first input these texts read that was not given, in the rules' order.
+    `ordered`: the test compares the value by order (or computes with it), so a configuration field at a None
+    default is no value it can run with: not given."""
     for name, rx in _rules():
         if name not in _CONSTRUCTION_INPUTS:
             continue
@@ -98,20 +103,43 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
             if name == "config_field" and not (re.search(r"\bconfig\.\w+(?!\w|\s*\()", text) or _GETATTR.search(text)):
                 continue  # a configuration object read without a named field (`model_config.dtype`): no field
             if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
-                given, why = _given(name, text, config, deployment)
+                given, why = _given(name, text, config, deployment, ordered)
                 if given is False:
                     return name, why, text
     return None
 
 
-_GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*\w*config,\s*\"(\w+)\"")
+_CONFIG_OBJECTS = frozenset({"hf_config", "hf_text_config"})  # the configuration itself, no field of it
+_GETATTR_ANY = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*(\w*config),\s*\"(\w+)\"")
+
+
+class _ConfigGetattr:
+    """`getattr(config, "x", ...)` / `hasattr(hf_config, "x")`: a field of the model's configuration read by
+    name; not one of vLLM's own configuration objects (walk.yaml `waits_on.engine_objects`: `getattr(cache_config,
+    "cache_dtype", None)` reads an engine setting)."""
+
+    @staticmethod
+    def _engine_objects() -> frozenset:
+        from ..catalog import catalog
+
+        return frozenset((catalog().walk.get("waits_on") or {}).get("engine_objects") or ())
+
+    def findall(self, text: str) -> list[str]:
+        objects = self._engine_objects()
+        return [field for obj, field in _GETATTR_ANY.findall(text) if obj not in objects]
+
+    def search(self, text: str) -> bool:
+        return bool(self.findall(text))
+
+
+_GETATTR = _ConfigGetattr()
 
 
 def _short(text: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
+def _given(name: str, test: str, config, deployment, ordered: bool = False) -> tuple[bool | None, str]:
     if name == "runtime_path":
         return False, "the runtime path (prefill, decode, graph capture) decides it"
     if name == "batch_value":
@@ -130,14 +158,26 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         if stated_dtype(getattr(config, "values", None)) is not None:
             return True, "the model dtype (the configuration's dtype, vLLM's --dtype auto)"
         return False, "a configuration field not given (dtype)"
+    if name == "quantization":
+        if deployment is not None and getattr(deployment, "quant_known", False):
+            return True, "the quantisation (stated, or a config.json that names none)"
+        return False, "the checkpoint's quantisation section (quantization_config) is not given"
     if name == "config_field":
-        # (a method of the configuration, `config.get_text_config()`, is no field)
-        fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test)))
+        # (a method of the configuration, `config.get_text_config()`, is no field; nor the configuration itself
+        # read off vLLM's model configuration, `getattr(model_config, "hf_config", None)`)
+        fields = [f for f in dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test))
+                  if f not in _CONFIG_OBJECTS]
+        if not fields and re.search(r"\b(hf_config|hf_text_config)\b", test) and not re.search(r"\bconfig\.\w", test):
+            return True, "the model's configuration itself"
         if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
         missing = [f for f in fields if not _holds(config, f)]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
+        unset = [f for f in fields if ordered and _none_default(config, f)]
+        if unset:  # KimiLinearConfig's `qk_rope_head_dim: int | None = None`, compared `> 0`
+            return False, "a configuration field not given: " + ", ".join(unset) + \
+                " (its class default None is no value the test compares)"
         return True, "the configuration gives " + ", ".join(fields)
     return None, "not traced"
 
@@ -156,6 +196,19 @@ def _holds(config, field: str) -> bool:
     try:
         return isinstance(config.attr(field, True), Known) or isinstance(config.attr(field, False), Known)
     except Exception:  # a configuration that cannot answer the field: not given
+        return False
+
+
+def _none_default(config, field: str) -> bool:
+    """The field is None only because no configuration file gives it (its class's default)."""
+    from ..semantics.values import Known
+
+    values = getattr(config, "values", None) or {}
+    if field in values:
+        return False
+    try:
+        return config.attr(field, True) == Known(None) or config.attr(field, False) == Known(None)
+    except Exception:
         return False
 
 

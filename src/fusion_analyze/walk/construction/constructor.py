@@ -14,7 +14,7 @@ from ...index.nodes import iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.callees import Callee
-from ...semantics.objects import static_method
+from ...semantics.objects import is_property, static_method
 from ...semantics.environment import Environment
 from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
@@ -30,6 +30,7 @@ from ...ir.conditions import Condition, Truth, code_of, impossible, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
+_MAX_SOURCES = 120  # lines of code value_sources reads back for one attribute
 _KIND_DEPTH = 2  # how far below a decoder layer its submodules are read for what they decide from the index
 
 
@@ -136,6 +137,7 @@ class Constructor(AttrSources, OtherChoices):
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
         self.replay: list = []
+        self._assigning: set = set()  # (instance id, name) whose assignment is being decided (assigned)
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -655,8 +657,11 @@ class Constructor(AttrSources, OtherChoices):
         the attribute waits on."""
         from ...semantics.values import Unknown
 
+        from ...semantics.values import Known
+
+        # (a None a test left undecided is one it cannot use: `self.qk_rope_head_dim > 0`)
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+                if n == name and (isinstance(value, Unknown) or value == Known(None)) and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
 
@@ -675,7 +680,7 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
-    def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
+    def value_sources(self, inst: Instance, name: str, depth: int = 20) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
         and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
@@ -686,33 +691,56 @@ class Constructor(AttrSources, OtherChoices):
 
         def attr(owner: Instance, attr_name: str, left: int) -> None:
             key = (id(owner), attr_name)
-            if left <= 0 or key in seen or owner.cls is None or len(out) > 60:
+            if left <= 0 or key in seen or owner.cls is None or len(out) > _MAX_SOURCES:
                 return
             seen.add(key)
             scopes = owner.value_chain
             if scopes is None:  # its own scopes, as self_value reads them (attr()'s builds are not disturbed)
                 scopes = owner.value_chain = self.init_scopes(owner)
-            for c, fn, scope in scopes:
+            for k, (c, fn, scope) in enumerate(scopes):
                 found = tables(fn, c.module).self_assignments.get(attr_name, ())
-                if found:  # `a, b, c = helper(...)`: each name the helper's return item (read back below)
-                    unpacked[id(scope)] = {t.value: v for t, v, _c, _p in tables(fn, c.module).assignments
-                                           if type(t) is cst.Name and type(v) is cst.Subscript
-                                           and type(v.value) is cst.Call}
-                for expr, cond, pos in found:
-                    self._fill_locals(fn, scope, c.module, before=pos)
-                    code(expr, scope, left - 1)
-                    for term in (cond.terms if cond is not None else ()):
-                        if term.expr is not None:
-                            code(term.expr, scope, left - 1)
-                if found:
-                    return
+                if not found:
+                    continue
+                # `a, b, c = helper(...)`: each name the helper's return item (read back below)
+                unpacked[id(scope)] = {t.value: v for t, v, _c, _p in tables(fn, c.module).assignments
+                                       if type(t) is cst.Name and type(v) is cst.Subscript
+                                       and type(v.value) is cst.Call}
+                # (the subclasses' locals their super().__init__ hands on; what an outer read of the same
+                # __init__ filled is put back after)
+                outer = self._fill_callers(scopes[:k])
+                saved = _scope_state(scope)
+                try:
+                    for expr, cond, pos in found:
+                        self._fill_locals(fn, scope, c.module, before=pos)
+                        code(expr, scope, left - 1)
+                        for term in (cond.terms if cond is not None else ()):
+                            if term.expr is not None:
+                                code(term.expr, scope, left - 1)
+                finally:
+                    _put_back(scope, saved)
+                    for s_, state in outer:
+                        _put_back(s_, state)
+                return
             called = self._calls.get((id(owner), attr_name))
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
                     code(expr, called[1], left - 1)
+                return
+            getter = self.method(owner.cls, attr_name)
+            if getter is not None and getter.patch is None and is_property(getter.module, getter[1]):
+                # a @property (`runtime_has_indexer`: `self.has_indexer and not getattr(self, ...)`): its returns
+                # and their tests, read on the object
+                inner = Scope(module=getter.module, owner=owner)
+                for local, value, cond, _pos in tables(getter[1], getter.module).local_assignments:
+                    inner.locals.setdefault(local, []).append((value, cond))
+                for value, cond in tables(getter[1], getter.module).returns:
+                    code(value, inner, left - 1)
+                    for term in (cond.terms if cond is not None else ()):
+                        if term.expr is not None:
+                            code(term.expr, inner, left - 1)
 
         def code(expr, scope: Scope, left: int) -> None:
-            if left <= 0 or len(out) > 60 or scope is None:
+            if left <= 0 or len(out) > _MAX_SOURCES or scope is None:
                 return
             try:
                 out.append(" ".join(code_of(scope.module, expr).split()))
@@ -740,9 +768,21 @@ class Constructor(AttrSources, OtherChoices):
                 holder = node.value.attr.value if type(node.value) is cst.Attribute else \
                     node.value.value if type(node.value) is cst.Name else ""
                 if holder.endswith("_config"):  # `cache_config.sliding_window`: what EngineArgs builds it from
-                    from ...semantics.runtime_defaults import engine_local_code
+                    from ...semantics.runtime_defaults import engine_local, engine_local_code
 
                     out.extend(engine_local_code(self.index, holder, node.attr.value))
+                    found = engine_local(self.index, holder, node.attr.value)
+                    if found is not None:  # (and into the helpers it calls: resolve_kv_cache_dtype_string)
+                        built = Scope(module=found.module)
+                        for local, value, cond in found.before:
+                            built.locals.setdefault(local, []).append((value, cond))
+                        for value, _cond, _pos in found.assignments:
+                            names(value, built, left - 1)
+                derived = self._derivations(node, scope)
+                if derived:  # `ascend_config.enable_sparse_sfa_c8` of get_ascend_config(): what derives it
+                    for value, where in derived:
+                        code(value, where, left - 1)
+                    return
                 names(node.value, scope, left)
                 return
             if t is cst.Name:
@@ -773,15 +813,56 @@ class Constructor(AttrSources, OtherChoices):
                     and isinstance(scope.owner, Instance):  # getattr(self, "x", None): self.x
                 attr(scope.owner, str(node.args[1].value.evaluated_value), left - 1)
                 return
+            if t is cst.Call and type(node.func) is cst.Name and node.func.value == "getattr" and len(node.args) >= 2 \
+                    and type(node.args[1].value) is cst.SimpleString and type(node.args[0].value) in (cst.Name, cst.Attribute):
+                # getattr(cache_config, "cache_dtype", None): read as `cache_config.cache_dtype`
+                read = cst.Attribute(value=node.args[0].value, attr=cst.Name(str(node.args[1].value.evaluated_value)))
+                names(read, scope, left)
+                for arg in node.args[2:]:
+                    names(arg.value, scope, left)
+                return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
+                if isinstance(built, Definition) and built.kind == "function" and helper(built, node, scope, left):
+                    for child in node.args:  # (and what it is called with)
+                        names(child.value, scope, left)
+                    return
             if t is cst.Lambda:
                 return
             for child in node.children:
                 if isinstance(child, cst.CSTNode):
                     names(child, scope, left)
+
+        def helper(target, call: cst.Call, scope: Scope, left: int) -> bool:
+            """A small helper of the trees the evaluator runs (only decisions, or loops over a known sequence:
+            `should_reuse_topk(config, layer_id)`, `_get_config_bool(configs, "use_index_cache")`): its returns
+            and their tests, read in it with its parameters bound to the call, a parameter bound to a literal
+            written in its place (`hasattr(config, "use_index_cache")`). False for any other function."""
+            from ...semantics.known_calls import _decision_function
+            from ...semantics.loops import loop_function
+
+            fn = target.node
+            if type(fn) is not cst.FunctionDef or left <= 1 or (id(fn), id(call)) in seen \
+                    or not (_decision_function(fn, target.module) or loop_function(fn, target.module)):
+                return False
+            seen.add((id(fn), id(call)))
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            literals = {p: v for p, (v, _w) in inner.params.items()
+                        if isinstance(v, (cst.SimpleString, cst.Integer, cst.Float))
+                        or (type(v) is cst.Name and v.value in ("True", "False", "None"))}
+            table = tables(fn, target.module)
+            for local, value, cond, _pos in table.local_assignments:
+                inner.locals.setdefault(local, []).append((_written(value, literals), cond))
+            for stmt, cond in table.statements:  # every test on the way, and what each return gives
+                tests = [stmt.test] if type(stmt) is cst.If else []
+                returns = [small.value for small in (stmt.body if type(stmt) is cst.SimpleStatementLine else ())
+                           if type(small) is cst.Return and small.value is not None]
+                for expr in tests + returns:
+                    code(_written(expr, literals), inner, left - 1)
+            return True
 
         def returned_item(node: cst.Subscript, scope: Scope, left: int) -> bool:
             """`helper(...)[k]` of a function of the trees: item k of each tuple it returns, read in the
@@ -809,6 +890,34 @@ class Constructor(AttrSources, OtherChoices):
 
         attr(inst, name, depth)
         return list(dict.fromkeys(out))
+
+    def _derivations(self, node: cst.Attribute, scope: Scope) -> list:
+        """`x.<field>` where x is the backend's configuration built from no user input (`ascend_config =
+        get_ascend_config()`, walk.yaml runtime.defaults): [(value, scope)] of each `self.<field> = value` its
+        class's methods make (AscendConfig.derive_and_validate), each read in its method; [] otherwise."""
+        from ...semantics.runtime_defaults import _assigned_by_methods
+
+        held = node.value
+        if type(held) is cst.Name and len(scope.locals.get(held.value, ())) == 1:
+            held = scope.locals[held.value][0][0]
+        if type(held) is not cst.Call or type(held.func) is not cst.Name:
+            return []
+        qualname = (catalog().typed.walk.runtime.defaults or {}).get(held.func.value)
+        if not qualname or self.index.dotted(scope.module, held.func) is None:
+            return []
+        mod, _, name = str(qualname).rpartition(".")
+        cls = self.index.lookup(mod, name)
+        if getattr(cls, "kind", None) != "class" or not _assigned_by_methods(cls).get(node.attr.value):
+            return []
+        out = []
+        for fn in (st for st in cls.node.body.body if type(st) is cst.FunctionDef):
+            table = tables(fn, cls.module)
+            for value, _cond, _pos in table.self_assignments.get(node.attr.value, ()):
+                inner = Scope(module=cls.module)
+                for local, v, c, _p in table.local_assignments:
+                    inner.locals.setdefault(local, []).append((v, c))
+                out.append((value, inner))
+        return out
 
     def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
         """`self.gate = nn.Linear(...)`: (the dotted name of the constructor outside the trees, its call, the
@@ -842,6 +951,16 @@ class Constructor(AttrSources, OtherChoices):
         """Whether the __init__ chain of `inst` assigns `self.<name>` at all: TRUE where one assignment surely
         runs, FALSE where every one stands under a test decided false (`self.g_proj = ...` under `if
         self.use_output_gate:` with no output gate) or there is none, UNKNOWN otherwise."""
+        key = (id(inst), name)
+        if key in self._assigning:  # (`if not hasattr(self, "x"): self.x = ...`: asked while it is decided)
+            return Truth.UNKNOWN
+        self._assigning.add(key)
+        try:
+            return self._assigned(inst, name)
+        finally:
+            self._assigning.discard(key)
+
+    def _assigned(self, inst: Instance, name: str) -> Truth:
         scopes = inst.value_chain
         if scopes is None:
             scopes = inst.value_chain = self.init_scopes(inst)
@@ -1555,3 +1674,23 @@ def _scope_state(scope: Scope) -> tuple:
 def _put_back(scope: Scope, state: tuple) -> None:
     scope.locals, scope.fills, scope.kwarg_fills, scope.attr_sets = state
     scope.version += 1
+
+
+class _Written(cst.CSTTransformer):
+    """A helper's parameters bound to literals, written in their place (value_sources)."""
+
+    def __init__(self, literals: dict):
+        self.literals = literals
+
+    def leave_Name(self, original, updated):
+        return self.literals.get(original.value, updated)
+
+    def leave_Attribute(self, original, updated):  # (`x.attr`: an attribute's own name is no parameter)
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original, updated):  # (`f(attr=...)`: nor a keyword)
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _written(expr, literals: dict):
+    return expr.visit(_Written(literals)) if literals and expr is not None else expr
