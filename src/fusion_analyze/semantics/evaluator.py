@@ -877,7 +877,9 @@ class Evaluator:
                 else None
             if has == Known(True):  # getattr(self, "ascend_shared_experts", None)
                 return self.attrs.self_value(held, name, self, depth)
-            if has == Known(False) and len(args) == 3:  # getattr(self, "g_proj", None) where none is built
+            if has == Known(False) and len(args) == 3 and self._module_has(args[0], Known(name), scope) == Known(False):
+                # getattr(self, "g_proj", None) where none is built (of `self` or `self.x` only: another object
+                # may be given the attribute from outside, at load time)
                 return self.infer(args[2], scope, depth)
             if name is not None and isinstance(base, NotNone) and isinstance(args[0], (cst.Name, cst.Attribute)):
                 # getattr(mla_modules, "topk_indices_buffer", None): a field the built dataclass declares

@@ -75,7 +75,8 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
         ordered = re.search(rf"self{re.escape(attr)}\s*(?:[<>]=?|[-+*/%])|(?:[<>]=?|[-+*/%])\s*self{re.escape(attr)}\b",
                             test) is not None
         for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
-            held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
+            # (a module that assigns it nowhere says nothing; one that holds None, where the test cannot use it)
+            held = [texts for texts in (sources(name, with_none=True) if ordered else sources(name)) if texts]
             if not held:
                 continue
             found = [_not_given(texts, config, deployment, ordered) for texts in held]

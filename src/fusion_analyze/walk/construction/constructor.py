@@ -651,7 +651,7 @@ class Constructor(AttrSources, OtherChoices):
                 result = Unknown(f"self.{name} is assigned under a condition that is not decided")
         return result
 
-    def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
+    def unknown_sources(self, name: str, limit: int = 4, with_none: bool = False) -> list[list[str]]:
         """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
         `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
         the attribute waits on."""
@@ -659,9 +659,10 @@ class Constructor(AttrSources, OtherChoices):
 
         from ...semantics.values import Known
 
-        # (a None a test left undecided is one it cannot use: `self.qk_rope_head_dim > 0`)
+        # `with_none`: a None too, for a test that cannot use one (`self.qk_rope_head_dim > 0`)
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and (isinstance(value, Unknown) or value == Known(None)) and inst.cls is not None]
+                if n == name and (isinstance(value, Unknown) or (with_none and value == Known(None)))
+                and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
 
