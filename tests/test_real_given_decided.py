@@ -743,3 +743,129 @@ def test_nothing_given_left_undecided(session, hf, arch):
     models waits on something given."""
     a = analyze_in(session, arch, Options(hf_root=hf))
     assert not [e for e in a.report["undecided"] if e["given"] is True], a.report["undecided"]
+
+
+# the SFA (sparse MLA) implementation's flags and its lightning indexer's (vllm_ascend/attention/sfa_v1.py,
+# indexer.py) that GLM-5's attention reads
+_SFA_FLAGS = ("runtime_has_indexer", "enable_sparse_li_c4", "enable_sparse_li_c8", "enable_sparse_li_quant",
+              "enable_sparse_sfa_c8", "enable_sparse_sfa_turboquant", "has_indexer", "skip_topk",
+              "topk_indices_buffer", "use_index_cache", "uses_packed_sfa_main_cache")
+
+
+def _on_sfa_flags(texts) -> list[str]:
+    return [t for t in texts if any(f"self.{n}" in t for n in _SFA_FLAGS)]
+
+
+@pytest.fixture(scope="module")
+def glm_dsa(session, hf):
+    return analyze_in(session, "GlmMoeDsaForCausalLM",
+                      Options(config=str(ROOT / "fixtures" / "configs" / "glm-moe-dsa.json"), hf_root=hf))
+
+
+def test_glm_dsa_sparse_attention_flags_decided_from_its_config(glm_dsa):
+    """GLM-5 (GlmMoeDsaForCausalLM) with its config.json, at vLLM's and vllm-ascend's defaults:
+    - the packed SFA main cache: `self.enable_sparse_sfa_c8 = ascend_config.enable_sparse_sfa_c8`
+      (vllm_ascend/attention/sfa_v1.py:880), a field AscendConfig.derive_and_validate derives as
+      `vllm_config.cache_config.cache_dtype in ["fp8", "int8"] and use_sparse_sfa` (vllm_ascend/ascend_config.py:920;
+      TurboQuant :919). The cache dtype is `resolve_kv_cache_dtype_string(self.kv_cache_dtype, model_config)`
+      (vllm/engine/arg_utils.py:2090), EngineArgs' `kv_cache_dtype = CacheConfig.cache_dtype` ("auto", :459),
+      kept "auto" where the checkpoint has no quantization_config (vllm/utils/torch_utils.py:513-525); the one
+      start-up setter runs only on "bfloat16" (vllm/model_executor/models/config.py:38). The derivation gives
+      the declared default False, so `uses_packed_sfa_main_cache` (sfa_v1.py:903) is False too.
+    - the indexer's C8/C4 cache: `get_ascend_config().is_sparse_li_c8_layer(prefix)` (indexer.py:195), whose
+      `_is_sparse_li_layer` returns False first when `enable_sparse_li_c8` is (ascend_config.py:1234), derived from
+      `attention_config.indexer_kv_dtype` "auto" (:921-922): `enable_sparse_li_quant` (indexer.py:233) is False.
+    - top-k reuse: the layer's `_skip_topk = should_reuse_topk(config, layer_id)` (vllm_ascend/patch/worker/
+      patch_deepseek_v2.py:212; utils.py:220-227: `max(layer_id - 2 + 1, 0) % 1 != 0`, no pattern given) is False
+      for every layer, so the impl's `skip_topk` property (sfa_v1.py:906, read through its getter, not its setter)
+      is False; `use_index_cache = self.skip_topk or index_cache_enabled` (:852) is False: `_get_config_bool`
+      loops over (hf_config, hf_text_config) and neither has `use_index_cache` (:342-346), nor `indexer_types`
+      "shared" (:335); `has_indexer` (:855) and `runtime_has_indexer` (:917) are True.
+    - `self.topk_indices_buffer = kwargs.get("topk_indices_buffer")` (:820): MLAAttention fills
+      `extra_impl_args["topk_indices_buffer"] = topk_indices_buffer` under `if use_sparse:` before passing them on
+      (vllm/model_executor/layers/attention/mla_attention.py:550), the model's `torch.empty(...)`: never None.
+    So the plain KV write and sparse attention run, and the indexer is not quantised."""
+    by = _by_test(glm_dsa)
+    assert not _on_sfa_flags(by), _on_sfa_flags(by)
+    assert not _on_sfa_flags(_conditions(glm_dsa) + _kernel_conditions(glm_dsa))
+    assert not [e for e in glm_dsa.report["undecided"] if e["given"] is True], \
+        [e["test"] for e in glm_dsa.report["undecided"] if e["given"] is True]
+    ops = glm_dsa.report["ops"]
+    impl = {op["name"] for op in ops if op["path"].endswith("mla_attn.impl")}
+    assert {"npu_kv_rmsnorm_rope_cache", "npu_sparse_flash_attention"} <= impl, sorted(impl)
+    assert "npu_kv_quant_sparse_flash_attention" not in impl  # (the TurboQuant path)
+    assert not [op for op in ops if ".turboquant" in op["path"]]
+    assert not [op for op in ops if "topk_indices" in op["name"]]  # no index cache copy, no reuse of skipped layers
+    indexer = {op["name"] for op in ops if op["path"].endswith("indexer.impl")}
+    assert "npu_lightning_indexer" in indexer, sorted(indexer)
+    assert not indexer & {"npu_dynamic_quant", "npu_dynamic_mx_quant"}, sorted(indexer)  # no C8 / C4 indexer cache
+    validate_report(glm_dsa.report)
+
+
+def test_glm_dsa_sparse_attention_flags_wait_on_what_the_class_defaults_leave_out(session, hf):
+    """With GlmMoeDsaConfig's defaults alone (as `all` analyses the registry), the same flags are not decided,
+    and each says on what, from the code it is computed from: the packed cache on the checkpoint's quantisation
+    section (the cache dtype "auto" is resolved from `quantization_config`, vllm/utils/torch_utils.py:518), the
+    indexer and top-k reuse on `index_topk_pattern` (`getattr(config, "index_topk_pattern", None)`,
+    vllm_ascend/utils.py:222), which the class does not declare (a checkpoint may carry it). The indexer's own
+    C8/C4 flags need nothing of the model: decided. None of them is the tool's debt."""
+    a = analyze_in(session, "GlmMoeDsaForCausalLM", Options(hf_root=hf))
+    by = _by_test(a)
+    flags = {t: e for t, e in by.items() if _on_sfa_flags([t])}
+    assert flags and all(e["given"] is False for e in flags.values()), flags
+    for name in ("enable_sparse_sfa_c8", "enable_sparse_sfa_turboquant", "uses_packed_sfa_main_cache"):
+        e = by[f"self.{name}"]
+        assert e["waits_on"] == "quantization" and "quantization_config" in e["why"], e
+    for name in ("skip_topk", "has_indexer", "use_index_cache", "runtime_has_indexer"):
+        e = by[f"self.{name}"]
+        assert e["waits_on"] == "config_field" and "index_topk_pattern" in e["why"], e
+    assert not [t for t in by if "self.enable_sparse_li" in t]
+    assert not [e["test"] for e in a.report["undecided"] if e["given"] is True]
+    validate_report(a.report)
+
+
+def test_glm_dsa_stated_kv_cache_dtype_is_not_taken_for_auto(session, hf):
+    """`--kv-cache-dtype fp8` is what EngineArgs' `self.kv_cache_dtype` holds (resolve_kv_cache_dtype_string
+    returns it as it is, vllm/utils/torch_utils.py:513): the derivation of enable_sparse_sfa_c8 no longer gives
+    the default, so the packed-cache flag is not decided False (the evaluator keeps only a default every
+    derivation gives again)."""
+    a = analyze_in(session, "GlmMoeDsaForCausalLM",
+                   Options(config=str(ROOT / "fixtures" / "configs" / "glm-moe-dsa.json"), hf_root=hf,
+                           kv_cache_dtype="fp8"))
+    assert "self.enable_sparse_sfa_c8" in _by_test(a) or any("enable_sparse_sfa_c8" in c for c in _conditions(a))
+
+
+def test_kimi_linear_mla_flags_from_a_copied_configuration(session, hf):
+    """Kimi-Linear's MLA layers: vllm-ascend's AscendKimiMLAAttention hands the upstream layer `config=
+    upstream_config`, a `copy(config)` with `upstream_config.mla_use_output_gate = use_output_gate` set
+    (vllm_ascend/models/kimi_k3.py:323-324), `use_output_gate=bool(config.mla_use_output_gate)` (:457), False
+    at KimiLinearConfig's default (vllm/transformers_utils/configs/kimi_linear.py:48). The upstream layer reads
+    it back (vllm/models/kimi_k3/amd/linear.py:411) and builds no g_proj, so `getattr(self, "g_proj", None)`
+    (:438) is None and the impl's `self.use_output_gate = self.g_proj is not None` is False; `qk_rope_head_dim`
+    is the config.json's 64, so `self.qk_rope_head_dim > 0` (vllm_ascend/attention/mla_v1.py) is decided.
+    Without a config.json, KimiLinearConfig's `qk_rope_head_dim` defaults to None, which `> 0` cannot compare:
+    the test waits on that field, not on the tool."""
+    a = analyze_in(session, "KimiLinearForCausalLM",
+                   Options(config=str(ROOT / "fixtures" / "configs" / "kimi-linear-kda-mla.json"), hf_root=hf))
+    by = _by_test(a)
+    assert not [t for t in by if "use_output_gate" in t or "qk_rope_head_dim" in t], list(by)
+    assert not [c for c in _conditions(a) + _kernel_conditions(a) if "use_output_gate" in c or "qk_rope_head_dim" in c]
+    assert not [op for op in a.report["ops"] if op["name"] == "g_proj"]
+    defaults = analyze_in(session, "KimiLinearForCausalLM", Options(hf_root=hf))
+    e = _by_test(defaults)["self.qk_rope_head_dim > 0"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "qk_rope_head_dim" in e["why"], e
+    assert not [t for t in _by_test(defaults) if "use_output_gate" in t]
+    assert not [e["test"] for e in defaults.report["undecided"] if e["given"] is True]
+    validate_report(a.report)
+
+
+def test_axk1_sparse_layers_decided_per_layer(session, hf):
+    """AXK1's decoder layer: `self.is_layer_sparse = self._is_layer_sparse()` (vllm/model_executor/models/
+    AXK1.py:625), a method that asserts `moe_layer_freq is not None` and returns `n_routed_experts is not None
+    and layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0` (:648-654): run per layer (an
+    assert is a path that raises), the MoE and the dense layers fall into their own kinds."""
+    a = analyze_in(session, "AXK1ForCausalLM", Options(hf_root=hf))
+    assert not [t for t in _by_test(a) if "is_layer_sparse" in t]
+    assert not [c for c in _conditions(a) if "is_layer_sparse" in c]
+    assert not [e["test"] for e in a.report["undecided"] if e["given"] is True]
+    validate_report(a.report)

@@ -221,6 +221,76 @@ def excluded(quant_config, prefix):
     return with_side_effects(prefix)
 '''
 
+HELPERS = '''
+from copy import copy
+
+
+def get_bool(configs, attr):
+    """A loop over the configurations handed in: the first that has the attribute gives it."""
+    for config in configs:
+        if config is not None and hasattr(config, attr):
+            return bool(getattr(config, attr))
+    return False
+
+
+def first_set(items):
+    for item in items:
+        if item is None:
+            continue
+        return item
+    return None
+
+
+def reuse(layer_id, freq=1, offset=2):
+    assert freq > 0
+    return max(layer_id - offset + 1, 0) % freq != 0
+
+
+def loops_on_what_it_is_not_told(items, flag):
+    for item in items:
+        if flag:
+            return item
+    return None
+'''
+
+HELPERS_TABLE = [
+    ("get_bool(({'x': 1}, None), 'x')", Known(True)),        # a tuple written out, item by item
+    ("get_bool((None, {'y': 0}), 'y')", Known(False)),
+    ("get_bool((None, None), 'x')", Known(False)),            # ran off the loop: its last return
+    ("first_set((None, 3, 4))", Known(3)),                    # `continue`, then the first item that is set
+    ("reuse(0)", Known(False)),                               # max() of known numbers; an assert on the way
+    ("reuse(5, freq=2)", Known(False)),
+    ("reuse(6, freq=2)", Known(True)),
+    ("max(1, 4, 2)", Known(4)),
+    ("min(3, 0.5)", Known(0.5)),
+    ("copy(7)", Known(7)),                                    # a copy holds what the original holds
+]
+
+
+@pytest.mark.parametrize("snippet,expected", HELPERS_TABLE, ids=[t[0] for t in HELPERS_TABLE])
+def test_helpers_with_loops_asserts_and_builtins(tmp_path, snippet, expected):
+    """A helper whose body loops over a sequence known item by item (semantics/loops.py) is run as Python runs
+    it; `max` / `min` of known numbers; an `assert` in a decision function is a path that raises."""
+    from fusion_analyze.walk.construction.constructor import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"helpers.py": HELPERS})
+    assert EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.helpers"))) == expected
+
+
+@pytest.mark.parametrize("snippet", ["get_bool((x, None), 'a')", "get_bool(configs, 'a')", "max(x, 0)",
+                                     "loops_on_what_it_is_not_told((1, 2), flag)", "reuse(layer)"])
+def test_helpers_with_loops_on_what_is_not_known_stay_unknown(tmp_path, snippet):
+    from fusion_analyze.walk.construction.constructor import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"helpers.py": HELPERS})
+    got = EVALUATOR.infer(cst.parse_expression(snippet), Scope(module=index.get("vllm.helpers")))
+    assert not isinstance(got, Known), got
+
+
 CALLS_TABLE = [
     ("check(2)", Known(True)),
     ("check(2, renormalize=False, scoring_func='sigmoid')", Known(False)),
@@ -283,10 +353,27 @@ class AscendConfig:
     finegrained_tp_config: FinegrainedTPConfig = dataclasses.field(default_factory=lambda: FinegrainedTPConfig())
     extra: dict = dataclasses.field(default_factory=dict)
 
+    cache_dtype: str = "auto"
+    enable_kv_quant: bool = False
+    enable_kv_auto: bool = False
+    _quant_layers: set = dataclasses.field(default_factory=set)
+
     def derive_and_validate(self, vc):
         self.enable_shared_expert_dp = self.enable_shared_expert_dp and vc.parallel_config.enable_expert_parallel
         self.enable_sp_by_pass = vc.compilation_config.pass_config.enable_sp
         self.enable_prefill_mc2 = self.enable_prefill_mc2 or vc.parallel_config.enable_expert_parallel
+        use_sparse = model_is_sparse(vc.model_config)
+        self.enable_kv_quant = self.cache_dtype in ["fp8", "int8"] and use_sparse
+        self.enable_kv_auto = self.cache_dtype == "auto" and use_sparse
+
+    def is_quant_layer(self, name):
+        return self._is_layer(name, self.enable_kv_quant, self._quant_layers)
+
+    @staticmethod
+    def _is_layer(name, enabled, names):
+        if not enabled:
+            return False
+        return name in names
 
 
 def oproj_tp_enable() -> bool:
@@ -304,9 +391,14 @@ DEFAULTS_TABLE = [
     ("get_ascend_config().finegrained_tp_config.oproj_tensor_parallel_size", Known(0)),
     ("oproj_tp_enable()", Known(False)),
     ("get_ascend_config().enable_shared_expert_dp", Known(False)),
+    # a derivation read in its method gives the default again: kept (whatever the model, the "auto" dtype is no
+    # quantised one); a method of the configuration run on its fields
+    ("get_ascend_config().enable_kv_quant", Known(False)),
+    ("get_ascend_config().is_quant_layer('model.layers.0.attn')", Known(False)),
     # what a validator derives from other settings, what a factory computes, what is not declared: unknown
     ("get_ascend_config().enable_sp_by_pass", None),
     ("get_ascend_config().enable_prefill_mc2", None),
+    ("get_ascend_config().enable_kv_auto", None),  # (it may become True: derived, not kept)
     ("get_ascend_config().log_path", None),
     ("get_ascend_config().no_such_field", None),
 ]
@@ -411,3 +503,60 @@ def test_enum_member_is_its_string_and_knows_its_member():
     m = EnumMember("pkg.mod.Cls", object(), "TRITON")
     assert m == "pkg.mod.Cls" and repr(m) == repr("pkg.mod.Cls") and m.member == "TRITON"
     assert Known(m) == Known("pkg.mod.Cls")
+
+
+PROPERTIES = '''
+class Impl:
+    def __init__(self, **kwargs):
+        self._skip = bool(kwargs.get("skip", False))
+
+    @property
+    def skip(self) -> bool:
+        return self._skip
+
+    @skip.setter
+    def skip(self, value: bool) -> None:
+        self._skip = bool(value)
+
+
+def build(flag, **extra):
+    extra["buffer"] = None
+    if flag:
+        extra["group"] = 1
+    return Impl(**extra)
+
+
+def changes_it(**extra):
+    extra.pop("buffer", None)
+    extra["buffer"] = 1
+    return Impl(**extra)
+'''
+
+
+def test_a_property_with_a_setter_is_read_through_its_getter(tmp_path):
+    """`@x.setter` redefines the name, but what reading `obj.x` runs is the getter: the method a read of the
+    class finds (chunks.lone and function_bodies.class_method) is the `@property` one."""
+    from fusion_analyze.semantics.function_bodies import class_method
+    from fusion_analyze.semantics.objects import is_property
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"props.py": PROPERTIES})
+    cls = index.lookup("vllm.props", "Impl")
+    fn = class_method(cls, "skip")
+    assert fn is not None and is_property(cls.module, fn) and len(fn.params.params) == 1
+
+
+def test_a_kwargs_dict_filled_before_it_is_passed_on(tmp_path):
+    """`extra["k"] = v` into a function's own `**extra` before `Impl(**extra)`: what the callee's `kwargs.get("k")`
+    reads (FunctionTables.kwarg_fills), each fill with its test; a dict changed another way says nothing."""
+    from fusion_analyze.semantics.function_bodies import tables
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"props.py": PROPERTIES})
+    module = index.get("vllm.props")
+    build = index.lookup("vllm.props", "build")
+    fills = tables(build.node, module).kwarg_fills
+    assert [(key, cond is None) for _pos, cond, key, _v in fills] == [("buffer", True), ("group", False)]
+    assert tables(index.lookup("vllm.props", "changes_it").node, module).kwarg_fills is None

@@ -106,11 +106,20 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
             if isinstance(stmt, ast.ClassDef):
                 inner = [x for b in stmt.body for x in ([b] + (b.body if isinstance(b, ast.If) else []))]
                 chunk.methods = frozenset(x.name for x in inner if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)))
-                chunk.lone = {x.name: (min([x.lineno] + [d.lineno for d in x.decorator_list]), x.end_lineno, x)
-                              for x in stmt.body if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                chunk.lone = {}
+                for x in stmt.body:  # the last definition wins; a property's `@x.setter` keeps its getter
+                    if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
+                            x.name in chunk.lone and _accessor(x)):
+                        chunk.lone[x.name] = (min([x.lineno] + [d.lineno for d in x.decorator_list]), x.end_lineno, x)
                 chunk.assigned = frozenset(_assigned_names(inner))
         chunks.append(chunk)
     return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
+
+
+def _accessor(fn) -> bool:
+    """`@name.setter` / `@name.deleter` on `def name`."""
+    return any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") and isinstance(d.value, ast.Name)
+               and d.value.id == fn.name for d in fn.decorator_list)
 
 
 def _assigned_names(stmts: list):

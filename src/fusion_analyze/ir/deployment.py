@@ -129,6 +129,25 @@ class Deployment:
         return out
 
     # ----- what the code reads of vLLM's configuration objects
+    def engine_fields(self) -> tuple[dict, set]:
+        """({EngineArgs field: value}, {fields stated otherwise}) of the engine arguments stated: the field of an
+        option is its long name (`--kv-cache-dtype` -> `kv_cache_dtype`, vLLM's `add_cli_args`); a scalar value is
+        given as such, a JSON or level option only said to be stated (its value is no plain field)."""
+        given = {s.split()[0] for s in self.stated}
+        values, other = {}, set()
+        for option, name in READ.items():
+            field_name = option[2:].replace("-", "_")
+            value = getattr(self, name, None)
+            if option in given and isinstance(value, (str, int, bool)):
+                values[field_name] = value
+            elif option in given:
+                other.add(field_name)
+        if any(g.startswith("-O") for g in given):
+            other.add("optimization_level")
+        if "--ep" in given:
+            other.update({"enable_expert_parallel", "expert_parallel_size"})
+        return values, other
+
     def vllm_config(self, num_experts: int | None) -> dict:
         """vLLM's `vllm_config` as the code reads it (attribute by attribute), for the values this deployment
         states or vLLM defaults; a key ending in `()` is what the method of that name returns."""

@@ -20,8 +20,9 @@ import libcst as cst
 from .callees import Callee
 from ..index.modules import Definition
 from .environment import Environment
-from .runtime_defaults import config_default
+from .runtime_defaults import config_default, setter_keeps
 from .scope import Scope, star_kwarg
+from .loops import loop_function, run as run_loops
 from .objects import dataclass_argument, static_method
 from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _item, _never_none, _class_constant,
                           _decision_function, _dotted_text, _is_unbound_chain, _only_decisions, _rebound, isinstance_test,
@@ -85,6 +86,7 @@ class Evaluator:
         self.decided_calls: dict = {}
         self._too_deep = 0  # how often a step limit cut a reading short (a memo keeps only what none cut)
         self._last_run: tuple = (None, [])  # the scope and undecided returns of the last decision function run
+        self._restarted = 0  # configuration reads started again from depth 0, in progress (_restart)
 
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
@@ -600,6 +602,9 @@ class Evaluator:
             return self.attrs.self_value(held, attr, self, depth)
         if attr in ("hf_config", "hf_text_config"):
             return ConfigRef(attr == "hf_text_config")
+        got = self._set_on_local(expr, scope, depth)
+        if got is not None:  # `upstream_config.mla_use_output_gate = use_output_gate` before it is read
+            return got
         base = self.infer(expr.value, scope, depth)
         if isinstance(base, (Unknown, NotNone)) and _names_model_config(expr.value) and self.env is not None:
             derived = self.env.model_attrs().get(attr)  # `model_config.use_mla`: run from vLLM's code
@@ -608,8 +613,7 @@ class Evaluator:
         carried = _carried(scope, attr, self.env) if isinstance(base, (Unknown, NotNone)) else None  # an object, value unknown
         if carried is not None:
             return carried
-        holder = expr.value.attr.value if type(expr.value) is cst.Attribute else \
-            expr.value.value if type(expr.value) is cst.Name else None
+        holder = _holder(expr.value, scope)
         if holder == "vllm_config" and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             got = _deployment_none(self.env.deployment, attr)
             if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
@@ -642,7 +646,11 @@ class Evaluator:
         if isinstance(base, Known) and isinstance(base.value, dict):
             return _held(base.value[attr]) if attr in base.value else Unknown(f"`{attr}` is not in the configuration")
         if isinstance(base, Known) and isinstance(base.value, Defaults):
-            return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, depth + 1))
+            start = self._restart(depth)  # (a configuration's field is the same however deep it is asked)
+            try:
+                return config_default(base.value, attr, lambda e, sc: self.infer(e, sc, start + 1))
+            finally:
+                self._restarted -= start != depth
         if isinstance(base, Known) and hasattr(base.value, "fields") and attr in base.value.fields:
             return Known(Symbol(base.value.fields[attr]))  # a hardware profile's family / policy member
         member = base.value if isinstance(base, Known) and isinstance(base.value, EnumMember) else None
@@ -663,6 +671,26 @@ class Evaluator:
             if got is not None:
                 return got
         return Unknown(f"`.{attr}` of an unknown value")
+
+    def _set_on_local(self, expr: cst.Attribute, scope, depth: int) -> Value | None:
+        """`x.attr` where `x` is (through the parameters that handed it on) a local whose function assigned
+        `x.attr = value` before (Scope.attr_sets: a copy of the configuration with one field set, vllm_ascend's
+        AscendKimiMLAAttention): the last such value that runs, unknown where one is under a test not decided;
+        None where no such assignment is seen."""
+        node, where = expr.value, scope
+        for _ in range(8):
+            if type(node) is not cst.Name or not isinstance(where, Scope):
+                return None
+            name = node.value
+            if name in where.values:
+                return None
+            if name in where.locals:
+                found = (where.attr_sets.get(name) or {}).get(expr.attr.value)
+                return self._assigned(found, where, depth) if found else None
+            if name not in where.params:
+                return None
+            node, where = where.params[name]
+        return None
 
     def _selector_default(self, holder: str, attr: str, depth: int) -> Value | None:
         """`<holder>.<attr>` of a part of vllm_config that walk.yaml `attention_backend.model_reads` says code
@@ -754,7 +782,7 @@ class Evaluator:
     def _engine_local_value(self, found) -> Value:
         from .scope import Scope
 
-        scope = Scope(module=found.module)
+        scope = Scope(module=found.module, values=self._engine_self())
         for local, value, cond in found.before:
             scope.locals.setdefault(local, []).append((value, cond))
         result: Value = Unknown("not assigned")
@@ -769,7 +797,26 @@ class Evaluator:
                 result = got
             elif not _same(result, got):
                 result = Unknown("assigned under a test that is not decided")
+        if isinstance(result, Known) and not setter_keeps(found.setters, result.value,
+                                                          lambda term: _fails_field_test(term, result.value)):
+            return Unknown("start-up code may set it again")
         return result
+
+    def _engine_self(self) -> dict:
+        """{"self": EngineArgs as the deployment builds it}: each field the engine argument stated
+        (`--kv-cache-dtype fp8`: `self.kv_cache_dtype`), else EngineArgs' declared default (`kv_cache_dtype:
+        CacheDType = CacheConfig.cache_dtype`, "auto"); one stated as JSON or a level is not read. {} where
+        EngineArgs is not in the trees."""
+        from ..ir.deployment import Deployment
+        from .runtime_defaults import ENGINE_ARGS_CLASS
+
+        engine = self.env.index.lookup(*ENGINE_ARGS_CLASS) if self.env.index is not None else None
+        if getattr(engine, "kind", None) != "class":
+            return {}
+        values, other = (self.env.deployment or Deployment()).engine_fields()
+        overrides = {**values, **{name: Unknown(f"--{name.replace('_', '-')} is stated as more than a value")
+                                  for name in other}}
+        return {"self": Known(Defaults(engine, overrides))}
 
     def _model_config_getter(self, call: cst.Call) -> Value | None:
         """`model_config.<m>()` where ModelConfig's `m` is one `return getattr(self.hf_text_config | self.hf_config,
@@ -892,7 +939,7 @@ class Evaluator:
     def _call(self, call: cst.Call, scope, depth: int) -> Value:
         func, args = call.func, [a.value for a in call.args if a.keyword is None and not a.star]
         if type(func) is cst.Name and func.value == "getattr" and len(args) in (2, 3):
-            base, key = self.infer(args[0], scope, depth), literal(args[1])
+            base, key = self.infer(args[0], scope, depth), self._key(args[1], scope, depth)
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str):
                 got = self._config_set(base, key.value, depth)
                 if got is not None:
@@ -911,9 +958,19 @@ class Evaluator:
                 return carried
             name = key.value if key is not None and isinstance(key.value, str) else None
             held = self._instance_of(args[0], scope, depth) if name is not None else None
-            if held is not None and name is not None and self.attrs is not None \
-                    and self._has_attr(held, name) == Known(True):  # getattr(self, "ascend_shared_experts", None)
+            has = self._has_attr(held, name) if held is not None and name is not None and self.attrs is not None \
+                else None
+            if has == Known(True):  # getattr(self, "ascend_shared_experts", None)
                 return self.attrs.self_value(held, name, self, depth)
+            if has == Known(False) and len(args) == 3 and self._module_has(args[0], Known(name), scope) == Known(False):
+                # getattr(self, "g_proj", None) where none is built (of `self` or `self.x` only: another object
+                # may be given the attribute from outside, at load time)
+                return self.infer(args[2], scope, depth)
+            if name is not None and isinstance(base, NotNone) and isinstance(args[0], (cst.Name, cst.Attribute)):
+                # getattr(mla_modules, "topk_indices_buffer", None): a field the built dataclass declares
+                got = self._dataclass_field(args[0], name, scope, depth)
+                if got is not None:
+                    return got
             if name is not None and name.isidentifier() and held is None:
                 # `getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None)`: where `x.name` is
                 # known (a field of vLLM's configuration objects, as their classes or the engine build it), so
@@ -921,12 +978,21 @@ class Evaluator:
                 got = self._infer_attribute(call, args[0], name, scope, depth)
                 if isinstance(got, (Known, NotNone, ConfigRef)):
                     return got
+            if name is not None and len(args) == 3 and isinstance(base, (NotNone, Unknown)) \
+                    and isinstance(args[0], (cst.Name, cst.Attribute)) and (_holder(args[0], scope) or "").endswith("_config"):
+                # getattr(vc, "cache_config", None): a part of vLLM's configuration read as `vc.cache_config` is
+                got = self._attribute(cst.Attribute(value=args[0], attr=cst.Name(name)), scope, depth)
+                if isinstance(got, (Known, NotNone, ConfigRef)):
+                    return got
+            if name in ("hf_config", "hf_text_config") and isinstance(base, (NotNone, Unknown)) \
+                    and isinstance(args[0], (cst.Name, cst.Attribute)) and _names_model_config(args[0]):
+                return ConfigRef(name == "hf_text_config")  # ModelConfig's, as `model_config.hf_config` reads
             return Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
-            held = self._module_has(args[0], literal(args[1]), scope)
+            held = self._module_has(args[0], self._key(args[1], scope, depth), scope)
             if held is not None:  # hasattr(self.layer, "expert_gate"): the module's class decides
                 return held
-            base, key = self.infer(args[0], scope, depth), literal(args[1])
+            base, key = self.infer(args[0], scope, depth), self._key(args[1], scope, depth)
             if isinstance(base, Known) and isinstance(base.value, dict) and key is not None:
                 return Known(key.value in base.value)  # a runtime object stated as its attributes
             if isinstance(base, ConfigRef) and key is not None and isinstance(key.value, str) \
@@ -958,6 +1024,15 @@ class Evaluator:
             if isinstance(got, Unknown):  # a list or dict of the configuration against builtin types
                 got = isinstance_value(value, args[1])
             return got
+        if type(func) is cst.Name and func.value in ("max", "min") and len(args) >= 2 and len(args) == len(call.args) \
+                and not _bound_here(func.value, scope):
+            got = [self.infer(a, scope, depth) for a in args]  # max(layer_id - offset + 1, 0): known numbers only
+            if all(isinstance(g, Known) and type(g.value) in (int, float) for g in got):
+                return Known((max if func.value == "max" else min)(g.value for g in got))
+            return Unknown(f"{func.value}() of a value not known")
+        if len(args) == 1 and len(call.args) == 1 and isinstance(func, (cst.Name, cst.Attribute)) \
+                and _dotted_of(func, scope) in ("copy.copy", "copy.deepcopy"):
+            return self.infer(args[0], scope, depth)  # a copy holds what the original holds
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
             if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
@@ -979,6 +1054,10 @@ class Evaluator:
 
                 got = member_class(self, held, name, call, scope)
                 if got is not None:  # AttentionBackendEnum.TRITON_ATTN_DIFFKV.get_class(): the class it names
+                    return got
+            if isinstance(held, Defaults):
+                got = self._defaults_method(held, name, call, scope, depth)
+                if got is not None:  # get_ascend_config().is_sparse_li_c8_layer(prefix): run on its fields
                     return got
             if isinstance(held, ClassRef):
                 got = self._class_method(held.definition, name, call, scope, depth)
@@ -1026,6 +1105,15 @@ class Evaluator:
                 if isinstance(arg, Known) and isinstance(arg.value, (str, tuple)):
                     return Known(getattr(base.value, name)(arg.value))
         return self._called(call, scope, depth)
+
+    def _key(self, expr, scope, depth: int) -> Known | None:
+        """The attribute name of `getattr` / `hasattr`: a string literal, or a name bound to one (a helper's
+        parameter, `hasattr(config, attr)`); None otherwise."""
+        lit = literal(expr)
+        if lit is not None or type(expr) is not cst.Name:
+            return lit
+        got = self.infer(expr, scope, depth)
+        return got if isinstance(got, Known) and isinstance(got.value, str) else None
 
     def _class_of(self, expr, scope, depth: int):
         """What a class operand of `isinstance` names: a class of the trees (ClassRef), a builtin type where the
@@ -1101,6 +1189,10 @@ class Evaluator:
             if got is not None:
                 if isinstance(got, Unknown):
                     self._note_function(target, call, scope)
+                return got
+        if item is None and loop_function(fn, target.module):  # `for config in configs: if hasattr(...): return`
+            got = run_loops(self, fn, target.module, call, scope, depth)
+            if got is not None:
                 return got
         if item is not None:
             return Unknown("an item of the result of a call")
@@ -1285,9 +1377,14 @@ class Evaluator:
                 return Known(True)
         for c, fn, _scope in attrs.init_scopes(sub):
             if name in tables(fn, c.module).self_assignments:
-                return Known(True)
+                decided = attrs.assigned(sub, name) if hasattr(attrs, "assigned") else Truth.TRUE
+                if decided is Truth.FALSE:
+                    break  # every assignment under a test decided false: given by the class's other code, or not
+                return Known(True) if decided is Truth.TRUE else None
         if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers") for c in mro[:-1]):
             return None  # a base outside the trees may give it
+        if any(name in tables(fn, c.module).self_assignments for c in mro for fn in _methods(c)):
+            return None  # a method other than __init__ (a weight loader, a setter) may set it later
         return Known(False)
 
     def _instance_of(self, expr, scope, depth: int):
@@ -1392,6 +1489,43 @@ class Evaluator:
         if depth > _MAX_INFER // 2 or not _decision_function(found[1], found.module):
             return None
         return self._run_decision(found[1], tables(found[1], found.module), None, None, depth + 1, None, owner=inst)
+
+    def _defaults_method(self, defaults, name: str, call: cst.Call, scope, depth: int) -> Value | None:
+        """`get_ascend_config().is_sparse_li_c8_layer(prefix)`: a method (or static method) of a configuration
+        object built from no user input (values.Defaults) that only decides, run with `self` that object (its
+        fields its declared defaults, or what its validators keep); None where it is no such method or not
+        decided."""
+        from .function_bodies import class_method, tables
+
+        if any(a.star for a in call.args):
+            return None
+        mro = self.attrs.mro(defaults.definition) if self.attrs is not None else [defaults.definition]
+        found = next(((c, f) for c in mro if (f := class_method(c, name)) is not None), None)
+        if found is None:
+            return None
+        owner, fn = found
+        kinds = {code_of(owner.module, d.decorator) for d in fn.decorators}
+        if kinds - {"staticmethod"} or not _decision_function(fn, owner.module):
+            return None
+        static = "staticmethod" in kinds
+        start = self._restart(depth)
+        if start > _MAX_INFER // 2:
+            self._too_deep += 1
+            return None
+        try:
+            return self._run_decision(fn, tables(fn, owner.module), call, scope, start + 1, None,
+                                      skip_self=not static, values={} if static else {"self": Known(defaults)})
+        finally:
+            self._restarted -= start != depth
+
+    def _restart(self, depth: int) -> int:
+        """The depth to read a configuration object's field or method at: from 0 again where `depth` is past
+        half the limit (what it gives does not depend on how deep it is asked), at most a few times nested;
+        `self._restarted` counts those in progress (the caller takes one off when done)."""
+        if depth > _MAX_INFER // 2 and self._restarted < 3:
+            self._restarted += 1
+            return 0
+        return depth
 
     def _class_method(self, cls, name: str, call: cst.Call, scope, depth: int) -> Value | None:
         """`C.m(...)` of a class the code holds as a value, `m` a classmethod or staticmethod of its MRO: run on
@@ -1506,6 +1640,62 @@ class _SelfAs(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         return updated.with_changes(value=self.name) if original.value == "self" else updated
+
+
+def _methods(cls) -> list:
+    """The methods a class body defines other than __init__."""
+    body = cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []
+    return [st for st in body if type(st) is cst.FunctionDef and st.name.value != "__init__"]
+
+
+def _dotted_of(func, scope) -> str | None:
+    """The dotted name a called name stands for where `scope`'s module imports it (`copy` of `from copy import
+    copy`: copy.copy); None where not known."""
+    module = getattr(scope, "module", None)
+    index = getattr(module, "_index", None)
+    if index is None or _bound_here(func.value if type(func) is cst.Name else "", scope):
+        return None
+    return index.dotted(module, func)
+
+
+def _holder(node, scope) -> str | None:
+    """The name an object is read by (`cache_config` of `vllm_config.cache_config`, `vllm_config` of a local
+    `vc = vllm_config` assigned once): what says which of vLLM's configuration objects it is."""
+    for _ in range(4):
+        if type(node) is cst.Attribute:
+            return node.attr.value
+        if type(node) is not cst.Name:
+            return None
+        values = (getattr(scope, "locals", None) or {}).get(node.value)
+        if not values or len(values) != 1 or values[0][1] is not None \
+                or type(values[0][0]) not in (cst.Name, cst.Attribute) or (getattr(scope, "values", None) or {}).get(node.value):
+            return node.value
+        node = values[0][0]
+    return None
+
+
+def _fails_field_test(term: Term, value) -> bool:
+    """Whether a setter's test (one term of its path condition) surely fails with the field it reads at `value`:
+    `<x>.<field> == "bfloat16"` with "auto", `<x>.<field> in ("a", "b")` with another value (negated: the
+    reverse)."""
+    test = term.expr
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Attribute:
+        return False
+    op, lit = type(test.comparisons[0].operator), literal(test.comparisons[0].comparator)
+    if lit is None:
+        return False
+    if op in (cst.Equal, cst.NotEqual):
+        holds = (value == lit.value and type(value) is type(lit.value)) == (op is cst.Equal)
+    elif op in (cst.In, cst.NotIn) and isinstance(lit.value, tuple):
+        holds = (value in lit.value) == (op is cst.In)
+    else:
+        return False
+    return holds == bool(term.negated)
+
+
+def _bound_here(name: str, scope) -> bool:
+    """`name` is a parameter, local or handed value of `scope` (a builtin's name it shadows)."""
+    return any(name in (getattr(scope, n, None) or ()) for n in ("params", "locals", "defaults", "values"))
 
 
 def _same(a: Value, b: Value) -> bool:

@@ -184,6 +184,33 @@ class FunctionTables:
         return out
 
     @cached_property
+    def kwarg_fills(self) -> list[tuple] | None:
+        """[(position, condition, key, value)] of each `kwargs["key"] = value` into the function's own `**kwargs`
+        parameter, a dict it passes on (`extra_impl_args["topk_indices_buffer"] = ...` before `impl_cls(...,
+        **extra_impl_args)`, vllm/model_executor/layers/attention/mla_attention.py); None where the body changes
+        that dict another way too (`.pop`, `.update`, `del`, a key not written out), or has no such parameter."""
+        star = self.fn.params.star_kwarg
+        if type(star) is not cst.Param:
+            return None
+        name, out = star.name.value, []
+        for pos, cond, small in self._small():
+            if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
+                target = small.targets[0].target
+                if type(target.value) is cst.Name and target.value.value == name:
+                    key = target.slice[0].slice if len(target.slice) == 1 else None
+                    if type(key) is not cst.Index or type(key.value) is not cst.SimpleString:
+                        return None
+                    out.append((pos, cond, key.value.evaluated_value, small.value))
+        for node in find_all(self.fn, cst.Attribute):  # kwargs.pop(...), kwargs.update(...): not read here
+            if type(node.value) is cst.Name and node.value.value == name \
+                    and node.attr.value in ("pop", "update", "setdefault", "clear", "popitem"):
+                return None
+        for node in find_all(self.fn, cst.Del):
+            if name in {n.value for n in find_all(node, cst.Name)}:
+                return None
+        return out
+
+    @cached_property
     def super_init_call(self) -> cst.Call | None:
         """`super().__init__(...)` (or `Base.__init__(self, ...)`, less `self`), not looking into nested functions."""
         for node in iter_nodes(self.fn, lambda n: type(n) is cst.FunctionDef):
@@ -196,6 +223,19 @@ class FunctionTables:
                     return node
                 if isinstance(v, (cst.Name, cst.Attribute)) and node.args and _is_self(node.args[0].value):
                     return node.with_changes(args=node.args[1:])
+        return None
+
+    @cached_property
+    def super_init_position(self) -> int | None:
+        """The position of the statement that calls `super().__init__(...)` (super_init_call), None where none."""
+        if self.super_init_call is None:
+            return None
+        for pos, (stmt, _cond) in enumerate(self.statements):
+            if type(stmt) is cst.SimpleStatementLine:
+                for node in find_all(stmt, cst.Call):
+                    f = node.func
+                    if type(f) is cst.Attribute and f.attr.value == "__init__":
+                        return pos
         return None
 
     @cached_property
@@ -326,12 +366,21 @@ def _class_method(cls, name: str) -> cst.FunctionDef | None:
     found = None
     for stmt in body:
         if type(stmt) is cst.FunctionDef and stmt.name.value == name:
+            if found is not None and _accessor(stmt):
+                continue  # `@x.setter`: the name stays the property whose getter was defined before
             found = stmt  # the last definition wins, as at runtime
         elif type(stmt) is cst.If:
             for s in stmt.body.body:
                 if type(s) is cst.FunctionDef and s.name.value == name and found is None:
                     found = s
     return found
+
+
+def _accessor(fn: cst.FunctionDef) -> bool:
+    """`@name.setter` / `@name.deleter`: what it defines is the property `name` already is, its getter kept."""
+    return any(type(d.decorator) is cst.Attribute and d.decorator.attr.value in ("setter", "deleter")
+               and type(d.decorator.value) is cst.Name and d.decorator.value.value == fn.name.value
+               for d in fn.decorators)
 
 
 def imports_in(fn: cst.FunctionDef, module) -> dict[str, tuple[str, str]]:

@@ -59,6 +59,12 @@ def _class_constant(cls, name: str) -> Value:
              and s.body[0].targets[0].target.value == name]
     value = literal(found[0]) if len(found) == 1 else None
     is_enum = len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases)
+    if not found:  # `cache_dtype: CacheDType = "auto"`: a (dataclass) class attribute with a literal default
+        annotated = [s.body[0].value for s in cls.node.body.body
+                     if type(s) is cst.SimpleStatementLine and len(s.body) == 1 and type(s.body[0]) is cst.AnnAssign
+                     and type(s.body[0].target) is cst.Name and s.body[0].target.value == name
+                     and s.body[0].value is not None]
+        value = literal(annotated[0]) if len(annotated) == 1 else None
     if value is None and is_enum:
         return Known(Symbol(f"{cls.name}.{name}"))  # an Enum member (`auto()`): equal only to itself
     if is_enum and value is not None and type(value.value) is str:
@@ -184,8 +190,8 @@ def known_isinstance(value: Value, classes: list) -> Value:
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
-    """Only ifs, assignments, returns, raises, imports, a docstring, log calls and pass: running it on known
-    arguments is safe."""
+    """Only ifs, assignments, returns, raises, asserts, imports, a docstring, log calls and pass: running it on
+    known arguments is safe."""
     return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))
 
 
@@ -204,8 +210,8 @@ def _only_decisions(body) -> bool:
         elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 if isinstance(small, (cst.Return, cst.Assign, cst.AnnAssign, cst.Pass, cst.ImportFrom, cst.Import,
-                                      cst.Raise)):
-                    continue  # (a raise is a path that returns nothing)
+                                      cst.Raise, cst.Assert)):
+                    continue  # (a raise is a path that returns nothing; a failed assert too)
                 if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue
                 if type(small) is cst.Expr and _logs(small.value):

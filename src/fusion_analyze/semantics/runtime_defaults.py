@@ -154,6 +154,8 @@ def config_default(defaults, name: str, infer) -> Value:
     overrides = getattr(defaults, "overrides", None)
     if overrides and name in overrides:  # the user's value (--additional-config), a nested one field by field
         given = overrides[name]
+        if isinstance(given, Unknown):  # stated, but as nothing this reads
+            return given
         if isinstance(given, dict):
             nested = _declared_default(defaults, name, infer)
             if isinstance(nested, Known) and isinstance(nested.value, Defaults):
@@ -171,9 +173,45 @@ def config_default(defaults, name: str, infer) -> Value:
         if gets:
             found = infer(_dict_get_default(gets[0]), Scope(module=cls.module))
             derived = [v for v in derived if v is not gets[0]]
-    if derived and not _keeps(name, found, derived):
+    if derived and not _keeps(name, found, derived) and not _derived_keeps(defaults, name, found, derived, infer):
         return Unknown(f"{cls.name}.{name} is derived from other settings when the configuration is built")
     return found
+
+
+_DERIVING: set = set()  # (class, field) being read through its derivations: a derivation that reads it waits
+
+
+def _derived_keeps(defaults, name: str, default: Value, derived: list, infer) -> bool:
+    """A declared default every derivation sets again: each `self.<name> = value` of the class's methods (a
+    validator run when the configuration is built, AscendConfig.derive_and_validate) read in its method, with
+    `self` this configuration and the runtime's objects as the evaluator reads them, gives the default
+    (`self.enable_sparse_sfa_c8 = vllm_config.cache_config.cache_dtype in ["fp8", "int8"] and use_sparse_sfa`
+    with the cache dtype "auto": False), whether the method runs or not."""
+    from .function_bodies import tables
+
+    cls = defaults.definition
+    if not isinstance(default, Known) or (cls.qualname, name) in _DERIVING:
+        return False
+    wanted = {id(v) for v in derived}
+    _DERIVING.add((cls.qualname, name))
+    try:
+        for fn in find_all(cls.node, cst.FunctionDef):
+            table = tables(fn, cls.module)
+            for value, _cond, _pos in table.self_assignments.get(name, ()):
+                if id(value) not in wanted:
+                    continue
+                wanted.discard(id(value))
+                if _is_literal(value, default.value) or _gates(name, value):
+                    continue
+                scope = Scope(module=cls.module, values={"self": Known(defaults)})
+                for local, v, c, _p in table.local_assignments:
+                    scope.locals.setdefault(local, []).append((v, c))
+                got = infer(value, scope)
+                if not (isinstance(got, Known) and type(got.value) is type(default.value) and got.value == default.value):
+                    return False
+        return not wanted  # (an assignment not found in a method: not read here)
+    finally:
+        _DERIVING.discard((cls.qualname, name))
 
 
 def _dict_get_default(value) -> cst.BaseExpression | None:
@@ -462,6 +500,10 @@ class EngineLocal(NamedTuple):
     module: object  # EngineArgs' module
     assignments: list
     before: list  # [(local, value, test)]
+    # [(value, test)] of each `<holder>.<name> = value` the start-up code makes after the engine built it (the
+    # model's `verify_and_update_config`: `cache_config.cache_dtype = "auto"` under `if cache_config.cache_dtype ==
+    # "bfloat16":`): the value built is kept where each sets it again or runs under a test it fails
+    setters: tuple = ()
 
 
 def engine_passed_values(index, holder: str, name: str) -> list | None:
@@ -502,23 +544,62 @@ def _engine_passed_values(index, holder: str, name: str) -> EngineLocal | None:
     if len(passed) != 1 or type(passed[0]) is not cst.Name:
         return None
     setter = re.compile(rf"\b{re.escape(holder)}\.{re.escape(name)}\s*=(?!=)")
+    setters: list = []
     for module in _SETTERS:
         info = index.get(module)
         if info is not None and setter.search(info.text()):
-            return None  # changed after it is built
+            found = _setters(info, holder, name)  # changed after it is built: each such assignment, with its test
+            if found is None:
+                return None
+            setters += found
     for package, folder in _SETTER_FOLDERS:
         tree = index.trees.get(package)
         if tree is not None:
             for path in sorted(tree.package_dir.joinpath(*folder).glob("*.py")):
                 if setter.search(path.read_text(encoding="utf-8", errors="replace")):
-                    return None
+                    rel = path.relative_to(tree.package_dir.parent).with_suffix("")
+                    info = index.get(".".join(rel.parts))
+                    found = _setters(info, holder, name) if info is not None else None
+                    if found is None:
+                        return None
+                    setters += found
     table = tables(fn, engine.module)
     values = [(value, cond, pos) for target, value, cond, pos in table.local_assignments if target == passed[0].value]
     if not values:
         return None
     at = max(pos for _v, _c, pos in values)
     before = [(target, value, cond) for target, value, cond, pos in table.local_assignments if pos < at]
-    return EngineLocal(engine.module, values, before)
+    return EngineLocal(engine.module, values, before, tuple(setters))
+
+
+def _setters(info, holder: str, name: str) -> list | None:
+    """[(value, condition)] of each `<holder>.<name> = value` in a function of module `info` (its methods
+    included), its `if` tests kept; None where the text names one the functions do not hold (module level, a
+    nested form not read)."""
+    import re
+
+    from .function_bodies import tables
+
+    out = []
+    for fn in find_all(info.tree, cst.FunctionDef):
+        for target, value, cond, _pos in tables(fn, info).assignments:
+            if type(target) is cst.Attribute and target.attr.value == name and (
+                    (type(target.value) is cst.Name and target.value.value == holder)
+                    or (type(target.value) is cst.Attribute and target.value.attr.value == holder)):
+                out.append((value, cond))
+    found = len(re.findall(rf"\b{re.escape(holder)}\.{re.escape(name)}\s*=(?!=)", info.text()))
+    return out if len(out) == found else None
+
+
+def setter_keeps(setters, value, fails) -> bool:
+    """Whether start-up code leaves an engine-built field at `value`: each setter (EngineLocal.setters) assigns
+    that literal again, or runs under a test `fails(test)` says this value fails."""
+    for new, cond in setters:
+        if _is_literal(new, value):
+            continue
+        if not any(fails(term) for term in (cond.terms if cond is not None else ())):
+            return False
+    return True
 
 
 MODEL_CONFIG = ("vllm.config.model", "ModelConfig")

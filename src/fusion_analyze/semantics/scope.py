@@ -32,6 +32,12 @@ class Scope:
     # `**kwargs` param -> the keys it may hold beyond those star_kwargs gives, with no value read here, where
     # every key the call can pass it is known (a key in neither is surely absent); no entry: not known
     star_maybe: dict = field(default_factory=dict)
+    # `**kwargs` param -> {key: (expr, Scope) of a `kwargs["key"] = expr` before the call being read, or None where
+    # that fill's test is not decided}: what a call spreading `**kwargs` passes besides what the caller gave
+    kwarg_fills: dict = field(default_factory=dict)
+    # local -> {attribute: [(expr, Condition | None)]} of each `local.attr = expr` before the statement being
+    # read (`upstream_config.mla_use_output_gate = use_output_gate` on a copy of the configuration)
+    attr_sets: dict = field(default_factory=dict)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
@@ -49,6 +55,13 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
         if a.star == "**" and type(a.value) is cst.Name:
             for k, found in getattr(call_scope, "star_kwargs", {}).get(a.value.value, {}).items():
                 given.setdefault(k, found)
+            for k, found in (getattr(call_scope, "kwarg_fills", None) or {}).get(a.value.value, {}).items():
+                if k in keywords:
+                    continue  # (passed twice: Python refuses the call)
+                if found is None:  # filled under a test not decided: what it holds is not said
+                    given.pop(k, None)
+                else:  # `kwargs["k"] = v` before the call: v, whatever the caller gave
+                    given[k] = found
     bound = set()
     for name, expr in bind_arguments(fn, args, {k: v for k, (v, _w) in given.items()}, skip_self=skip_self):
         scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)

@@ -78,8 +78,11 @@ def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool,
     tool's debt). A function of the trees the test calls and the walk left undecided (`is_turboquant(
     self.vllm_config)`) is read the same way, through what its returns read (`sources(name)` of the function)."""
     for attr in dict.fromkeys(re.findall(r"self((?:\.\w+)+)", test)):
+        # compared by order or computed with: a None there is no value the code runs with (`None > 0` raises)
+        ordered = re.search(rf"self{re.escape(attr)}\s*(?:[<>]=?|[-+*/%])|(?:[<>]=?|[-+*/%])\s*self{re.escape(attr)}\b",
+                            test) is not None
         for name in reversed(attr.strip(".").split(".")):  # self.layer.expert_gate: expert_gate, then layer
-            got = _held_input(name, f"self.{name}", config, deployment, sources)
+            got = _held_input(name, f"self.{name}", config, deployment, sources, ordered)
             if got is None:
                 continue
             if got is not False:
@@ -98,13 +101,14 @@ def _called_input(test: str, config, deployment, sources) -> tuple[str, bool, st
     return None
 
 
-def _held_input(name: str, shown: str, config, deployment, sources):
+def _held_input(name: str, shown: str, config, deployment, sources, ordered: bool = False):
     """(category, False, why) where every holder of `name` reads an input not given; False where one reads only
-    given inputs; None where none says what it reads."""
-    held = [texts for texts in sources(name) if texts]  # (a module that assigns it nowhere says nothing)
+    given inputs; None where none says what it reads. `ordered`: see _not_given."""
+    # (a module that assigns it nowhere says nothing; one that holds None, where the test cannot use it)
+    held = [texts for texts in (sources(name, with_none=True) if ordered else sources(name)) if texts]
     if not held:
         return None
-    found = [_not_given(texts, config, deployment) for texts in held]
+    found = [_not_given(texts, config, deployment, ordered) for texts in held]
     first = found[0]
     if first is not None and all(f is not None for f in found):
         category, why, text = first
@@ -115,7 +119,7 @@ def _held_input(name: str, shown: str, config, deployment, sources):
 # what an attribute computed in __init__ can wait on (a batch value or the runtime path is no input of a
 # construction: a name that looks like one there is not read as one; the layer index is decided per kind); an
 # engine argument only where it is the checkpoint's quantisation, not known (_quantisation_open)
-_CONSTRUCTION_INPUTS = ("tp_size", "engine_argument", "dtype", "config_field", "optional_package")
+_CONSTRUCTION_INPUTS = ("tp_size", "engine_argument", "dtype", "config_field", "quantization", "optional_package")
 
 # what reads the checkpoint's quantisation: vLLM's quantisation config and a layer's quant method, and the KV-cache
 # dtype `--kv-cache-dtype auto` resolves from the checkpoint's quantization config (resolve_kv_cache_dtype_string)
@@ -124,8 +128,8 @@ _QUANTISATION = re.compile(r"\b(quant_config|quant_method|quantization|cache_dty
 # `quant_config=quant_config`): not read where it is handed on
 _PASSED_ON = re.compile(r"\b(?:quant_config|quantization)\s*=(?!=)|(?:(?<=[(,])(?<!isinstance\()|(?<=[\w\s]=))\s*"
                         r"(?:quant_config|quantization)(?=\s*[,)])")
-_QUANTISATION_OPEN = ("a configuration field not given: quantization_config (the checkpoint's quantisation, "
-                      "which vLLM reads from its config.json, decides it: no config.json read, none stated)")
+_QUANTISATION_OPEN = ("the checkpoint's quantisation section (quantization_config), which vLLM reads from its "
+                      "config.json, decides it: no config.json read, none stated")
 
 
 def _quantisation_open(text: str, deployment) -> bool:
@@ -138,10 +142,11 @@ def _quantisation_open(text: str, deployment) -> bool:
     return getattr(deployment, "quantization", None) is None and not getattr(deployment, "quant_known", False)
 
 
-def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
+def _not_given(texts: list[str], config, deployment, ordered: bool = False) -> tuple[str, str, str] | None:
     """(category, why, the code) of the first input these texts read that was not given, in the rules' order;
     an attribute only a method sets (Constructor.value_sources: `<set at run time by C.m()>`) is a value the
-    object keeps between calls, which the runtime path decides."""
+    object keeps between calls, which the runtime path decides. `ordered`: the test compares the value by order
+    (or computes with it), so a configuration field at a None default is no value it can run with: not given."""
     from ..walk.construction.constructor import RUN_TIME_SOURCE
 
     head, _, tail = RUN_TIME_SOURCE.partition("{}")
@@ -157,10 +162,10 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
                 continue  # a configuration object read without a named field (`model_config.dtype`): no field
             if name == "engine_argument":
                 if rx.search(text) and _quantisation_open(text, deployment):
-                    return "config_field", _QUANTISATION_OPEN, text
+                    return "quantization", _QUANTISATION_OPEN, text
                 continue
             if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
-                given, why = _given(name, text, config, deployment)
+                given, why = _given(name, text, config, deployment, ordered)
                 if given is False:
                     return name, why, text
     return None
@@ -168,6 +173,7 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
 
 # (the model's configuration by the names the code gives it: `config`, `self.config`, `hf_config`, `text_config`;
 # not vLLM's `vllm_config` / `cache_config`)
+_CONFIG_OBJECTS = frozenset({"hf_config", "hf_text_config"})  # the configuration itself, no field of it
 _GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*(?<!\w)(?:hf_|hf_text_|text_)?config,\s*\"(\w+)\"")
 
 
@@ -175,7 +181,7 @@ def _short(text: str) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
+def _given(name: str, test: str, config, deployment, ordered: bool = False) -> tuple[bool | None, str]:
     if name == "runtime_path":
         return False, "the runtime path (prefill, decode, graph capture) decides it"
     if name == "batch_value":
@@ -196,9 +202,17 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         if stated_dtype(getattr(config, "values", None)) is not None:
             return True, "the model dtype (the configuration's dtype, vLLM's --dtype auto)"
         return False, "a configuration field not given (dtype)"
+    if name == "quantization":
+        if deployment is not None and getattr(deployment, "quant_known", False):
+            return True, "the quantisation (stated, or a config.json that names none)"
+        return False, "the checkpoint's quantisation section (quantization_config) is not given"
     if name == "config_field":
-        # (a method of the configuration, `config.get_text_config()`, is no field)
-        fields = list(dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test)))
+        # (a method of the configuration, `config.get_text_config()`, is no field; nor the configuration itself
+        # read off vLLM's model configuration, `getattr(model_config, "hf_config", None)`)
+        fields = [f for f in dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", test) + _GETATTR.findall(test))
+                  if f not in _CONFIG_OBJECTS]
+        if not fields and re.search(r"\b(hf_config|hf_text_config)\b", test) and not re.search(r"\bconfig\.\w", test):
+            return True, "the model's configuration itself"
         if _no_configuration(config):
             return False, "a configuration field not given (no configuration)"
         # a field given as None that the code reads an item of (`config.layer_types[layer_idx]` where the class
@@ -207,6 +221,10 @@ def _given(name: str, test: str, config, deployment) -> tuple[bool | None, str]:
         missing = [f for f in fields if not _holds(config, f) or (f in indexed and _is_none(config, f))]
         if missing or not fields:
             return False, "a configuration field not given: " + ", ".join(missing or ["(not named)"])
+        unset = [f for f in fields if ordered and _none_default(config, f)]
+        if unset:  # KimiLinearConfig's `qk_rope_head_dim: int | None = None`, compared `> 0`
+            return False, "a configuration field not given: " + ", ".join(unset) + \
+                " (its class default None is no value the test compares)"
         return True, "the configuration gives " + ", ".join(fields)
     return None, "not traced"
 
@@ -233,6 +251,19 @@ def _is_none(config, field: str) -> bool:
 
     try:
         return all(isinstance(v, Known) and v.value is None for v in (config.attr(field, False), config.attr(field, True)))
+    except Exception:  # a configuration that cannot answer the field
+        return False
+
+
+def _none_default(config, field: str) -> bool:
+    """The field is None only because no configuration file gives it (its class's default)."""
+    from ..semantics.values import Known
+
+    values = getattr(config, "values", None) or {}
+    if field in values:
+        return False
+    try:
+        return config.attr(field, True) == Known(None) or config.attr(field, False) == Known(None)
     except Exception:  # a configuration that cannot answer the field
         return False
 

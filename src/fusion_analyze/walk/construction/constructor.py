@@ -15,7 +15,7 @@ from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
 from ...semantics.known_calls import _never_none
 from ...semantics.callees import Callee
-from ...semantics.objects import static_method
+from ...semantics.objects import is_property, static_method
 from ...semantics.environment import Environment
 from ...semantics.evaluator import Evaluator
 from ...config.transformers_auto import auto_model_class
@@ -35,6 +35,7 @@ from ...ir.conditions import Condition, Truth, code_of, impossible, join
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
+_MAX_SOURCES = 120  # lines of code value_sources reads back for one attribute
 _KIND_DEPTH = 2  # how far below a decoder layer its submodules are read for what they decide from the index
 
 
@@ -149,6 +150,7 @@ class Constructor(AttrSources, OtherChoices):
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
         self.replay: list = []
+        self._assigning: set = set()  # (instance id, name) whose assignment is being decided (assigned)
 
     # -- classes -----------------------------------------------------------------------------
     def mro(self, cls: Definition) -> list[Definition]:
@@ -619,18 +621,21 @@ class Constructor(AttrSources, OtherChoices):
         if scopes is None:  # its own scopes, read once per instance (attr()'s builds are not disturbed)
             scopes = inst.value_chain = self.init_scopes(inst)
         assigned = False
-        for c, fn, scope in scopes:
+        for k, (c, fn, scope) in enumerate(scopes):
             found = tables(fn, c.module).self_assignments.get(name, ())
             if not found:
                 continue
             # the locals an outer read of this instance filled (`self.b = self.a and i > 0` reads self.a with
-            # the locals before it) are put back after
-            saved = (scope.locals, scope.fills)
+            # the locals before it) are put back after; the subclasses' __init__ whose super().__init__ call
+            # bound this one's parameters hold their locals up to that call while it is read
+            outer = self._fill_callers(scopes[:k])
+            saved = _scope_state(scope)
             try:
                 result = self._read_assignments(inst, name, evaluator, depth, c, fn, scope, found)
             finally:
-                scope.locals, scope.fills = saved
-                scope.version += 1
+                _put_back(scope, saved)
+                for s_, state in outer:
+                    _put_back(s_, state)
             assigned = True
             break
         if not assigned and inst.cls is not None:
@@ -779,14 +784,18 @@ class Constructor(AttrSources, OtherChoices):
                 values.append(value)
         return values[0] if len(values) == 1 else OneOf(tuple(values))
 
-    def unknown_sources(self, name: str, limit: int = 4) -> list[list[str]]:
+    def unknown_sources(self, name: str, limit: int = 4, with_none: bool = False) -> list[list[str]]:
         """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
         `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
         the attribute waits on."""
         from ...semantics.values import OneOf, Unknown
 
+        from ...semantics.values import Known
+
+        # `with_none`: a None too, for a test that cannot use one (`self.qk_rope_head_dim > 0`)
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and isinstance(value, (Unknown, OneOf)) and inst.cls is not None]
+                if n == name and (isinstance(value, (Unknown, OneOf)) or (with_none and value == Known(None)))
+                and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         if held:
             return [self.value_sources(inst, name) for inst in held[:limit]]
@@ -826,7 +835,7 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
-    def value_sources(self, inst: Instance | None, name: str, depth: int = 14, call: tuple | None = None) -> list[str]:
+    def value_sources(self, inst: Instance | None, name: str, depth: int = 20, call: tuple | None = None) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
         and the arguments its parameters were bound to where the caller wrote them (`num_heads` of
@@ -837,27 +846,37 @@ class Constructor(AttrSources, OtherChoices):
 
         def attr(owner: Instance, attr_name: str, left: int) -> None:
             key = (id(owner), attr_name)
-            if left <= 0 or key in seen or owner.cls is None or len(out) > 60:
+            if left <= 0 or key in seen or owner.cls is None or len(out) > _MAX_SOURCES:
                 return
             seen.add(key)
             scopes = owner.value_chain
             if scopes is None:  # its own scopes, as self_value reads them (attr()'s builds are not disturbed)
                 scopes = owner.value_chain = self.init_scopes(owner)
-            for c, fn, scope in scopes:
+            for k, (c, fn, scope) in enumerate(scopes):
                 found = tables(fn, c.module).self_assignments.get(attr_name, ())
-                if found:  # `a, b, c = helper(...)`: each name the helper's return item (read back below)
-                    unpacked[id(scope)] = {t.value: v for t, v, _c, _p in tables(fn, c.module).assignments
-                                           if type(t) is cst.Name and type(v) is cst.Subscript
-                                           and type(v.value) is cst.Call}
-                for expr, cond, pos in found:
-                    self._fill_locals(fn, scope, c.module, before=pos)
-                    code(expr, scope, left - 1)
-                    for term in (cond.terms if cond is not None else ()):
-                        if term.expr is not None:
-                            code(term.expr, scope, left - 1)
-                    out.extend(self._optional_imports(fn, c.module, expr))
-                if found:
-                    return
+                if not found:
+                    continue
+                # `a, b, c = helper(...)`: each name the helper's return item (read back below)
+                unpacked[id(scope)] = {t.value: v for t, v, _c, _p in tables(fn, c.module).assignments
+                                       if type(t) is cst.Name and type(v) is cst.Subscript
+                                       and type(v.value) is cst.Call}
+                # (the subclasses' locals their super().__init__ hands on; what an outer read of the same
+                # __init__ filled is put back after)
+                outer = self._fill_callers(scopes[:k])
+                saved = _scope_state(scope)
+                try:
+                    for expr, cond, pos in found:
+                        self._fill_locals(fn, scope, c.module, before=pos)
+                        code(expr, scope, left - 1)
+                        for term in (cond.terms if cond is not None else ()):
+                            if term.expr is not None:
+                                code(term.expr, scope, left - 1)
+                        out.extend(self._optional_imports(fn, c.module, expr))
+                finally:
+                    _put_back(scope, saved)
+                    for s_, state in outer:
+                        _put_back(s_, state)
+                return
             for c, fn, scope, pos, call in self._init_self_calls(owner):  # a method __init__ calls assigns it
                 met = self.method(owner.cls, call.func.attr.value)
                 if met is None or met[1].name.value == "__init__":
@@ -883,9 +902,21 @@ class Constructor(AttrSources, OtherChoices):
             setter = self._run_time_setter(owner, attr_name)
             if setter is not None:  # `self._tq_kv_plan = ...` in get_kv_plan: what an earlier call left
                 out.append(RUN_TIME_SOURCE.format(setter))
+            getter = self.method(owner.cls, attr_name)
+            if getter is not None and getter.patch is None and is_property(getter.module, getter[1]):
+                # a @property (`runtime_has_indexer`: `self.has_indexer and not getattr(self, ...)`): its returns
+                # and their tests, read on the object
+                inner = Scope(module=getter.module, owner=owner)
+                for local, value, cond, _pos in tables(getter[1], getter.module).local_assignments:
+                    inner.locals.setdefault(local, []).append((value, cond))
+                for value, cond in tables(getter[1], getter.module).returns:
+                    code(value, inner, left - 1)
+                    for term in (cond.terms if cond is not None else ()):
+                        if term.expr is not None:
+                            code(term.expr, inner, left - 1)
 
         def code(expr, scope: Scope, left: int) -> None:
-            if left <= 0 or len(out) > 60 or scope is None:
+            if left <= 0 or len(out) > _MAX_SOURCES or scope is None:
                 return
             try:
                 out.append(" ".join(code_of(scope.module, expr).split()))
@@ -913,9 +944,21 @@ class Constructor(AttrSources, OtherChoices):
                 holder = node.value.attr.value if type(node.value) is cst.Attribute else \
                     node.value.value if type(node.value) is cst.Name else ""
                 if holder.endswith("_config"):  # `cache_config.sliding_window`: what EngineArgs builds it from
-                    from ...semantics.runtime_defaults import engine_local_code
+                    from ...semantics.runtime_defaults import engine_local, engine_local_code
 
                     out.extend(engine_local_code(self.index, holder, node.attr.value))
+                    found = engine_local(self.index, holder, node.attr.value)
+                    if found is not None:  # (and into the helpers it calls: resolve_kv_cache_dtype_string)
+                        built = Scope(module=found.module)
+                        for local, value, cond in found.before:
+                            built.locals.setdefault(local, []).append((value, cond))
+                        for value, _cond, _pos in found.assignments:
+                            names(value, built, left - 1)
+                derived = self._derivations(node, scope)
+                if derived:  # `ascend_config.enable_sparse_sfa_c8` of get_ascend_config(): what derives it
+                    for value, where in derived:
+                        code(value, where, left - 1)
+                    return
                 names(node.value, scope, left)
                 return
             if t is cst.Name:
@@ -946,12 +989,24 @@ class Constructor(AttrSources, OtherChoices):
                     and isinstance(scope.owner, Instance):  # getattr(self, "x", None): self.x
                 attr(scope.owner, str(node.args[1].value.evaluated_value), left - 1)
                 return
+            if t is cst.Call and type(node.func) is cst.Name and node.func.value == "getattr" and len(node.args) >= 2 \
+                    and type(node.args[1].value) is cst.SimpleString and type(node.args[0].value) in (cst.Name, cst.Attribute):
+                # getattr(cache_config, "cache_dtype", None): read as `cache_config.cache_dtype`
+                read = cst.Attribute(value=node.args[0].value, attr=cst.Name(str(node.args[1].value.evaluated_value)))
+                names(read, scope, left)
+                for arg in node.args[2:]:
+                    names(arg.value, scope, left)
+                return
             if t is cst.Call and isinstance(node.func, (cst.Name, cst.Attribute)):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
                 if built is None and self.index.dotted(scope.module, node.func) in _never_none():
                     return  # likewise of an outside callable that never returns None (`torch.nn.Parameter(...)`)
+                if isinstance(built, Definition) and built.kind == "function" and helper(built, node, scope, left):
+                    for child in node.args:  # (and what it is called with)
+                        names(child.value, scope, left)
+                    return
                 if isinstance(built, Definition) and built.kind == "function" \
                         and not (type(node.func) is cst.Attribute and _is_self(node.func.value)) \
                         and returned(built, node, scope, left):
@@ -961,6 +1016,35 @@ class Constructor(AttrSources, OtherChoices):
             for child in node.children:
                 if isinstance(child, cst.CSTNode):
                     names(child, scope, left)
+
+        def helper(target, call: cst.Call, scope: Scope, left: int) -> bool:
+            """A small helper of the trees the evaluator runs (only decisions, or loops over a known sequence:
+            `should_reuse_topk(config, layer_id)`, `_get_config_bool(configs, "use_index_cache")`): its returns
+            and their tests, read in it with its parameters bound to the call, a parameter bound to a literal
+            written in its place (`hasattr(config, "use_index_cache")`). False for any other function."""
+            from ...semantics.known_calls import _decision_function
+            from ...semantics.loops import loop_function
+
+            fn = target.node
+            if type(fn) is not cst.FunctionDef or left <= 1 or (id(fn), id(call)) in seen \
+                    or not (_decision_function(fn, target.module) or loop_function(fn, target.module)):
+                return False
+            seen.add((id(fn), id(call)))
+            inner = Scope(module=target.module)
+            bind_params(fn, call, scope, inner, skip_self=False)
+            literals = {p: v for p, (v, _w) in inner.params.items()
+                        if isinstance(v, (cst.SimpleString, cst.Integer, cst.Float))
+                        or (type(v) is cst.Name and v.value in ("True", "False", "None"))}
+            table = tables(fn, target.module)
+            for local, value, cond, _pos in table.local_assignments:
+                inner.locals.setdefault(local, []).append((_written(value, literals), cond))
+            for stmt, cond in table.statements:  # every test on the way, and what each return gives
+                tests = [stmt.test] if type(stmt) is cst.If else []
+                returns = [small.value for small in (stmt.body if type(stmt) is cst.SimpleStatementLine else ())
+                           if type(small) is cst.Return and small.value is not None]
+                for expr in tests + returns:
+                    code(_written(expr, literals), inner, left - 1)
+            return True
 
         def returned_item(node: cst.Subscript, scope: Scope, left: int) -> bool:
             """`helper(...)[k]` of a function of the trees: item k of each tuple it returns, read in the
@@ -1034,6 +1118,33 @@ class Constructor(AttrSources, OtherChoices):
                         continue
                     if any(n.split(".")[0] not in self.index.trees for n in names):
                         out.append(" ".join(code_of(module, small).split()))
+
+    def _derivations(self, node: cst.Attribute, scope: Scope) -> list:
+        """`x.<field>` where x is the backend's configuration built from no user input (`ascend_config =
+        get_ascend_config()`, walk.yaml runtime.defaults): [(value, scope)] of each `self.<field> = value` its
+        class's methods make (AscendConfig.derive_and_validate), each read in its method; [] otherwise."""
+        from ...semantics.runtime_defaults import _assigned_by_methods
+
+        held = node.value
+        if type(held) is cst.Name and len(scope.locals.get(held.value, ())) == 1:
+            held = scope.locals[held.value][0][0]
+        if type(held) is not cst.Call or type(held.func) is not cst.Name:
+            return []
+        qualname = (catalog().typed.walk.runtime.defaults or {}).get(held.func.value)
+        if not qualname or self.index.dotted(scope.module, held.func) is None:
+            return []
+        mod, _, name = str(qualname).rpartition(".")
+        cls = self.index.lookup(mod, name)
+        if getattr(cls, "kind", None) != "class" or not _assigned_by_methods(cls).get(node.attr.value):
+            return []
+        out = []
+        for fn in (st for st in cls.node.body.body if type(st) is cst.FunctionDef):
+            table = tables(fn, cls.module)
+            for value, _cond, _pos in table.self_assignments.get(node.attr.value, ()):
+                inner = Scope(module=cls.module)
+                for local, v, c, _p in table.local_assignments:
+                    inner.locals.setdefault(local, []).append((v, c))
+                out.append((value, inner))
         return out
 
     def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None:
@@ -1057,6 +1168,81 @@ class Constructor(AttrSources, OtherChoices):
                 scope.locals.setdefault(expr_target, []).append((value, cond))
         scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
                        for name, fills in tables(fn, module).local_fills.items()}
+        scope.kwarg_fills = self._kwarg_fills(fn, scope, module, before)
+        scope.attr_sets = {}
+        for target, value, cond, pos in tables(fn, module).assignments:
+            if pos < before and type(target) is cst.Attribute and type(target.value) is cst.Name \
+                    and target.value.value in scope.locals:  # `copied.field = value` on a local object
+                scope.attr_sets.setdefault(target.value.value, {}).setdefault(target.attr.value, []).append((value, cond))
+
+    def assigned(self, inst: Instance, name: str) -> Truth:
+        """Whether the __init__ chain of `inst` assigns `self.<name>` at all: TRUE where one assignment surely
+        runs, FALSE where every one stands under a test decided false (`self.g_proj = ...` under `if
+        self.use_output_gate:` with no output gate) or there is none, UNKNOWN otherwise."""
+        key = (id(inst), name)
+        if key in self._assigning:  # (`if not hasattr(self, "x"): self.x = ...`: asked while it is decided)
+            return Truth.UNKNOWN
+        self._assigning.add(key)
+        try:
+            return self._assigned(inst, name)
+        finally:
+            self._assigning.discard(key)
+
+    def _assigned(self, inst: Instance, name: str) -> Truth:
+        scopes = inst.value_chain
+        if scopes is None:
+            scopes = inst.value_chain = self.init_scopes(inst)
+        out = Truth.FALSE
+        for k, (c, fn, scope) in enumerate(scopes):
+            found = tables(fn, c.module).self_assignments.get(name, ())
+            if not found:
+                continue
+            outer = self._fill_callers(scopes[:k])
+            saved = _scope_state(scope)
+            try:
+                for _expr, cond, pos in found:
+                    self._fill_locals(fn, scope, c.module, before=pos)
+                    t = self.evaluator.condition_truth(cond, scope=scope)
+                    if t is Truth.TRUE:
+                        return Truth.TRUE
+                    if t is Truth.UNKNOWN:
+                        out = Truth.UNKNOWN
+            finally:
+                _put_back(scope, saved)
+                for s_, state in outer:
+                    _put_back(s_, state)
+        return out
+
+    def _fill_callers(self, chain: list) -> list:
+        """Fill the locals of each __init__ of `chain` (the subclasses' ones before the __init__ being read) up to
+        its `super().__init__(...)` call, whose arguments bind the next one's parameters
+        (`super().__init__(config=upstream_config)` after `upstream_config = copy(config)`); [(scope, what it
+        held)] to put back."""
+        out = []
+        for c, fn, scope in chain:
+            at = tables(fn, c.module).super_init_position
+            if at is None:
+                continue
+            out.append((scope, _scope_state(scope)))
+            self._fill_locals(fn, scope, c.module, before=at)
+        return out
+
+    def _kwarg_fills(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> dict:
+        """{`**kwargs` name: {key: (value, scope) or None}} of the `kwargs["key"] = value` the body makes before
+        statement `before` (FunctionTables.kwarg_fills), each under a test decided here; None where it is not
+        (Scope.kwarg_fills). A dict the body changes another way says nothing of its keys."""
+        fills = tables(fn, module).kwarg_fills
+        if not fills:
+            return {}
+        out: dict = {}
+        for pos, cond, key, value in fills:
+            if pos >= before:
+                continue
+            truth = self.evaluator.condition_truth(cond, scope=scope)
+            if truth is Truth.FALSE:
+                continue
+            out[key] = (value, scope) if truth is Truth.TRUE else None
+        return {fn.params.star_kwarg.name.value: out} if out else {}
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
@@ -1706,3 +1892,33 @@ def _forwards(fn: cst.FunctionDef, call: cst.Call) -> bool:
     names = [(a.star, a.value.value) for a in call.args if type(a.value) is cst.Name]
     return (len(names) == len(call.args) == 2 and type(star) is cst.Param and type(kw) is cst.Param
             and names == [("*", star.name.value), ("**", kw.name.value)])
+
+
+def _scope_state(scope: Scope) -> tuple:
+    """What _fill_locals sets in a scope, to put back after a read that filled it otherwise."""
+    return scope.locals, scope.fills, scope.kwarg_fills, scope.attr_sets
+
+
+def _put_back(scope: Scope, state: tuple) -> None:
+    scope.locals, scope.fills, scope.kwarg_fills, scope.attr_sets = state
+    scope.version += 1
+
+
+class _Written(cst.CSTTransformer):
+    """A helper's parameters bound to literals, written in their place (value_sources)."""
+
+    def __init__(self, literals: dict):
+        self.literals = literals
+
+    def leave_Name(self, original, updated):
+        return self.literals.get(original.value, updated)
+
+    def leave_Attribute(self, original, updated):  # (`x.attr`: an attribute's own name is no parameter)
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original, updated):  # (`f(attr=...)`: nor a keyword)
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _written(expr, literals: dict):
+    return expr.visit(_Written(literals)) if literals and expr is not None else expr
