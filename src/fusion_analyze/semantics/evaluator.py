@@ -333,9 +333,18 @@ class Evaluator:
                     items.append(got)
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
-        if kind is cst.Dict and all(type(e) is cst.DictElement for e in expr.elements):
-            pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
-            if all(isinstance(k, Known) for k, _v in pairs):
+        if kind is cst.Dict:
+            pairs = []
+            for e in expr.elements:
+                if type(e) is cst.StarredDictElement:  # `{**config.rope_parameters, "rope_theta": t}`: its items
+                    spread = self.infer(e.value, scope, step)
+                    if not (isinstance(spread, Known) and isinstance(spread.value, dict)):
+                        pairs = None
+                        break
+                    pairs += [(Known(k), v if isinstance(v, Unknown) else Known(v)) for k, v in spread.value.items()]
+                else:
+                    pairs.append((self.infer(e.key, scope, step), self.infer(e.value, scope, step)))
+            if pairs is not None and all(isinstance(k, Known) for k, _v in pairs):
                 try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
                     return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
                 except TypeError:  # an unhashable key

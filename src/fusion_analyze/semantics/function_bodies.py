@@ -142,6 +142,12 @@ class FunctionTables:
         return out
 
     @cached_property
+    def all_locals(self) -> list[LocalAssignment]:
+        """The plain locals and the ones unpacked from a call's result (`a, b, c = helper(...)`: each
+        `helper(...)[k]`), in the order of their statements: what a construction's scope reads."""
+        return sorted(self.local_assignments + self.unpacked_calls, key=lambda a: a[3])
+
+    @cached_property
     def returns(self) -> list[tuple]:
         """(value, condition) of each `return value`."""
         return [(small.value, cond) for _pos, cond, small in self._small()

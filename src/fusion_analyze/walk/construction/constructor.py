@@ -823,7 +823,7 @@ class Constructor(AttrSources, OtherChoices):
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
         scope.version += 1
-        for expr_target, value, cond, pos in tables(fn, module).local_assignments:
+        for expr_target, value, cond, pos in tables(fn, module).all_locals:  # (`a, b = f(...)`: f(...)[k])
             if pos < before:
                 scope.locals.setdefault(expr_target, []).append((value, cond))
         scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
@@ -1190,7 +1190,7 @@ class Constructor(AttrSources, OtherChoices):
                 table = tables(fn, c.module)
                 for _i in range(3):
                     changed = False
-                    for target, value, cond, _pos in table.local_assignments:
+                    for target, value, cond, _pos in table.all_locals:
                         t = _join(taint.of(value), taint.condition(cond))
                         if t and _join(env.get(target), t) != env.get(target):
                             env[target] = _join(env.get(target), t)
@@ -1201,7 +1201,7 @@ class Constructor(AttrSources, OtherChoices):
                 for name, found in table.self_assignments.items():
                     t = None
                     for expr, cond, pos in found:  # the locals as they are there (`self.config = config` before
-                        at = Taint(_env_at(params, taint, table.local_assignments, pos), selfenv, decoders)
+                        at = Taint(_env_at(params, taint, table.all_locals, pos), selfenv, decoders)
                         t = _join(t, _join(at.of(expr), at.condition(cond)))  # `config = layer_config`)
                     if t:
                         taints[name] = t
@@ -1259,7 +1259,7 @@ class Constructor(AttrSources, OtherChoices):
         table = tables(fn, fn_def.module)
         # every local first, then their conditions; a local unpacked from a call (`tp_size, tp_rank = f(...)`)
         # is item k of it, for the values the factory's return is built with
-        for target, value, cond, _pos in sorted(table.local_assignments + table.unpacked_calls, key=lambda a: a[3]):
+        for target, value, cond, _pos in table.all_locals:
             inner.locals.setdefault(target, []).append((value, cond))
         inner.version += 1
         decided_locals: dict = {}
