@@ -315,6 +315,8 @@ class Evaluator:
             return self.infer(expr.value, scope, step)
         if kind is cst.IfExp:
             t = truth_of(self.infer(expr.test, scope, step))
+            if t is Truth.UNKNOWN:
+                t = self.branch_that_cannot_run(expr, scope, step)
             if t is Truth.TRUE:
                 return self.infer(expr.body, scope, step)
             if t is Truth.FALSE:
@@ -363,6 +365,47 @@ class Evaluator:
             else:
                 return Known("".join(text))
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def branch_that_cannot_run(self, expr: cst.IfExp, scope, depth: int) -> Truth:
+        """`f(x) if f else y` where `f` can only hold what the configuration gives for a name its class gives no
+        attribute (`getattr(config, "get_nemotron_h_config_for_layer", None)`: a key of config.json, data, or
+        the default None): calling it raises, so a deployment that runs takes the other side: FALSE (TRUE where
+        the orelse is that call); UNKNOWN otherwise."""
+        for side, truth in ((expr.body, Truth.FALSE), (expr.orelse, Truth.TRUE)):
+            if type(side) is cst.Call and self._not_callable(side.func, scope, depth):
+                return truth
+        return Truth.UNKNOWN
+
+    def _not_callable(self, func, scope, depth: int) -> bool:
+        """`func` holds a value of the configuration (read with `getattr(config, "k", <no callable>)` or
+        `config.k`) of a name its class gives no attribute, through locals assigned once and parameters."""
+        for _ in range(_MAX_INFER - depth):
+            if type(func) is cst.Name and scope is not None:
+                values = scope.locals.get(func.value)
+                if values is not None:
+                    if len(values) != 1 or values[0][1]:
+                        return False
+                    func = values[0][0]
+                    continue
+                if func.value in scope.params:
+                    func, scope = scope.params[func.value]
+                    continue
+                return False
+            if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value == "getattr" \
+                    and len(func.args) in (2, 3) and not any(a.keyword or a.star for a in func.args):
+                base, key = func.args[0].value, literal(func.args[1].value)
+                default = literal(func.args[2].value) if len(func.args) == 3 else None
+                if len(func.args) == 3 and (default is None or callable(default.value)):
+                    return False  # a default that may be a callable
+            elif type(func) is cst.Attribute:
+                base, key = func.value, Known(func.attr.value)
+            else:
+                return False
+            ref = self.infer(base, scope, depth + 1)
+            return isinstance(ref, ConfigRef) and not ref.rebuilt and isinstance(key, Known) \
+                and isinstance(key.value, str) and self.config is not None \
+                and bool(getattr(self.config, "gives_no_attribute", lambda *_a: False)(key.value, ref.text))
+        return False
 
     def _subscript(self, expr, scope, step: int) -> Value:
         """`x[k]`: the item of a known value; `a, b, c = f(...)` (read as `f(...)[k]`): item k of the tuple f

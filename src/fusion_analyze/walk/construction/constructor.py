@@ -836,6 +836,8 @@ class Constructor(AttrSources, OtherChoices):
             return []
         if type(expr) is cst.IfExp:
             known = self.evaluator.truth(expr.test, scope.module, scope=scope)
+            if known is Truth.UNKNOWN:  # `f(x) if f else y`, f a configuration value that is no callable
+                known = self.evaluator.branch_that_cannot_run(expr, scope, depth)
             if known is not Truth.UNKNOWN:  # decided: only the branch that runs
                 return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
             cond = self._traced(Condition.of(expr.test, scope.module), scope)
