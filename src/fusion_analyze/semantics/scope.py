@@ -28,6 +28,7 @@ class Scope:
     cls: object = None  # the class whose method is read (index.Definition), where no instance is: for `self.m()`
     instances: dict = field(default_factory=dict)  # local -> the Instance it holds (a decoder loop's `layer`)
     objects: dict = field(default_factory=dict)  # local -> the class of the object it holds (Bindings.objects)
+    loops: dict = field(default_factory=dict)  # name a loop binds -> (iterable, item) (FunctionTables.loop_names)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:

@@ -828,6 +828,7 @@ class Constructor(AttrSources, OtherChoices):
                 scope.locals.setdefault(expr_target, []).append((value, cond))
         scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
                        for name, fills in tables(fn, module).local_fills.items()}
+        scope.loops = tables(fn, module).loop_names  # (`for i in range(n)`: i is one of its values)
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
