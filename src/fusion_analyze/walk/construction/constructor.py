@@ -13,6 +13,7 @@ from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import iter_nodes
 from ...semantics.mro import c3_linearization
 from ...semantics.function_bodies import _is_self, class_method, function_imports, tables
+from ...semantics.known_calls import _never_none
 from ...semantics.callees import Callee
 from ...semantics.objects import static_method
 from ...semantics.environment import Environment
@@ -650,10 +651,10 @@ class Constructor(AttrSources, OtherChoices):
         """For each instance of this walk whose `self.<name>` the evaluator read and left unknown (up to
         `limit`): the code it is computed from (value_sources). For status/waits.py: what an undecided test on
         the attribute waits on."""
-        from ...semantics.values import Unknown
+        from ...semantics.values import OneOf, Unknown
 
         held = [inst for (_i, n), (inst, value) in list(self._values.items())
-                if n == name and isinstance(value, Unknown) and inst.cls is not None]
+                if n == name and isinstance(value, (Unknown, OneOf)) and inst.cls is not None]
         held += [inst for (_i, n), (inst, _s, _e) in list(self._calls.items()) if n == name]
         return [self.value_sources(inst, name) for inst in held[:limit]]
 
@@ -774,6 +775,8 @@ class Constructor(AttrSources, OtherChoices):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
+                if built is None and self.index.dotted(scope.module, node.func) in _never_none():
+                    return  # likewise of an outside callable that never returns None (`torch.nn.Parameter(...)`)
             if t is cst.Lambda:
                 return
             for child in node.children:
