@@ -90,7 +90,13 @@ _CONSTRUCTION_INPUTS = ("tp_size", "dtype", "config_field")
 
 
 def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | None:
-    """(category, why, the code) of the first input these texts read that was not given, in the rules' order."""
+    """(category, why, the code) of the first input these texts read that was not given, in the rules' order;
+    first, a configuration field left None that the code computes with (NONE_OPERAND_SOURCE)."""
+    for text in texts:
+        fields = _none_computed(text, config)
+        if fields:
+            return ("config_field", "a configuration field its class leaves None where the code computes with it "
+                    "(a checkpoint gives it): " + ", ".join(fields), text)
     for name, rx in _rules():
         if name not in _CONSTRUCTION_INPUTS:
             continue
@@ -102,6 +108,20 @@ def _not_given(texts: list[str], config, deployment) -> tuple[str, str, str] | N
                 if given is False:
                     return name, why, text
     return None
+
+
+def _none_computed(text: str, config) -> list[str]:
+    """The configuration fields a NONE_OPERAND_SOURCE text reads that hold None by their class's default and
+    that no config.json states (a whole config.json stating null is what the user gave)."""
+    from ..walk.construction.constructor import NONE_OPERAND_SOURCE
+
+    head, _, tail = NONE_OPERAND_SOURCE.partition("{}")
+    if _no_configuration(config) or not (text.startswith(head) and text.endswith(tail)):
+        return []
+    inner = text[len(head):len(text) - len(tail)]
+    fields = dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", inner) + _GETATTR.findall(inner))
+    stated = getattr(config, "values", None) or {}
+    return [f for f in fields if f not in stated and _is_none(config, f)]
 
 
 _GETATTR = re.compile(r"(?:get|has)attr\(\s*(?:\w+\.)*\w*config,\s*\"(\w+)\"")
@@ -156,6 +176,15 @@ def _holds(config, field: str) -> bool:
     try:
         return isinstance(config.attr(field, True), Known) or isinstance(config.attr(field, False), Known)
     except Exception:  # a configuration that cannot answer the field: not given
+        return False
+
+
+def _is_none(config, field: str) -> bool:
+    from ..semantics.values import Known
+
+    try:
+        return all(isinstance(v, Known) and v.value is None for v in (config.attr(field, False), config.attr(field, True)))
+    except Exception:  # a configuration that cannot answer the field
         return False
 
 

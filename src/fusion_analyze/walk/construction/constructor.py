@@ -28,6 +28,13 @@ from .rebinding import failing_import, imported_first
 from ...semantics.scope import Scope, bind_params, copy_chain, star_kwarg
 from ...semantics.values import Bindings
 from ...ir.conditions import Condition, Truth, code_of, impossible, join
+
+# a source value_sources gives for an operand a method left undecided orders or computes with while it holds None
+# (`self.top_k > ...`, top_k the configuration's num_experts_per_tok its class leaves None): the operand's own
+# sources, joined (status/waits.py reads it back: a None the code cannot compute with is not what runs)
+NONE_OPERAND_SOURCE = "<None where the code computes: {}>"
+_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+_COMPUTING = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -133,6 +140,7 @@ class Constructor(AttrSources, OtherChoices):
         # (instance id, method) -> (the instance, its scope, what is left undecided of `self.<method>(...)`:
         # the tests and returns), for what an undecided test calling it waits on (unknown_sources)
         self._calls: dict = {}
+        self._none_depth = 0  # _none_operands reads an operand's sources once, not those of its sources' operands
         # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
@@ -673,6 +681,35 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
+    def _none_operands(self, owner: Instance, scope: Scope, exprs: list) -> list[str]:
+        """NONE_OPERAND_SOURCE of each `self.x` of `owner` that the tests and returns `exprs` left undecided order
+        or compute with (`self.top_k > n`) while it holds None: Python raises there, so what runs holds another
+        value, which the code `self.x` is computed from gives."""
+        from ...semantics.values import Known
+
+        out: list[str] = []
+        if self._none_depth > 0:
+            return out
+        self._none_depth += 1
+        try:
+            for expr in exprs:
+                for node in iter_nodes(expr) if isinstance(expr, cst.CSTNode) else ():
+                    if type(node) is cst.Comparison and any(type(c.operator) in _ORDERING for c in node.comparisons):
+                        operands = [node.left] + [c.comparator for c in node.comparisons]
+                    elif type(node) is cst.BinaryOperation and type(node.operator) in _COMPUTING:
+                        operands = [node.left, node.right]
+                    else:
+                        continue
+                    for op in operands:
+                        if type(op) is cst.Attribute and _is_self(op.value) \
+                                and self.evaluator.infer(op, scope) == Known(None):
+                            got = NONE_OPERAND_SOURCE.format(" ; ".join(self.value_sources(owner, op.attr.value)))
+                            if got not in out:
+                                out.append(got)
+        finally:
+            self._none_depth -= 1
+        return out
+
     def value_sources(self, inst: Instance, name: str, depth: int = 14) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
@@ -708,6 +745,7 @@ class Constructor(AttrSources, OtherChoices):
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
                     code(expr, called[1], left - 1)
+                out.extend(self._none_operands(owner, called[1], called[2]))
 
         def code(expr, scope: Scope, left: int) -> None:
             if left <= 0 or len(out) > 60 or scope is None:
