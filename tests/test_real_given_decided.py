@@ -869,3 +869,94 @@ def test_axk1_sparse_layers_decided_per_layer(session, hf):
     assert not [c for c in _conditions(a) if "is_layer_sparse" in c]
     assert not [e["test"] for e in a.report["undecided"] if e["given"] is True]
     validate_report(a.report)
+
+
+# -- routers, windows, sinks and per-layer configurations (GraniteSWA, NemotronH, Zamba2, MiMo-V2-Flash, DeepSeek-V2)
+_RTR_CONFIGS = ROOT / "fixtures" / "configs"
+
+
+def _given_left(a) -> list:
+    return [e for e in a.report["undecided"] if e["given"] is True]
+
+
+@pytest.mark.parametrize("arch, layers", [("GraniteSWAForCausalLM", 24), ("GraniteMoeSWAForCausalLM", 32)])
+def test_granite_swa_window_from_an_unpacked_helper_item(session, hf, arch, layers):
+    """GraniteAttention unpacks `sliding_window, rope_theta, has_sink = granite_layer_attn_params(config,
+    extract_layer_index(prefix))` (vllm/model_executor/models/granite.py:199) and hands the window to its Attention
+    (`per_layer_sliding_window=sliding_window`, :225): item 0 of the helper's return, `config.sliding_window if
+    layer_types[layer_idx] == "sliding_attention" else None` (:89-93), read per layer. GraniteSWAConfig computes
+    `layer_types` (every fourth layer full, configuration_granite_swa.py __post_init__): the layers fall into a
+    full kind (window None: the paged decode, attention_v1.py:1110) and a sliding kind (128: the window path,
+    :956), and `self.sliding_window is not None` of the implementation is decided in each."""
+    a = analyze_in(session, arch, Options(hf_root=hf))
+    kinds = a.report["layer_kinds"]
+    assert [k["differs"].get("self_attn.attn.sliding_window") for k in kinds] == ["None", "128"], kinds
+    assert kinds[0]["layers"] == list(range(0, layers, 4)) and sum(k["count"] for k in kinds) == layers
+    assert "self.sliding_window is not None" not in _by_test(a)
+    lines = {(k["layer_kind"], k["line"]) for k in _kernels(a, "attention") if k["file"].endswith("attention_v1.py")}
+    assert (1, 956) in lines and (0, 956) not in lines and (0, 1110) in lines and (1, 1110) not in lines, sorted(lines)
+    assert not _given_left(a), _given_left(a)
+    validate_report(a.report)
+
+
+def test_nemotron_h_layer_configuration_getter_the_class_does_not_have(session, hf):
+    """NemotronHMoEDecoderLayer builds its MoE with `layer_config = get_layer_config(layer_idx) if get_layer_config
+    else config`, `get_layer_config = getattr(config, "get_nemotron_h_config_for_layer", None)` (vllm/model_executor/
+    models/nemotron_h.py:343-344). NemotronHConfig (a direct PreTrainedConfig subclass) gives no such attribute: what
+    getattr finds is a key of config.json, data that calling raises on, or None, so a deployment that runs passes
+    the configuration itself, and `config.n_shared_experts is None or config.n_shared_experts == 0` (:174) is
+    decided with its default 1: the shared experts are built under no test."""
+    a = analyze_in(session, "NemotronHForCausalLM", Options(hf_root=hf))
+    assert not [c for c in _conditions(a) if "n_shared_experts" in c]
+    shared = [op for op in a.report["ops"] if ".shared_experts" in op["path"]]
+    assert shared and all(op["condition"] is None for op in shared), [(op["path"], op["condition"]) for op in shared]
+    assert not _given_left(a), _given_left(a)
+
+
+def test_zamba2_shared_attention_list_filled_in_a_loop(session, hf):
+    """Zamba2Attention fills `self.dpa_list` in `for block_idx in range(self.num_hybrid_layers)` with an Attention
+    where `block_idx % config.num_mem_blocks == bare_block_idx`, else nn.Identity (vllm/model_executor/models/
+    zamba2.py:185-196). `num_hybrid_layers` is `len(layer2block_map)`, a comprehension over `enumerate(config.
+    hybrid_layer_ids)` (:705-708), which Zamba2Config computes from its layer types (9 hybrid layers), and
+    `bare_block_idx` the model's comprehension index over `range(config.num_mem_blocks)` (:711-722): with one
+    memory block every index gives 0 == 0, so each element is the Attention and the test is decided."""
+    a = analyze_in(session, "Zamba2ForCausalLM", Options(hf_root=hf))
+    dpa = [op for op in a.report["ops"] if op["path"].endswith("self_attn.dpa_list")]
+    assert dpa and all("block_idx" not in (op["condition"] or "") for op in dpa), [op["condition"] for op in dpa]
+    assert not [t for t in _by_test(a) if "num_mem_blocks" in t]
+    assert not _given_left(a), _given_left(a)
+
+
+def test_mimo_v2_flash_sinks_wait_on_the_checkpoints_field(session, hf):
+    """MiMoV2Attention passes `sinks=self.attention_sink_bias`, a Parameter `if add_swa_attention_sink_bias else
+    None` (vllm/model_executor/models/mimo_v2.py:288-292, :332), the flag `getattr(config,
+    "add_swa_attention_sink_bias", False)` (:382): MiMoV2FlashConfig does not declare it, so with its defaults
+    the implementation's `self.sinks is not None` waits on that field (a checkpoint gives it), not on the tool;
+    the fixture's config.json (which gives it, and the layer pattern and head sizes that choose the backend)
+    leaves no such test."""
+    a = analyze_in(session, "MiMoV2FlashForCausalLM", Options(hf_root=hf))
+    e = _by_test(a)["self.sinks is not None"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "add_swa_attention_sink_bias" in e["why"], e
+    assert not _given_left(a), _given_left(a)
+    c = analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(_RTR_CONFIGS / "mimo-v2-flash.json"),
+                                                              hf_root=hf))
+    assert not [t for t in _by_test(c) if "sinks" in t]
+
+
+def test_deepseek_v2_router_top_k_the_class_leaves_none(session, hf):
+    """vllm-ascend's router decides the fused gating with `is_fused_supported(hidden_states)`
+    (vllm_ascend/ops/fused_moe/router/fused_topk_router.py:122-136), comparing `self.top_k` with the routed width.
+    DeepseekV2Config leaves `num_experts_per_tok` None, which the model hands as top_k (vllm/model_executor/models/
+    deepseek_v2.py): `None > 4096.0` raises, so what runs has the checkpoint's value and the test waits on that
+    field. DeepSeek-V2-Lite's config.json (6 of 64 experts, one group, 2048 wide) decides it: the fused
+    `moe_gating_top_k` (vllm_ascend/device/device_op.py:272) runs under no test."""
+    a = analyze_in(session, "DeepseekV2ForCausalLM", Options(hf_root=hf))
+    e = _by_test(a)["not self.is_fused_supported(hidden_states)"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "num_experts_per_tok" in e["why"], e
+    assert not _given_left(a), _given_left(a)
+    lite = analyze_in(session, "DeepseekV2ForCausalLM", Options(config=str(_RTR_CONFIGS / "deepseek-v2-lite.json"),
+                                                                hf_root=hf))
+    assert not [t for t in _by_test(lite) if "is_fused_supported" in t]
+    kernels = _moe_kernels(lite)
+    assert kernels[("torch.ops._C_ascend.moe_gating_top_k", "vllm_ascend/device/device_op.py", 272)] is None
+    validate_report(lite.report)

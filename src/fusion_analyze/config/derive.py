@@ -24,7 +24,7 @@ _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast
            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _BUILTINS = {"bool": bool, "int": int, "len": len, "str": str, "min": min, "max": max, "abs": abs, "list": list,
-             "tuple": tuple, "sorted": sorted, "sum": sum}
+             "tuple": tuple, "sorted": sorted, "sum": sum, "enumerate": lambda *a: list(enumerate(*a))}
 
 _TYPES = {"dict": dict, "list": list, "tuple": tuple, "int": int, "float": float, "str": str, "bool": bool}
 
@@ -380,16 +380,25 @@ class _Run:
 
     def _comprehension(self, node: ast.ListComp):
         gen = node.generators[0]
-        if gen.is_async or not isinstance(gen.target, ast.Name):
+        target = gen.target  # a name, or names unpacked from each item (`for index, type in enumerate(...)`)
+        names = [target.id] if isinstance(target, ast.Name) else [e.id if isinstance(e, ast.Name) else None
+                                                                   for e in target.elts] \
+            if isinstance(target, ast.Tuple) else None
+        if gen.is_async or not names or None in names:
             return UNKNOWN
         seq = self._expr(gen.iter)
         if seq is UNKNOWN or not isinstance(seq, (list, tuple, range)) or len(seq) > _MAX_RANGE:
             return UNKNOWN
-        name, saved = gen.target.id, self.names.get(gen.target.id, UNKNOWN)
+        saved = {name: self.names.get(name, UNKNOWN) for name in names}
         out = []
         try:
             for item in seq:
-                self.names[name] = item
+                if isinstance(target, ast.Name):
+                    self.names[names[0]] = item
+                elif isinstance(item, (tuple, list)) and len(item) == len(names):
+                    self.names.update(zip(names, item))
+                else:
+                    return UNKNOWN
                 keep = [self.truth(c) for c in gen.ifs]
                 if any(k is None for k in keep):
                     return UNKNOWN
@@ -399,7 +408,7 @@ class _Run:
                         return UNKNOWN
                     out.append(value)
         finally:
-            self.names[name] = saved
+            self.names.update(saved)
         return out
 
     def _call(self, node: ast.Call):

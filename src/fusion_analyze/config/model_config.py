@@ -55,6 +55,7 @@ class ConfigClass:
     # transformers' base finds none to standardize when it runs (PreTrainedConfig.__post_init__ standardizes an
     # existing `rope_parameters`), and vLLM's patch_rope_parameters does only from a `rope_theta` it is given
     rope_late: bool = False
+    bases: tuple = ()  # the names of the class's own bases, as its `class` statement writes them
 
     def to_json(self) -> dict:
         out = {"class": self.name, "file": self.file, "line": self.line, "package": self.package,
@@ -80,6 +81,9 @@ class Registration:
     line: int
     package: str  # the tree that registers it: vllm or vllm_ascend
     tests: tuple = ()  # the `if` tests a patch's registration stands under
+
+
+_BASE_NAMES = frozenset({"PreTrainedConfig", "PretrainedConfig"})  # transformers' base configuration class
 
 
 class ConfigFacts:
@@ -129,6 +133,18 @@ class ConfigFacts:
         cls = self._own_class(text)
         found = cls.methods.get(name) if cls is not None else None
         return found is not None and found[1] == prop
+
+    def gives_no_attribute(self, name: str, text: bool = False) -> bool:
+        """Whether its class (a direct subclass of transformers' PreTrainedConfig, whose own body and base are
+        read) gives no attribute `name`: no field, class attribute, method or property, none computed or set by
+        a method; what `getattr(config, name, d)` finds is then a key of config.json (data, never a callable)
+        or `d`."""
+        own = self._own_class(text)
+        if own is None or any(b.rsplit(".", 1)[-1] not in _BASE_NAMES for b in own.bases):
+            return False
+        real = own.attribute_map.get(name, name)
+        return not any(n in group for n in (name, real) for group in
+                       (own.class_attrs, own.declared, own.computed, own.elsewhere, own.methods))
 
     def method(self, name: str, args: tuple = (), text: bool = False) -> Value:
         """`config.<name>(*args)` (a property with no args): the class's method run over the configuration's
@@ -528,7 +544,7 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
                          cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over, cls.inits,
                          set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods),
-                         set(base.class_attrs) | cls.class_attrs)
+                         set(base.class_attrs) | cls.class_attrs, cls.bases)
     merged.defaults.update(cls.defaults)
     merged.rope_late = cls.rope_late
     for name in cls.computed:
@@ -657,6 +673,7 @@ def _literal(node):
 
 
 def _read_body(node: ast.ClassDef, cls: ConfigClass) -> None:
+    cls.bases = tuple(ast.unparse(b) for b in node.bases)
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             if stmt.value is not None:
@@ -784,6 +801,6 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name,
                                      cls.registered, cls.over, text.inits, set(text.elsewhere),
-                                     dict(text.fields), dict(text.methods), set(text.class_attrs)), trees)
+                                     dict(text.fields), dict(text.methods), set(text.class_attrs), text.bases), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)

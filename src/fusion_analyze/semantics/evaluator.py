@@ -38,6 +38,7 @@ _COMPARE = {cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: ope
             cst.Is: operator.is_, cst.IsNot: operator.is_not,
             cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b}
 _MAX_INFER = 24  # hops through parameters, locals and attributes for one expression
+_MAX_ITEMS = 256  # the most values a loop or a comprehension is read over
 _ARITH = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
           cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv, cst.Modulo: operator.mod,
           cst.Power: operator.pow}
@@ -381,16 +382,17 @@ class Evaluator:
             return self._boolean(expr, scope, step)
         if kind is cst.BinaryOperation and type(expr.operator) in _ARITH:
             left, right = self.infer(expr.left, scope, step), self.infer(expr.right, scope, step)
-            if isinstance(left, Known) and isinstance(right, Known):
-                try:
-                    return Known(_ARITH[type(expr.operator)](left.value, right.value))
-                except (TypeError, ZeroDivisionError, OverflowError):
-                    return Unknown("arithmetic on values that do not combine")
-            return Unknown("arithmetic on an unknown value")
+            return _arith(type(expr.operator), left, right)
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            got = self._comprehension(expr, scope, step)
+            if got is not None:
+                return got
         if kind is cst.NamedExpr and isinstance(expr, cst.NamedExpr):  # `(x := value)` is value
             return self.infer(expr.value, scope, step)
         if kind is cst.IfExp:
             t = truth_of(self.infer(expr.test, scope, step))
+            if t is Truth.UNKNOWN:
+                t = self.branch_that_cannot_run(expr, scope, step)
             if t is Truth.TRUE:
                 return self.infer(expr.body, scope, step)
             if t is Truth.FALSE:
@@ -409,9 +411,18 @@ class Evaluator:
                     items.append(got)
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
-        if kind is cst.Dict and all(type(e) is cst.DictElement for e in expr.elements):
-            pairs = [(self.infer(e.key, scope, step), self.infer(e.value, scope, step)) for e in expr.elements]
-            if all(isinstance(k, Known) for k, _v in pairs):
+        if kind is cst.Dict:
+            pairs = []
+            for e in expr.elements:
+                if type(e) is cst.StarredDictElement:  # `{**config.rope_parameters, "rope_theta": t}`: its items
+                    spread = self.infer(e.value, scope, step)
+                    if not (isinstance(spread, Known) and isinstance(spread.value, dict)):
+                        pairs = None
+                        break
+                    pairs += [(Known(k), v if isinstance(v, Unknown) else Known(v)) for k, v in spread.value.items()]
+                else:
+                    pairs.append((self.infer(e.key, scope, step), self.infer(e.value, scope, step)))
+            if pairs is not None and all(isinstance(k, Known) for k, _v in pairs):
                 try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
                     return Known({k.value: v.value if isinstance(v, Known) else v for k, v in pairs})
                 except TypeError:  # an unhashable key
@@ -430,6 +441,116 @@ class Evaluator:
             else:
                 return Known("".join(text))
         return Unknown(f"`{code_of(getattr(scope, 'module', None), expr)}` is not known statically")
+
+    def _loop_value(self, name: str, scope, depth: int) -> Value:
+        """A name a loop of the function binds (`for block_idx in range(n)`, a comprehension's `idx`), read
+        where no iteration is told apart: one of the values its iterable gives (OneOf), where it gives a known
+        few; a test on it is decided where every value decides it alike."""
+        iterable, item = scope.loops[name]
+        items = self._iterated(iterable, scope, depth)
+        if items is None or not items:
+            return Unknown(f"`{name}`: a loop's variable over values not known")
+        if item is not None:
+            if not all(isinstance(v, tuple) and len(v) > item for v in items):
+                return Unknown(f"`{name}`: an item of a loop's elements that are not tuples")
+            items = [v[item] for v in items]
+        options = tuple(dict.fromkeys(Known(v) for v in items if _hashable(v)))
+        if len(options) != len(set(map(repr, items))):
+            return Unknown(f"`{name}`: a loop's values that are not plain")
+        return options[0] if len(options) == 1 else OneOf(options)
+
+    def _iterated(self, expr, scope, depth: int) -> list | None:
+        """The values a loop over `expr` takes, where known and few (_MAX_ITEMS): a known sequence, `range(...)`
+        and `enumerate(...)` of known values; None otherwise."""
+        value = self.infer(expr, scope, depth + 1)
+        if isinstance(value, Known) and isinstance(value.value, (tuple, list)) and len(value.value) <= _MAX_ITEMS:
+            return list(value.value)
+        return None
+
+    def _comprehension(self, expr, scope, depth: int) -> Value | None:
+        """`[f(x) for x in xs]` (a list, set, generator or dict comprehension) of one `for` over known few
+        values, each element (key and value) read with the loop's names written in place: the known sequence
+        (a tuple) or dict; None where a part is not known."""
+        fin = expr.for_in
+        if fin.inner_for_in is not None or fin.asynchronous is not None:
+            return None
+        items = self._iterated(fin.iter, scope, depth)
+        target = fin.target
+        names = [target.value] if type(target) is cst.Name else [
+            el.value.value if type(el) is cst.Element and type(el.value) is cst.Name else None
+            for el in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else None
+        if items is None or not names or None in names:
+            return None
+        out: list = []
+        for item in items:
+            values = [item] if type(target) is cst.Name else list(item) if isinstance(item, tuple) else None
+            if values is None or len(values) != len(names) or not all(_writable(v) for v in values):
+                return None
+            def placed(node):
+                for name, v in zip(names, values):
+                    node = node.visit(_Substitute(name, cst.parse_expression(repr(v))))
+                return node
+            if any(truth_of(self.infer(placed(c.test), scope, depth + 1)) is not Truth.TRUE for c in fin.ifs):
+                if all(truth_of(self.infer(placed(c.test), scope, depth + 1)) is not Truth.UNKNOWN for c in fin.ifs):
+                    continue  # an element its `if` leaves out
+                return None
+            parts = [expr.key, expr.value] if type(expr) is cst.DictComp else [expr.elt]
+            got = [self.infer(placed(p), scope, depth + 1) for p in parts]
+            if not all(isinstance(g, Known) for g in got):
+                return None
+            out.append(tuple(g.value for g in got) if type(expr) is cst.DictComp else got[0].value)
+        if type(expr) is cst.DictComp:
+            try:
+                return Known(dict(out))
+            except TypeError:
+                return None
+        if type(expr) is cst.SetComp:
+            try:
+                return Known(frozenset(out))
+            except TypeError:
+                return None
+        return Known(tuple(out))
+
+    def branch_that_cannot_run(self, expr: cst.IfExp, scope, depth: int) -> Truth:
+        """`f(x) if f else y` where `f` can only hold what the configuration gives for a name its class gives no
+        attribute (`getattr(config, "get_nemotron_h_config_for_layer", None)`: a key of config.json, data, or
+        the default None): calling it raises, so a deployment that runs takes the other side: FALSE (TRUE where
+        the orelse is that call); UNKNOWN otherwise."""
+        for side, truth in ((expr.body, Truth.FALSE), (expr.orelse, Truth.TRUE)):
+            if type(side) is cst.Call and self._not_callable(side.func, scope, depth):
+                return truth
+        return Truth.UNKNOWN
+
+    def _not_callable(self, func, scope, depth: int) -> bool:
+        """`func` holds a value of the configuration (read with `getattr(config, "k", <no callable>)` or
+        `config.k`) of a name its class gives no attribute, through locals assigned once and parameters."""
+        for _ in range(_MAX_INFER - depth):
+            if type(func) is cst.Name and scope is not None:
+                values = scope.locals.get(func.value)
+                if values is not None:
+                    if len(values) != 1 or values[0][1]:
+                        return False
+                    func = values[0][0]
+                    continue
+                if func.value in scope.params:
+                    func, scope = scope.params[func.value]
+                    continue
+                return False
+            if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value == "getattr" \
+                    and len(func.args) in (2, 3) and not any(a.keyword or a.star for a in func.args):
+                base, key = func.args[0].value, literal(func.args[1].value)
+                default = literal(func.args[2].value) if len(func.args) == 3 else None
+                if len(func.args) == 3 and (default is None or callable(default.value)):
+                    return False  # a default that may be a callable
+            elif type(func) is cst.Attribute:
+                base, key = func.value, Known(func.attr.value)
+            else:
+                return False
+            ref = self.infer(base, scope, depth + 1)
+            return isinstance(ref, ConfigRef) and not ref.rebuilt and isinstance(key, Known) \
+                and isinstance(key.value, str) and self.config is not None \
+                and bool(getattr(self.config, "gives_no_attribute", lambda *_a: False)(key.value, ref.text))
+        return False
 
     def _subscript(self, expr, scope, step: int) -> Value:
         """`x[k]`: the item of a known value; `a, b, c = f(...)` (read as `f(...)[k]`): item k of the tuple f
@@ -474,6 +595,8 @@ class Evaluator:
                 from .scope import Scope
 
                 return self.infer(scope.defaults[name], Scope(module=scope.module, owner=scope.owner), depth)
+            if name in (getattr(scope, "loops", None) or ()):
+                return self._loop_value(name, scope, depth)
         if name in _CONFIG_NAMES:  # an unbound `config`: the model's configuration handed to every layer
             return ConfigRef(_CONFIG_NAMES[name])
         found = self._global(cst.Name(name), scope, depth)
@@ -1033,6 +1156,14 @@ class Evaluator:
         if len(args) == 1 and len(call.args) == 1 and isinstance(func, (cst.Name, cst.Attribute)) \
                 and _dotted_of(func, scope) in ("copy.copy", "copy.deepcopy"):
             return self.infer(args[0], scope, depth)  # a copy holds what the original holds
+        if type(func) is cst.Name and func.value in ("range", "enumerate") and 1 <= len(args) == len(call.args) <= 3:
+            got = [self.infer(a, scope, depth) for a in args]  # a loop's values: a tuple of few known items
+            if func.value == "range" and all(isinstance(g, Known) and type(g.value) is int for g in got):
+                values = range(*(g.value for g in got))
+                return Known(tuple(values)) if len(values) <= _MAX_ITEMS else Unknown("a range of many values")
+            if func.value == "enumerate" and len(got) == 1 and isinstance(got[0], Known) \
+                    and isinstance(got[0].value, (tuple, list)) and len(got[0].value) <= _MAX_ITEMS:
+                return Known(tuple(enumerate(got[0].value)))
         if type(func) is cst.Name and func.value in _BUILTINS and len(args) == 1 and len(call.args) == 1:
             got = _BUILTINS[func.value](self.infer(args[0], scope, depth))
             if func.value == "bool" and isinstance(got, Unknown) and getattr(scope, "module", None) is not None:
@@ -1596,6 +1727,12 @@ class _Substitute(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
         return self.value if original_node.value == self.name else updated_node
 
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
+        return updated_node.with_changes(attr=original_node.attr)  # `x.name`: an attribute's name is no variable
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg):
+        return updated_node.with_changes(keyword=original_node.keyword)  # `f(name=...)`: nor a keyword
+
 
 def truth_of(value: Value) -> Truth:
     """Python's truth of a value, when it is known."""
@@ -1610,6 +1747,31 @@ def truth_of(value: Value) -> Truth:
         truths = {truth_of(v) for v in value.options}
         return truths.pop() if len(truths) == 1 else Truth.UNKNOWN
     return Truth.UNKNOWN
+
+
+def _arith(op: type, left: Value, right: Value) -> Value:
+    if isinstance(left, OneOf) or isinstance(right, OneOf):  # every pair of options: one value where they agree
+        got = [_arith(op, a, b) for a in (left.options if isinstance(left, OneOf) else (left,))
+               for b in (right.options if isinstance(right, OneOf) else (right,))]
+        if not all(isinstance(g, Known) and _hashable(g.value) for g in got):
+            return Unknown("arithmetic on values that may differ")
+        options = tuple(dict.fromkeys(got))
+        return options[0] if len(options) == 1 else OneOf(options)
+    if isinstance(left, Known) and isinstance(right, Known):
+        try:
+            return Known(_ARITH[op](left.value, right.value))
+        except (TypeError, ZeroDivisionError, OverflowError):
+            return Unknown("arithmetic on values that do not combine")
+    return Unknown("arithmetic on an unknown value")
+
+
+def _hashable(v) -> bool:
+    return v is None or type(v) in (int, float, bool, str)
+
+
+def _writable(v) -> bool:
+    """A value written back as code (a literal that reads as itself)."""
+    return _hashable(v) or (isinstance(v, tuple) and all(_writable(x) for x in v))
 
 
 def _compare(op: type, left: Value, right: Value) -> Value:

@@ -142,6 +142,32 @@ class FunctionTables:
         return out
 
     @cached_property
+    def all_locals(self) -> list[LocalAssignment]:
+        """The plain locals and the ones unpacked from a call's result (`a, b, c = helper(...)`: each
+        `helper(...)[k]`), in the order of their statements: what a construction's scope reads."""
+        return sorted(self.local_assignments + self.unpacked_calls, key=lambda a: a[3])
+
+    @cached_property
+    def loop_names(self) -> dict[str, tuple]:
+        """name -> (iterable, item) of each name a `for` statement or a comprehension of the body binds (not a
+        nested function's): `for i in range(n)` -> (`range(n)`, None); `for i, t in enumerate(x)` -> item 0 and 1
+        of each element. A name bound by two loops, or also assigned as a local, is left out: which loop a read
+        is in is not told (two loops over the same iterable, written alike, are one)."""
+        found: dict[str, list] = {}
+        for node in iter_nodes(self.fn.body, lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef))):
+            if isinstance(node, (cst.For, cst.CompFor)):
+                target = node.target
+                if type(target) is cst.Name:
+                    found.setdefault(target.value, []).append((node.iter, None))
+                elif isinstance(target, (cst.Tuple, cst.List)):
+                    for k, el in enumerate(target.elements):
+                        if type(el) is cst.Element and type(el.value) is cst.Name:
+                            found.setdefault(el.value.value, []).append((node.iter, k))
+        assigned = {t for t, *_ in self.local_assignments} | {t for t, *_ in self.unpacked_calls}
+        return {name: got[0] for name, got in found.items() if name not in assigned
+                and len({(self.module.code(it).strip(), k) for it, k in got}) == 1}
+
+    @cached_property
     def returns(self) -> list[tuple]:
         """(value, condition) of each `return value`."""
         return [(small.value, cond) for _pos, cond, small in self._small()

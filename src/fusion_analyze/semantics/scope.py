@@ -38,6 +38,7 @@ class Scope:
     # local -> {attribute: [(expr, Condition | None)]} of each `local.attr = expr` before the statement being
     # read (`upstream_config.mla_use_output_gate = use_output_gate` on a copy of the configuration)
     attr_sets: dict = field(default_factory=dict)
+    loops: dict = field(default_factory=dict)  # name a loop binds -> (iterable, item) (FunctionTables.loop_names)
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:

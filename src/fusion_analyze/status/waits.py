@@ -146,7 +146,13 @@ def _not_given(texts: list[str], config, deployment, ordered: bool = False) -> t
     """(category, why, the code) of the first input these texts read that was not given, in the rules' order;
     an attribute only a method sets (Constructor.value_sources: `<set at run time by C.m()>`) is a value the
     object keeps between calls, which the runtime path decides. `ordered`: the test compares the value by order
-    (or computes with it), so a configuration field at a None default is no value it can run with: not given."""
+    (or computes with it), so a configuration field at a None default is no value it can run with: not given.
+    First, a configuration field left None that the code computes with (NONE_OPERAND_SOURCE)."""
+    for text in texts:
+        fields = _none_computed(text, config)
+        if fields:
+            return ("config_field", "a configuration field its class leaves None where the code computes with it "
+                    "(a checkpoint gives it): " + ", ".join(fields), text)
     from ..walk.construction.constructor import RUN_TIME_SOURCE
 
     head, _, tail = RUN_TIME_SOURCE.partition("{}")
@@ -169,6 +175,20 @@ def _not_given(texts: list[str], config, deployment, ordered: bool = False) -> t
                 if given is False:
                     return name, why, text
     return None
+
+
+def _none_computed(text: str, config) -> list[str]:
+    """The configuration fields a NONE_OPERAND_SOURCE text reads that hold None by their class's default and
+    that no config.json states (a whole config.json stating null is what the user gave)."""
+    from ..walk.construction.constructor import NONE_OPERAND_SOURCE
+
+    head, _, tail = NONE_OPERAND_SOURCE.partition("{}")
+    if _no_configuration(config) or not (text.startswith(head) and text.endswith(tail)):
+        return []
+    inner = text[len(head):len(text) - len(tail)]
+    fields = dict.fromkeys(re.findall(r"\bconfig\.(\w+)(?!\w|\s*\()", inner) + _GETATTR.findall(inner))
+    stated = getattr(config, "values", None) or {}
+    return [f for f in fields if f not in stated and _is_none(config, f)]
 
 
 # (the model's configuration by the names the code gives it: `config`, `self.config`, `hf_config`, `text_config`;

@@ -32,6 +32,13 @@ from ...semantics.values import Bindings
 # an earlier call of that method left, a run-time state of the object
 RUN_TIME_SOURCE = "<set at run time by {}()>"
 from ...ir.conditions import Condition, Truth, code_of, impossible, join
+
+# a source value_sources gives for an operand a method left undecided orders or computes with while it holds None
+# (`self.top_k > ...`, top_k the configuration's num_experts_per_tok its class leaves None): the operand's own
+# sources, joined (status/waits.py reads it back: a None the code cannot compute with is not what runs)
+NONE_OPERAND_SOURCE = "<None where the code computes: {}>"
+_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+_COMPUTING = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 from ...ir.texts import say
 
 MAX_DEPTH = catalog().limit("construct_depth")
@@ -146,6 +153,7 @@ class Constructor(AttrSources, OtherChoices):
         self._calls: dict = {}
         # function name -> [(its Definition, a call of it, the scope it was read in)] the evaluator left unknown
         self._functions: dict = {}
+        self._none_depth = 0  # _none_operands reads an operand's sources once, not those of its sources' operands
         # while `reads` is kept: (path, call, the caller's module, values and fields) of each such call on an
         # object the instance holds, made again on the instance a memo of its kernels serves (Backends), so that
         # what it waits on is said for that walk too
@@ -835,6 +843,35 @@ class Constructor(AttrSources, OtherChoices):
             if held is not None:
                 self.evaluator.infer(call, Scope(module=module, owner=held, values=values, fields=fields))
 
+    def _none_operands(self, owner: Instance, scope: Scope, exprs: list) -> list[str]:
+        """NONE_OPERAND_SOURCE of each `self.x` of `owner` that the tests and returns `exprs` left undecided order
+        or compute with (`self.top_k > n`) while it holds None: Python raises there, so what runs holds another
+        value, which the code `self.x` is computed from gives."""
+        from ...semantics.values import Known
+
+        out: list[str] = []
+        if self._none_depth > 0:
+            return out
+        self._none_depth += 1
+        try:
+            for expr in exprs:
+                for node in iter_nodes(expr) if isinstance(expr, cst.CSTNode) else ():
+                    if type(node) is cst.Comparison and any(type(c.operator) in _ORDERING for c in node.comparisons):
+                        operands = [node.left] + [c.comparator for c in node.comparisons]
+                    elif type(node) is cst.BinaryOperation and type(node.operator) in _COMPUTING:
+                        operands = [node.left, node.right]
+                    else:
+                        continue
+                    for op in operands:
+                        if type(op) is cst.Attribute and _is_self(op.value) \
+                                and self.evaluator.infer(op, scope) == Known(None):
+                            got = NONE_OPERAND_SOURCE.format(" ; ".join(self.value_sources(owner, op.attr.value)))
+                            if got not in out:
+                                out.append(got)
+        finally:
+            self._none_depth -= 1
+        return out
+
     def value_sources(self, inst: Instance | None, name: str, depth: int = 20, call: tuple | None = None) -> list[str]:
         """The code `self.<name>` is computed from, read back along the __init__ chain (never evaluated): its
         assignments' values and tests, and, through them, the instance's other `self.x`, the __init__'s locals,
@@ -898,6 +935,7 @@ class Constructor(AttrSources, OtherChoices):
             if called is not None and called[0] is owner:  # a method of it whose value is left undecided
                 for expr in called[2]:
                     code(expr, called[1], left - 1)
+                out.extend(self._none_operands(owner, called[1], called[2]))
                 return
             setter = self._run_time_setter(owner, attr_name)
             if setter is not None:  # `self._tq_kv_plan = ...` in get_kv_plan: what an earlier call left
@@ -1163,7 +1201,7 @@ class Constructor(AttrSources, OtherChoices):
     def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None:
         scope.locals = {}
         scope.version += 1
-        for expr_target, value, cond, pos in tables(fn, module).local_assignments:
+        for expr_target, value, cond, pos in tables(fn, module).all_locals:  # (`a, b = f(...)`: f(...)[k])
             if pos < before:
                 scope.locals.setdefault(expr_target, []).append((value, cond))
         scope.fills = {name: [(value, cond) for pos, cond, value in fills if pos < before]
@@ -1174,6 +1212,7 @@ class Constructor(AttrSources, OtherChoices):
             if pos < before and type(target) is cst.Attribute and type(target.value) is cst.Name \
                     and target.value.value in scope.locals:  # `copied.field = value` on a local object
                 scope.attr_sets.setdefault(target.value.value, {}).setdefault(target.attr.value, []).append((value, cond))
+        scope.loops = tables(fn, module).loop_names  # (`for i in range(n)`: i is one of its values)
 
     def assigned(self, inst: Instance, name: str) -> Truth:
         """Whether the __init__ chain of `inst` assigns `self.<name>` at all: TRUE where one assignment surely
@@ -1251,6 +1290,8 @@ class Constructor(AttrSources, OtherChoices):
             return []
         if type(expr) is cst.IfExp:
             known = self.evaluator.truth(expr.test, scope.module, scope=scope)
+            if known is Truth.UNKNOWN:  # `f(x) if f else y`, f a configuration value that is no callable
+                known = self.evaluator.branch_that_cannot_run(expr, scope, depth)
             if known is not Truth.UNKNOWN:  # decided: only the branch that runs
                 return self.evaluate(expr.body if known is Truth.TRUE else expr.orelse, scope, depth + 1)
             cond = self._traced(Condition.of(expr.test, scope.module), scope)
@@ -1605,7 +1646,7 @@ class Constructor(AttrSources, OtherChoices):
                 table = tables(fn, c.module)
                 for _i in range(3):
                     changed = False
-                    for target, value, cond, _pos in table.local_assignments:
+                    for target, value, cond, _pos in table.all_locals:
                         t = _join(taint.of(value), taint.condition(cond))
                         if t and _join(env.get(target), t) != env.get(target):
                             env[target] = _join(env.get(target), t)
@@ -1616,7 +1657,7 @@ class Constructor(AttrSources, OtherChoices):
                 for name, found in table.self_assignments.items():
                     t = None
                     for expr, cond, pos in found:  # the locals as they are there (`self.config = config` before
-                        at = Taint(_env_at(params, taint, table.local_assignments, pos), selfenv, decoders)
+                        at = Taint(_env_at(params, taint, table.all_locals, pos), selfenv, decoders)
                         t = _join(t, _join(at.of(expr), at.condition(cond)))  # `config = layer_config`)
                     if t:
                         taints[name] = t
@@ -1674,7 +1715,7 @@ class Constructor(AttrSources, OtherChoices):
         table = tables(fn, fn_def.module)
         # every local first, then their conditions; a local unpacked from a call (`tp_size, tp_rank = f(...)`)
         # is item k of it, for the values the factory's return is built with
-        for target, value, cond, _pos in sorted(table.local_assignments + table.unpacked_calls, key=lambda a: a[3]):
+        for target, value, cond, _pos in table.all_locals:
             inner.locals.setdefault(target, []).append((value, cond))
         inner.version += 1
         decided_locals: dict = {}
