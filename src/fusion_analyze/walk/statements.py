@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from .frame import MAX_OPS, _NONE, WalkerState, _Frame, _InstanceValue, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .frame import MAX_OPS, _NONE, WalkerState, _Frame, _InstanceValue, _Literal, literal_argument, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
@@ -159,7 +159,8 @@ class Statements(WalkerState):
         if once is not None:  # `if self.x is None: self.x = ...`: a lazy init, run once
             self._run_once(frame, stmt.body.body, cond if value is True else join(cond, test), once)
         elif value is not False or transient:
-            self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
+            with self._transient_branch(transient and value is False):
+                self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         if undecided:
             self.undecided_tests = number = self.undecided_tests + 1
             for op in self.ops[first_body:]:
@@ -170,10 +171,11 @@ class Statements(WalkerState):
             frame.facts.none = dict(none_before)
             neg = cond if value is False else join(cond, test.negate())
             first = len(self.ops)
-            if type(stmt.orelse) is cst.If:
-                self._if(frame, stmt.orelse, neg, else_steady)
-            else:
-                self._block(frame, stmt.orelse.body.body, neg, else_steady)
+            with self._transient_branch(transient and value is True):
+                if type(stmt.orelse) is cst.If:
+                    self._if(frame, stmt.orelse, neg, else_steady)
+                else:
+                    self._block(frame, stmt.orelse.body.body, neg, else_steady)
             if undecided:  # this branch may be the one that runs: the report lists its ops apart (a module it
                 for op in self.ops[first:]:  # calls is walked as steady: walker._expand), and the patterns are
                     op.branches.append((number, 1))  # matched on it in place of the `if` branch (status/derive.py)
@@ -196,6 +198,17 @@ class Statements(WalkerState):
                         frame.facts.none.pop(k, None)
         else:
             frame.env, frame.facts.none = env_body, none_body
+
+    @contextmanager
+    def _transient_branch(self, on: bool):
+        """While the branch of a test decided only by which arguments are None is walked (the first layer's
+        `residual is None`): the modules it calls run there only, so their ops are not steady either
+        (walker._expand)."""
+        self.transient_depth += on
+        try:
+            yield
+        finally:
+            self.transient_depth -= on
 
     def _run_once(self, frame: _Frame, stmts, cond, guard: str) -> None:
         """Statements a lazy initialisation runs once (walk/host.py): their ops, and those of what they call, are
@@ -422,9 +435,25 @@ class Statements(WalkerState):
                 return
             if len(targets) == 1 and type(targets[0]) is cst.Name and self._partial_of(frame, targets[0].value, value):
                 return  # splitter = partial(split_tensor_along_last_dim, ...): a callable, no op yet
+            single = targets[0].value if len(targets) == 1 and type(targets[0]) is cst.Name else None
+            if single is not None and single in frame.aliases:  # rebound: no longer the module it held
+                del frame.aliases[single]
+                frame.loop_vars.pop(single, None)
+                frame.names.instances.pop(single, None)
+                frame.module_names.pop(single, None)
             alias = self._list_item(frame, value)
-            if alias is not None and len(targets) == 1 and type(targets[0]) is cst.Name:
-                frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
+            if alias is not None and single is not None:
+                frame.loop_vars[single] = alias  # attn = self.attn[0]; attn(q, k, v)
+                return
+            held = self._held_module(frame, value) if single is not None else None
+            if held is not None:  # attn_hc = self.attn_hyper_connection; attn_hc.mix(h): that module's method
+                attr, inst = held
+                frame.aliases[single] = frame.module_names[single] = attr
+                frame.loop_vars[single] = frame.names.instances[single] = inst
+                frame.env[single] = []
+                frame.facts.none[single] = False
+                frame.names.locals.setdefault(single, []).append((value, cond))
+                frame.names.version += 1
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
@@ -460,6 +489,31 @@ class Statements(WalkerState):
         if isinstance(value, Known) and type(value.value) in (int, float):
             attrs["scalar_value"] = value.value
         return attrs
+
+    def _held_module(self, frame: _Frame, value) -> tuple[str, Instance] | None:
+        """(its name under self, the instance) where `value` is a submodule or object the construction built on the
+        instance, `self.a` or `self.a.b`, also through `cast(T, ...)` (`impl = cast(Impl, self.impl)`): a local
+        bound to it holds that object. None for anything else (a method, a list of layers, an unknown class)."""
+        while (type(value) is cst.Call and len(value.args) == 2 and isinstance(value.func, (cst.Name, cst.Attribute))
+               and self.index.dotted(frame.module, value.func) in ("typing.cast", "cast")):
+            value = value.args[1].value
+        if frame.inst is None or frame.inst.cls is None or type(value) is not cst.Attribute:
+            return None
+        names, node = [], value
+        while type(node) is cst.Attribute:
+            names.append(node.attr.value)
+            node = node.value
+        if not (type(node) is cst.Name and node.value == "self") or len(names) > 2:
+            return None
+        names.reverse()
+        if self.ctor.method(frame.inst.cls, names[0]) is not None:
+            return None
+        inst = frame.inst
+        for name in names:
+            inst = self.ctor.attr(inst, name) if inst is not None and inst.cls is not None else None
+        if inst is None or inst.cls is None or inst.element is not None:
+            return None
+        return ".".join(names), inst
 
     def _partial_of(self, frame: _Frame, name: str, value) -> bool:
         """Record `name = functools.partial(f, ...)` with f a function of the trees; True when it is one."""
@@ -545,9 +599,11 @@ class Statements(WalkerState):
             if type(a.value) is cst.Name and a.value.value == "None":
                 v = _NONE
             elif type(a.value) is cst.Name and a.value.value in frame.loop_vars:
-                v = _InstanceValue(frame.loop_vars[a.value.value])
+                v = _InstanceValue(frame.loop_vars[a.value.value], frame.module_names.get(a.value.value))
             elif type(a.value) is cst.Name and frame.facts.none.get(a.value.value):
                 v = _NONE
+            elif literal_argument(a.value):
+                v = _Literal(a.value)  # mode="decode": the callee's tests on it are decided
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
                 # parameter runs that module

@@ -18,7 +18,7 @@ from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
-from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _NoneValue
+from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _Literal, _NoneValue
 from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
@@ -29,6 +29,7 @@ from .input_casts import InputCasts
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
+from ..semantics.scope import Scope
 from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
@@ -50,6 +51,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
         self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
+        self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
@@ -189,8 +191,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
         self._stack.append(key)
-        try:
-            self._block(frame, fn.body.body, cond, True)
+        try:  # steady, unless called from a branch only the first layer takes (statements._transient_branch)
+            self._block(frame, fn.body.body, cond, not self.transient_depth)
         finally:
             self._stack.pop()
         return frame.returns
@@ -231,6 +233,11 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.loop_vars[name] = value.inst
             if value.name:
                 frame.module_names[name] = value.name
+        elif isinstance(value, _Literal):  # a Python value the caller wrote: the evaluator reads it
+            frame.facts.none[name] = False
+            frame.env[name] = []
+            frame.host.add(name)
+            frame.names.params[name] = (value.node, Scope(module=frame.module))
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]
