@@ -72,6 +72,8 @@ class PlatformChecks:
     platform_object: str
     any_object: tuple[str, ...]
     checks: Mapping[str, Mapping[str, bool]] = keys_of(BACKENDS, required=True)  # backend -> check -> answer
+    # backend -> a tensor's device attribute (`x.is_cuda`, not called) -> its answer on every tensor there
+    tensor_checks: Mapping[str, Mapping[str, bool]] = keys_of(BACKENDS)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ class Environment:
     def platform_truth(self, expr: cst.BaseExpression) -> Truth:
         """`current_platform.is_rocm()`, `<object>.is_cuda()`: what vLLM's platform answers on the backend walked
         (leaf_ops.yaml `platform`), decided from the call's code; UNKNOWN for anything else."""
+        if type(expr) is cst.Attribute:
+            return _tensor_check(self.backend, expr)
         if type(expr) is not cst.Call or expr.args:
             return Truth.UNKNOWN
         func = expr.func
@@ -289,6 +291,25 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     else:
         answers = dict(tables.get(backend) or {})
     return answers, frozenset(spec.any_object), spec.platform_object
+
+
+def _tensor_check(backend: str | None, expr: cst.Attribute) -> Truth:
+    """`x.is_cuda` (an attribute, not a call): what every tensor answers on `backend` (leaf_ops.yaml `platform`
+    `tensor_checks`: false on Ascend); UNKNOWN elsewhere, and on vLLM's platform object (whose `is_cuda` is a
+    method)."""
+    from ..catalog import catalog
+
+    spec = catalog().typed.leaf_ops.platform
+    answers = dict((spec.tensor_checks.get(backend) or {}) if spec is not None and backend is not None else {})
+    name = expr.attr.value
+    on = expr.value
+    if name not in answers or (type(on) is cst.Name and on.value == spec.platform_object):
+        return Truth.UNKNOWN
+    while type(on) is cst.Attribute:
+        on = on.value
+    if type(on) is cst.Name and on.value == spec.platform_object:
+        return Truth.UNKNOWN
+    return Truth.of(answers[name])
 
 
 def _platform_method(index, backend: str | None, name: str) -> Truth:

@@ -195,6 +195,7 @@ class WalkerState:
         kind_undecided: tuple | None
         tensor_values: set[str]
         transient_depth: int
+        section: str
 
         def _value(self, name: str) -> str: ...
 
@@ -249,3 +250,11 @@ class WalkerState:
         def _once_body(self, frame, stmt) -> str | None: ...
 
         def _role(self, role: str, inst, method: str = "forward") -> None: ...
+
+        # walk/blockers.py
+        uncertain_depth: int
+        picked_depth: int
+
+        def _forward_raise(self, frame, small, stmt, cond, steady: bool) -> None: ...
+
+        def _construction_raises(self, inst, path: str) -> None: ...

@@ -83,6 +83,7 @@ class Layers(WalkerState):
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(replace(sub, cls=impl) if replaced else sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
+        self._construction_raises(sub, path)  # a leaf layer's own __init__ may refuse the deployment
         kind = info.kind
         inputs = _flat(args, kwargs)
         attrs: dict = {}

@@ -59,13 +59,20 @@ class Statements(WalkerState):
                 stream = self._stream_of(frame, stmt) if type(stmt) is cst.With else None
                 if stream is not None:
                     self._streams.append(stream)
+                loop = type(stmt) is cst.While  # its body may not run
+                self.uncertain_depth += loop
                 try:
                     self._block(frame, stmt.body.body, cond, steady)
                 finally:
+                    self.uncertain_depth -= loop
                     if stream is not None:
                         self._streams.pop()
             elif type(stmt) is cst.Try:
-                self._block(frame, stmt.body.body, cond, steady)
+                self.uncertain_depth += 1  # what raises here may be caught (walk/blockers.py)
+                try:
+                    self._block(frame, stmt.body.body, cond, steady)
+                finally:
+                    self.uncertain_depth -= 1
 
     def _stream_of(self, frame: _Frame, stmt: cst.With) -> str | None:
         """`with npu_stream_switch(stream, enabled=...)` / `torch.npu.stream(s)`: the scope's text and line where
@@ -147,6 +154,16 @@ class Statements(WalkerState):
         # layer on, the first layer still takes the other branch): both are walked, the other as not steady.
         # Decided by values (configuration, platform, literals): the other branch does not run at all.
         transient = evaluated is not None and self._by_none_facts(frame, stmt.test)
+        # a branch not decided by values (by None-ness alone, or by the walk's own pick): a raise in it is not
+        # surely reached (blockers.py)
+        picked = transient or (evaluated is None and value is not None)
+        self.picked_depth += picked
+        try:
+            self._if_branches(frame, stmt, cond, steady, test, value, transient)
+        finally:
+            self.picked_depth -= picked
+
+    def _if_branches(self, frame: _Frame, stmt: cst.If, cond, steady, test, value, transient: bool) -> None:
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         undecided = value is None and steady and stmt.orelse is not None
@@ -285,7 +302,11 @@ class Statements(WalkerState):
                                      "differs": kd["differs"]} for kd in kinds]
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
-        self._block(frame, stmt.body.body, cond, steady)
+        self.uncertain_depth += 1  # a loop that may run no time
+        try:
+            self._block(frame, stmt.body.body, cond, steady)
+        finally:
+            self.uncertain_depth -= 1
 
     def _mark_carried(self, ends: list, names: set[str]) -> None:
         """Each kind's values of the loop's variables at the end of its layer (`hidden_states, residual =
@@ -471,6 +492,8 @@ class Statements(WalkerState):
                 frame.names.version += 1
         elif type(small) is cst.Expr:
             self._eval(frame, small.value, cond, steady, stmt)
+        elif type(small) is cst.Raise:
+            self._forward_raise(frame, small, stmt, cond, steady)
         elif type(small) is cst.Return:
             if small.value is not None:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns

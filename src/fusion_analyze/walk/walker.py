@@ -13,6 +13,7 @@ from ..index.nodes import find_all
 
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch, Replacements
+from .blockers import Blockers
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
@@ -34,7 +35,7 @@ from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues):
+class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues, Blockers):
     def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
@@ -51,6 +52,10 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
         self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
+        self.blockers: list[dict] = []  # raises the walked deployment surely reaches (walk/blockers.py)
+        self.uncertain_depth = 0  # try bodies and loops that may not run, being walked (statements.py)
+        self.picked_depth = 0  # branches decided by None-ness or the walk's pick, not by values, being walked
+        self._inits_checked: set = set()
         self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
@@ -114,7 +119,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
                               if not any(a["path"] == target for a in self.alternatives)]
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
-                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated())
+                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated(),
+                          blockers=list(self.blockers))
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -186,6 +192,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
             return []
         owner, fn, module, patch = found
+        self._construction_raises(inst, path)
         frame = _Frame(inst, owner, fn, module, path, facts.for_callee())
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
