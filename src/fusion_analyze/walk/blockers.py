@@ -16,6 +16,7 @@ import libcst as cst
 from .construction.constructor import Instance
 from .frame import WalkerState, _Frame
 from ..ir.conditions import Truth
+from ..semantics.scope import forget_assigned
 from ..semantics.values import Bindings
 
 
@@ -67,13 +68,16 @@ class Blockers(WalkerState):
                     elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
                         scope.locals.setdefault(small.target.value, []).append((small.value, None))
                         scope.version += 1
+                    else:
+                        forget_assigned(scope, small)  # `a, b = f()`, `x += 1`: not followed
             elif type(stmt) is cst.If:
                 branch = self._decided_branch(module, scope, stmt)
                 if branch is None:
                     return False  # a test left open: what follows is not surely reached the same way
                 if branch and not self._init_block(cls, fn, scope, branch, path):
                     return False
-            # a loop, try or with body may not run (or catches): not read; what follows still runs
+            else:  # a loop, try or with body may not run (or catches): not read, what it assigns not known
+                forget_assigned(scope, stmt)
         return True
 
     def _decided_branch(self, module, scope, stmt: cst.If):

@@ -623,6 +623,11 @@ class Constructor(AttrSources, OtherChoices):
         found = self.method(cls, name)
         if found is not None and found.patch is None and is_property(found.module, found[1]):
             return evaluator.run_property(inst, found, depth)
+        if found is None and not rebound(mro, name):  # a class constant (`supports_prefetch: ClassVar[bool] = False`)
+            from ...semantics.values import Known
+
+            got = evaluator._class_attribute(cls, name, depth)
+            return got if isinstance(got, Known) else None
         return None
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
