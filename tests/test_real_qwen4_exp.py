@@ -106,3 +106,15 @@ def test_the_qsa_implementation_that_raises_on_ascend_is_a_blocker(qwen4, real_t
     md = render_data(qwen4.report, lang="en")
     assert f"cannot run on ascend: `Qwen4ExpQSAFlashAttentionImpl.__init__` raises" in md
     assert f"({QX}qsa.py:{line}) during construction, in decoder-layer kind {full + 1}" in md
+
+
+def test_the_engram_config_is_none_off_cuda(qwen4):
+    """`engram_config = get_current_vllm_config().engram_config` (ngram_embedding.py): vLLM creates one only on
+    CUDA (VllmConfig._resolve_and_verify_engram_config returns first where `not current_platform.is_cuda()`), and
+    vllm-ascend only for DeepseekV41 (platform.py _validate_engram_config): None on Ascend, so the PLE table is
+    Qwen4ExpPLEDeviceEmbedding, whose supports_prefetch (a ClassVar) is False: the lookup runs on the device."""
+    ops = qwen4.walk.ops
+    table = [op for op in ops if op.kind == "embedding" and op.path.endswith("ple_embedding.ngram_embedding")]
+    assert [op.layer_class for op in table] == ["Qwen4ExpPLEDeviceEmbedding"]
+    assert table[0].condition is None and table[0].steady
+    assert not [op for op in ops if op.condition and ("engram_config" in op.condition or "supports_prefetch" in op.condition)]
