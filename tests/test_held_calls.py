@@ -231,3 +231,64 @@ def test_a_raise_the_construction_surely_reaches_is_a_blocker(walked, walked_cud
     md = render_data(walked.report, lang="en")
     assert (f"cannot run on ascend: `HcImpl.__init__` raises `NotImplementedError(\"HcImpl requires its CUDA "
             f"kernel\")` (vllm/model_executor/models/hc.py:{_line(HC_MODEL, '# INIT-RAISE')}) during construction") in md
+
+
+FIRST_MODEL = '''\
+from torch import nn
+from vllm.model_executor.layers.layernorm import RMSNorm
+
+from .qwen2 import Qwen2MLP, Qwen2Model
+from .utils import maybe_prefix
+
+
+class FirstDecoderLayer(nn.Module):
+    def __init__(self, config, prefix=""):
+        super().__init__()
+        layer_id = int(prefix.split(".")[-1])
+        self.is_first = layer_id == 0
+        self.mlp = Qwen2MLP(config.hidden_size, config.intermediate_size, config.hidden_act, prefix=f"{prefix}.mlp")
+        self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, positions, hidden_states, residual):
+        if residual is None:
+            residual = hidden_states
+            hidden_states = self.norm(hidden_states)  # FIRST-NORM
+        else:
+            hidden_states, residual = self.norm(hidden_states, residual)  # ADD-NORM
+        return self.mlp(hidden_states), residual
+
+
+class FirstForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = Qwen2Model(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"),
+                                decoder_layer_type=FirstDecoderLayer)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+        return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
+'''
+
+
+def test_a_kind_that_is_the_first_layer_alone_sees_what_the_loop_starts_with(hc_tree):
+    """The layers' construction sets layer 0 apart (`self.is_first`): that kind runs only as the loop's first
+    iteration, where `residual` is still the None the loop starts with, so its norm without residual is steady
+    and the residual add-norm is not; in the other kind it is the reverse."""
+    root, _config = hc_tree
+    models = root / "vllm/model_executor/models"
+    (models / "first.py").write_text(FIRST_MODEL, encoding="utf-8")
+    registry = models / "registry.py"
+    text = registry.read_text(encoding="utf-8")
+    if "FirstForCausalLM" not in text:
+        registry.write_text(text.replace('    "HybridForCausalLM":', '    "FirstForCausalLM": ("first", "FirstForCausalLM"),\n'
+                                                                   '    "HybridForCausalLM":', 1), encoding="utf-8")
+    config = {"architectures": ["FirstForCausalLM"], "model_type": "first", "num_hidden_layers": 3,
+              "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
+              "hidden_act": "silu", "rms_norm_eps": 1e-6, "vocab_size": 1000}
+    path = root / "first.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    a = analyze("FirstForCausalLM", str(root), str(root), "ascend", options=Options(config=str(path)), cache=False)
+    assert [k["layers"] for k in a.report["layer_kinds"]] == [[0], [1, 2]]
+    first, add = _line(FIRST_MODEL, "# FIRST-NORM"), _line(FIRST_MODEL, "# ADD-NORM")
+    norms = {(op.attrs.get("layer_kind"), op.line): op.steady for op in a.walk.ops
+             if op.name == "norm" and op.file.endswith("first.py")}
+    assert norms == {(0, first): True, (0, add): False, (1, first): False, (1, add): True}

@@ -118,3 +118,14 @@ def test_the_engram_config_is_none_off_cuda(qwen4):
     assert [op.layer_class for op in table] == ["Qwen4ExpPLEDeviceEmbedding"]
     assert table[0].condition is None and table[0].steady
     assert not [op for op in ops if op.condition and ("engram_config" in op.condition or "supports_prefetch" in op.condition)]
+
+
+def test_the_start_layer_has_no_pending_combine(qwen4):
+    """Layer 0 is a kind of its own (the PLE layer): it runs only as the loop's first iteration, where
+    `block_output` is still None, so `attn_hc.combine(...)` under `if prev_block_output is not None:` and the
+    fused combine_and_mix do not run there (not steady); `attn_hc.mix` does. Later kinds take combine_and_mix."""
+    ops = [op for op in qwen4.walk.ops if op.path.startswith("model.layers.attn_hyper_connection")]
+    steady = {(op.attrs.get("layer_kind"), op.name) for op in ops if op.steady}
+    assert (0, "qwen4_exp_grouped_gemma_rmsnorm") in steady
+    assert (0, "qwen4_exp_hc_combine") not in steady and (0, "qwen4_exp_hc_combine_norm") not in steady
+    assert (1, "qwen4_exp_hc_combine_norm") in steady and (1, "qwen4_exp_grouped_gemma_rmsnorm") not in steady

@@ -266,6 +266,7 @@ class Statements(WalkerState):
                 frame.loop_vars[loop_var] = element
             elif names and type(names[-1]) is cst.Name:
                 frame.loop_vars[names[-1].value] = element
+            entry_none = dict(frame.facts.none)  # what the first layer sees: the values the loop starts with
             # Loop-carried variables are not None after the first iteration (the steady state).
             for name in _assigned_names(stmt.body):
                 if frame.facts.none.get(name):
@@ -281,8 +282,12 @@ class Statements(WalkerState):
             start = ({k: list(v) for k, v in frame.env.items()}, dict(frame.facts.none), dict(frame.loop_vars))
             ends = []
             for k, kind in enumerate(kinds):
+                # a kind that is the first layer alone runs only as the loop's first iteration: its loop-carried
+                # variables hold what the loop starts with (Qwen4Exp's `block_output = None` before layer 0)
+                first_only = len(kinds) > 1 and kind["layers"] == [0]
                 frame.env, frame.facts.none, frame.loop_vars = ({a: list(b) for a, b in start[0].items()},
-                                                                 dict(start[1]), dict(start[2]))
+                                                                 dict(entry_none if first_only else start[1]),
+                                                                 dict(start[2]))
                 var = loop_var if loop_var is not None else names[-1].value if names and type(names[-1]) is cst.Name else None
                 if var is not None:
                     frame.loop_vars[var] = kind["element"]
