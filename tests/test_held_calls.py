@@ -36,6 +36,7 @@ from typing import cast
 
 import torch
 from torch import nn
+from vllm.distributed import get_tensor_model_parallel_world_size
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.linear import ReplicatedLinear
 from vllm.platforms import current_platform
@@ -87,6 +88,7 @@ class HcDecoderLayer(nn.Module):
         super().__init__()
         self.attn_hc = HcMixer(config.hidden_size, prefix=f"{prefix}.attn_hc")
         self.impl = HcImpl(config.num_attention_heads)
+        self.tp_impl = HcImpl(config.num_attention_heads) if get_tensor_model_parallel_world_size() > 1 else None
         self.mlp = Qwen2MLP(config.hidden_size, config.intermediate_size, config.hidden_act, prefix=f"{prefix}.mlp")
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
@@ -95,6 +97,8 @@ class HcDecoderLayer(nn.Module):
         hidden_states = hc.mix(hidden_states)  # MIX-CALL
         impl = cast(HcImpl, self.impl)
         hidden_states = impl.run(hidden_states)  # IMPL-CALL
+        if self.tp_impl is not None:
+            hidden_states = self.tp_impl.run(hidden_states)
         n = hidden_states.shape[0]
         blocks = triton.cdiv(n, 64) * triton.next_power_of_2(n)  # HOST-TRITON
         pdl = current_platform.is_arch_support_pdl()  # HOST-PLATFORM
@@ -183,7 +187,7 @@ def test_a_local_holding_a_submodule_runs_its_method(walked):
     assert down and up and down[0].path.endswith("layers.attn_hc.down") and down[0].kind == "matmul"
     assert not [op for op in ops if op.kind == "unknown" and op.name in ("hc.mix", "impl.run")]
     mul = _at(walked, "hc.py", _line(HC_MODEL, "# IMPL-MUL"))
-    assert [op.kind for op in mul] == ["mul"] and mul[0].path.endswith("layers.impl")
+    assert [(op.kind, op.path) for op in mul] == [("mul", "model.layers.impl"), ("mul", "model.layers.tp_impl")]
 
 
 def test_a_submodule_method_of_the_loop_layer_is_walked(walked):
@@ -219,7 +223,8 @@ def test_a_tensors_is_cuda_is_false_on_ascend_and_open_on_cuda(walked, walked_cu
 def test_a_raise_the_construction_surely_reaches_is_a_blocker(walked, walked_cuda):
     """HcImpl's __init__ raises off CUDA (kernel_available() is False on Ascend): the report says the deployment
     cannot run, with the raise's line; the raise under `kv_cache_dtype not in (...)` (decided False) and the one
-    under `q.shape[0] == 0` (open) say nothing. On CUDA nothing blocks."""
+    under `q.shape[0] == 0` (open) say nothing, nor does the same class built only under TP > 1 (`tp_impl`, TP
+    not stated). On CUDA nothing blocks."""
     assert walked.walk.blockers == [{
         "file": "vllm/model_executor/models/hc.py", "line": _line(HC_MODEL, "# INIT-RAISE"),
         "raises": 'NotImplementedError("HcImpl requires its CUDA kernel")', "in": "HcImpl.__init__",

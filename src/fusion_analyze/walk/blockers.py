@@ -35,7 +35,8 @@ class Blockers(WalkerState):
         self._blocker(frame.module, stmt, small, f"{frame.cls.name}.{frame.fn.name.value}", frame.path, "forward")
 
     def _construction_raises(self, inst: Instance, path: str) -> None:
-        """The raises of `inst`'s `__init__` chain its construction surely reaches (once per class and path)."""
+        """The raises of `inst`'s `__init__` chain its construction surely reaches (once per class and path); the
+        caller asks only for an object built under no undecided test, in modules built so (walker.surely_built)."""
         if inst.cls is None:
             return
         key = (inst.cls.qualname, path)

@@ -254,6 +254,7 @@ class WalkerState:
         # walk/blockers.py
         uncertain_depth: int
         picked_depth: int
+        surely_built: list[bool]
 
         def _forward_raise(self, frame, small, stmt, cond, steady: bool) -> None: ...
 

@@ -56,6 +56,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.uncertain_depth = 0  # try bodies and loops that may not run, being walked (statements.py)
         self.picked_depth = 0  # branches decided by None-ness or the walk's pick, not by values, being walked
         self._inits_checked: set = set()
+        # per expanded instance: whether it (and each module holding it) is built under no undecided test
+        self.surely_built: list[bool] = [True]
         self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
@@ -192,16 +194,20 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
             return []
         owner, fn, module, patch = found
-        self._construction_raises(inst, path)
+        built = self.surely_built[-1] and not inst.condition  # it and every module holding it, unconditionally
+        if built:
+            self._construction_raises(inst, path)
         frame = _Frame(inst, owner, fn, module, path, facts.for_callee())
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
         self._stack.append(key)
+        self.surely_built.append(built)
         try:  # steady, unless called from a branch only the first layer takes (statements._transient_branch)
             self._block(frame, fn.body.body, cond, not self.transient_depth)
         finally:
             self._stack.pop()
+            self.surely_built.pop()
         return frame.returns
 
     def _compile_decorated(self) -> list[str]:

@@ -627,7 +627,9 @@ class Constructor(AttrSources, OtherChoices):
             from ...semantics.values import Known
 
             got = evaluator._class_attribute(cls, name, depth)
-            return got if isinstance(got, Known) else None
+            # a class the construction picked among others it may build instead: their constants must agree
+            others = [evaluator._class_attribute(a.cls, name, depth) for a in inst.alternatives if a.cls is not None]
+            return got if isinstance(got, Known) and all(o == got for o in others) else None
         return None
 
     def _read_assignments(self, inst: Instance, name: str, evaluator, depth: int, c, fn, scope: Scope, found):
