@@ -297,3 +297,21 @@ def test_a_kind_that_is_the_first_layer_alone_sees_what_the_loop_starts_with(hc_
     norms = {(op.attrs.get("layer_kind"), op.line): op.steady for op in a.walk.ops
              if op.name == "norm" and op.file.endswith("first.py")}
     assert norms == {(0, first): True, (0, add): False, (1, first): False, (1, add): True}
+
+
+def test_a_custom_op_registered_by_two_vendor_copies_is_the_callers_own(tmp_path):
+    """Two copies of a model's ops (models/x/amd/ops.py, models/x/nvidia/ops.py) register one custom-op name:
+    the caller's package's copy is the one its import registers (the first by path otherwise)."""
+    from fusion_analyze.walk.kernels.registered_ops import CustomOps
+
+    from .conftest import tree_index
+
+    ops = 'from vllm.utils import direct_register_custom_op\n\n\ndef {f}(x):\n    return x\n\n\n' \
+          'direct_register_custom_op("x_gate", {f})\n'
+    index = tree_index(tmp_path, {"models/x/amd/ops.py": ops.format(f="amd_gate"),
+                                  "models/x/nvidia/ops.py": ops.format(f="nvidia_gate"),
+                                  "models/x/nvidia/layer.py": "", "utils.py": ""})
+    found = CustomOps(index)
+    assert found.get("x_gate").name == "amd_gate"
+    assert found.get("x_gate", near="vllm.models.x.nvidia.layer").name == "nvidia_gate"
+    assert found.get("x_gate", near="vllm.models.x.amd.ops").name == "amd_gate"

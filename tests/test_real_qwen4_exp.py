@@ -129,3 +129,12 @@ def test_the_start_layer_has_no_pending_combine(qwen4):
     assert (0, "qwen4_exp_grouped_gemma_rmsnorm") in steady
     assert (0, "qwen4_exp_hc_combine") not in steady and (0, "qwen4_exp_hc_combine_norm") not in steady
     assert (1, "qwen4_exp_hc_combine_norm") in steady and (1, "qwen4_exp_grouped_gemma_rmsnorm") not in steady
+
+
+def test_hyper_connection_kernels_are_the_nvidia_packages_own(qwen4):
+    """qwen4_exp/nvidia/ops/hc.py and qwen4_exp/amd/ops/hc.py register the same custom-op names: the nvidia
+    package's model calls its own copy, whose Triton kernels the ops list."""
+    names = [k.name for op in qwen4.walk.ops if op.path.startswith("model.layers.attn_hyper_connection")
+             for k in op.kernels]
+    assert any(n.startswith("triton:vllm.models.qwen4_exp.nvidia.ops.hc.") for n in names)
+    assert not [n for n in names if ".amd." in n]

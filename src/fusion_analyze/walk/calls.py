@@ -360,7 +360,8 @@ class Calls(WalkerState):
         args, kwargs = self._site_args(s)
         inputs = _flat(args, kwargs)
         if is_kernel(dotted):
-            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1], near=frame.module.name) \
+                if dotted.startswith("torch.ops.vllm.") else None
             if target is not None and frame.inst is not None and self.backends.runs_layer(target):
                 walked = self._layer_custom_op(s, dotted, target, args, kwargs)
                 if walked is not None:  # its function's body: the layer's methods, walked as ops of the layer
