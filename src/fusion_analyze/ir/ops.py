@@ -197,6 +197,9 @@ class WalkResult:
     # the replacements (vllm-ascend patches) met on the walked path whose value the walk cannot resolve, so the
     # original ran in their place: {target, file, line, value, form, reason}
     not_followed: list[dict] = field(default_factory=list)
+    # the raises the walked deployment surely reaches (walk/blockers.py): {file, line, raises, in, path, when
+    # (construction | forward)[, layer_kind]}; the model (or that kind of layer) cannot run on the backend
+    blockers: list[dict] = field(default_factory=list)
     # the kinds of decoder layer where the layers' index decides their construction (a configuration given):
     # [{layers: [i, ...], count, of: the layer count, differs: {self.<name>: what it is in this kind}}]; the ops
     # of kind k carry attrs.layer_kind = k; empty where the layers are all of one kind

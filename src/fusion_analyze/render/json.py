@@ -30,6 +30,7 @@ def to_json(a) -> dict:
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "not_followed": list(a.walk.not_followed),
+        "blockers": list(a.walk.blockers),
         "load_time_fusers": a.walk.load_time,
     }
     # every sentence above that code wrote through ir/texts.py `say`, with its key and arguments: the English

@@ -321,6 +321,16 @@ def _memory_text(d: dict | None, L: dict) -> str:
                                           how=m["bytes_per_weight"])
 
 
+def _blocker_lines(data: dict, L: dict) -> list[str]:
+    """The header's lines for the raises the walked deployment surely reaches (walk/blockers.py)."""
+    out = []
+    for b in data.get("blockers") or ():
+        kind = L["blocker_kind"].format(kind=b["layer_kind"] + 1) if "layer_kind" in b else ""
+        out.append(L["blocker_line"].format(backend=data["backend"], where=code_span(b["in"]), raises=code_span(b["raises"]),
+                                            file=b["file"], line=b["line"], when=L["blocker_when"][b["when"]], kind=kind))
+    return out
+
+
 def _top(rows: list[dict], limit: int = 5) -> list[dict]:
     """The open rows that pay, largest saving first (the report's first section)."""
     ranked = [r for r in rows if saving_share(r) > 0]
@@ -432,6 +442,7 @@ def _render(tmpl, data: dict, lang: str) -> str:
     return tmpl.render(
         L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),
         deployment_text=_deployment_text(data.get("deployment"), L), memory_text=_memory_text(data.get("deployment"), L),
+        blocker_lines=_blocker_lines(data, L),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, kinds=kinds, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],

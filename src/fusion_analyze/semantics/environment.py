@@ -66,9 +66,8 @@ class Environment:
     def platform_truth(self, expr: cst.BaseExpression) -> Truth:
         """`current_platform.is_rocm()`, `<object>.is_cuda()`: what vLLM's platform answers on the backend walked
         (leaf_ops.yaml `platform`), decided from the call's code; UNKNOWN for anything else."""
-        if type(expr) is cst.Attribute and type(expr.value) is not cst.Call and not (
-                type(expr.value) is cst.Name and expr.value.value == _platform(self.backend)[2]):
-            return _tensor_attribute(self.backend, expr.attr.value)  # `input.is_cuda`: a tensor's device
+        if type(expr) is cst.Attribute and type(expr.value) is not cst.Call:
+            return _tensor_attribute(self.backend, expr)  # `input.is_cuda`: a tensor's device
         if type(expr) is not cst.Call or expr.args:
             return Truth.UNKNOWN
         func = expr.func
@@ -294,14 +293,21 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     return answers, frozenset(spec.any_object), spec.platform_object
 
 
-def _tensor_attribute(backend: str | None, name: str) -> Truth:
-    """`<tensor>.<name>` (leaf_ops.yaml `platform.tensor_attributes`): what every tensor of `backend` answers
-    (`x.is_cuda` is false on Ascend); UNKNOWN for any other attribute or backend."""
+def _tensor_attribute(backend: str | None, expr: cst.Attribute) -> Truth:
+    """`x.is_cuda` (an attribute, not a call; leaf_ops.yaml `platform.tensor_attributes`): what every tensor
+    answers on `backend` (false on Ascend); UNKNOWN for another attribute or backend, and on vLLM's platform
+    object (whose `is_cuda` is a method)."""
     from ..catalog import catalog
 
     spec = catalog().typed.leaf_ops.platform
-    answers = (spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {}
-    return Truth.of(answers[name]) if name in answers else Truth.UNKNOWN
+    answers = dict((spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {})
+    name = expr.attr.value
+    on = expr.value
+    while type(on) is cst.Attribute:
+        on = on.value
+    if name not in answers or (type(on) is cst.Name and on.value == spec.platform_object):
+        return Truth.UNKNOWN
+    return Truth.of(answers[name])
 
 
 def _platform_method(index, backend: str | None, name: str) -> Truth:

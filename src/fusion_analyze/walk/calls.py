@@ -46,15 +46,17 @@ class CallSite:
 
     @cached_property
     def callee(self) -> Callee:
-        """What the call names, resolved in the trees (semantics/callees.py), as the backend's patches leave it."""
-        return Callee(self.frame.module._index, self.frame.module, self.call, runs=self.runs)
+        """What the call names, resolved in the trees (semantics/callees.py), as the backend's patches leave it; a
+        bare name an import inside the calling function binds (`from .ops.x import f` in a method) included."""
+        return Callee(self.frame.module._index, self.frame.module, self.call, caller=self.frame.fn, runs=self.runs)
 
 
 class Calls(WalkerState):
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
-    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
+    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_alias_call",
+                "_loop_layer_call", "_indexed_layer_call",
                 "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
@@ -182,17 +184,51 @@ class Calls(WalkerState):
             args, kwargs = self._site_args(s)
             return self._unknown_op(frame, s.stmt, frame.module.code(func).strip(), _flat(args, kwargs), s.hint,
                                     s.cond, s.steady, say("attr_is", attr=f"self.{func.value.attr.value}", why=why))
-        name, path = func.attr.value, f"{frame.path}.{func.value.attr.value}".lstrip(".")
+        return self._held_method_call(s, owner, func.value.attr.value)
+
+    def _held_method_call(self, s: CallSite, owner: Instance, held: str, forward: bool = False):
+        """`<held>.m(...)` on a module (or object) the instance holds as `self.<held>`: a submodule m of it run as a
+        module, or its method m walked with it as self; `forward`: `.forward(...)` runs the module too. None where
+        it has no method m."""
+        frame, name = s.frame, s.func.attr.value
+        path = f"{frame.path}.{held}".lstrip(".")
         sub = self.ctor.attr(owner, name)
         if sub is not None and sub.cls is not None:
             args, kwargs = self._site_args(s)
-            return self._module_call(frame, sub, f"{func.value.attr.value}.{name}", s.call, args, kwargs, s.cond,
-                                     s.steady, s.stmt, s.hint)
+            return self._module_call(frame, sub, f"{held}.{name}", s.call, args, kwargs, s.cond, s.steady, s.stmt,
+                                     s.hint)
+        if name == "forward" and forward:
+            args, kwargs = self._site_args(s)
+            return self._module_call(frame, owner, held, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
         if name == "forward" or self.ctor.method(owner.cls, name) is None:
             return None
         args, kwargs = self._site_args(s)
-        self._role_for_submodule(frame, func.value.attr.value, owner)
+        self._role_for_submodule(frame, held, owner)
         return self._expand(owner, name, args, kwargs, path, Bindings(dict(), self._attr_facts(owner)), s.cond)
+
+    def _alias_call(self, s: CallSite):
+        """`attn_hc(...)` / `attn_hc.mix(...)` where a local holds a module of the instance (`attn_hc =
+        self.attn_hyper_connection`, statements.py `_held_module`): as `self.attn_hyper_connection(...)` / its
+        method `mix` called on it."""
+        func, frame = s.func, s.frame
+        if type(func) is cst.Name and func.value in frame.aliases:
+            args, kwargs = self._site_args(s)
+            return self._module_call(frame, frame.loop_vars[func.value], frame.aliases[func.value], s.call, args,
+                                     kwargs, s.cond, s.steady, s.stmt, s.hint)
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in frame.aliases:
+            local = func.value.value
+            return self._held_method_call(s, frame.loop_vars[local], frame.aliases[local], forward=True)
+        if (type(func) is cst.Attribute and type(func.value) is cst.Attribute and type(func.value.value) is cst.Name
+                and func.value.value.value in frame.loop_vars):
+            # `layer.mlp_hyper_connection.combine(...)`: a submodule's method of a module a local holds (the layer
+            # of the loop, a module handed in, an alias)
+            local = func.value.value.value
+            owner = self.ctor.attr(frame.loop_vars[local], func.value.attr.value)
+            if owner is None or owner.cls is None:
+                return None
+            held = frame.aliases.get(local) or frame.module_names.get(local) or "layers"
+            return self._held_method_call(s, owner, f"{held}.{func.value.attr.value}", forward=True)
+        return None
 
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
@@ -324,7 +360,8 @@ class Calls(WalkerState):
         args, kwargs = self._site_args(s)
         inputs = _flat(args, kwargs)
         if is_kernel(dotted):
-            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1], near=frame.module.name) \
+                if dotted.startswith("torch.ops.vllm.") else None
             why = None  # why the custom op's function is not walked (its kernels are read), said on the op
             if target is not None and frame.inst is not None and self.backends.runs_layer(target):
                 walked = self._layer_custom_op(s, dotted, target, args, kwargs)
@@ -564,7 +601,7 @@ _TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fil
 
 # builtins whose result is a Python scalar (a count, a test, a conversion), never a tensor
 _HOST_BUILTINS = frozenset({"len", "int", "float", "bool", "str", "hasattr", "isinstance", "range", "type", "id",
-                            "print"})
+                            "print", "slice"})
 
 # torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",

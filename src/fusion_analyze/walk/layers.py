@@ -83,6 +83,8 @@ class Layers(WalkerState):
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(replace(sub, cls=impl) if replaced else sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
+        if self.surely_built[-1] and not sub.condition:  # a leaf layer's own __init__ may refuse the deployment
+            self._construction_raises(sub, path)
         kind = info.kind
         inputs = _flat(args, kwargs)
         attrs: dict = {}

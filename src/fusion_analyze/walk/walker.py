@@ -15,12 +15,13 @@ from ..index.nodes import find_all
 
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch, Replacements
+from .blockers import Blockers
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
-from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _MaybeNone, _NoneValue
+from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _Literal, _MaybeNone, _NoneValue
 from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
@@ -31,11 +32,12 @@ from .input_casts import InputCasts
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
+from ..semantics.scope import Scope
 from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues):
+class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues, Blockers):
     def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
@@ -52,6 +54,13 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
         self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
+        self.blockers: list[dict] = []  # raises the walked deployment surely reaches (walk/blockers.py)
+        self.uncertain_depth = 0  # try bodies and loops that may not run, being walked (statements.py)
+        self.picked_depth = 0  # branches decided by None-ness or the walk's pick, not by values, being walked
+        self._inits_checked: set = set()
+        # per expanded instance: whether it (and each module holding it) is built under no undecided test
+        self.surely_built: list[bool] = [True]
+        self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
@@ -135,7 +144,8 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
                               if not any(a["path"] == target for a in self.alternatives)]
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
-                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated())
+                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated(),
+                          blockers=list(self.blockers))
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -207,15 +217,20 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
             return []
         owner, fn, module, patch = found
+        built = self.surely_built[-1] and not inst.condition  # it and every module holding it, unconditionally
+        if built:
+            self._construction_raises(inst, path)
         frame = _Frame(inst, owner, fn, module, path, facts.for_callee())
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
         self._stack.append(key)
-        try:
-            self._block(frame, fn.body.body, cond, True)
+        self.surely_built.append(built)
+        try:  # steady, unless called from a branch only the first layer takes (statements._transient_branch)
+            self._block(frame, fn.body.body, cond, not self.transient_depth)
         finally:
             self._stack.pop()
+            self.surely_built.pop()
         return frame.returns
 
     def _compile_decorated(self) -> list[str]:
@@ -261,6 +276,11 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.facts.none.pop(name, None)
             frame.maybe_none.add(name)
             frame.env[name] = list(value)
+        elif isinstance(value, _Literal):  # a Python value the caller wrote: the evaluator reads it
+            frame.facts.none[name] = False
+            frame.env[name] = []
+            frame.host.add(name)
+            frame.names.params[name] = (value.node, Scope(module=frame.module))
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]

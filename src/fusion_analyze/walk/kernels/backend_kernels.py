@@ -342,7 +342,7 @@ class Backends:
         if is_kernel(dotted):
             out.append(Kernel(dotted, module.rel, module.line_of(call, caller), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
-                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
+                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1], near=module.name)
                 if target is not None:  # a layer_dispatch op runs the calling layer's own method
                     back = impl if self.runs_layer(target) else None
                     self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)
