@@ -49,18 +49,6 @@ _CONFIG_CLASSES: dict = {}
 _CONFIG_SETTERS: dict = {}
 
 
-def _attribute_chain(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`getattr(getattr(x, "a", None), "b", None)` as `x.a.b` (nested getattrs of written-out names); other
-    expressions as they are."""
-    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" \
-            and len(expr.args) in (2, 3) and not any(a.keyword or a.star for a in expr.args) \
-            and type(expr.args[1].value) is cst.SimpleString:
-        name = expr.args[1].value.evaluated_value
-        if isinstance(name, str) and name.isidentifier():
-            return cst.Attribute(value=_attribute_chain(expr.args[0].value), attr=cst.Name(name))
-    return expr
-
-
 class Evaluator:
     """Decides tests and infers values for one analysis, made from its Environment (semantics/environment.py):
     the backend walked, the model's configuration facts (or None: nothing is known of it), what the runtime
@@ -909,13 +897,6 @@ class Evaluator:
             if held is not None and name is not None and self.attrs is not None \
                     and self._has_attr(held, name) == Known(True):  # getattr(self, "ascend_shared_experts", None)
                 return self.attrs.self_value(held, name, self, depth)
-            if name is not None and name.isidentifier() and held is None:
-                # `getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None)`: where `x.name` is
-                # known (a field of vLLM's configuration objects, as their classes or the engine build it), so
-                # is the getattr
-                got = self._infer_attribute(call, args[0], name, scope, depth)
-                if isinstance(got, (Known, NotNone, ConfigRef)):
-                    return got
             return Unknown("getattr of an unknown object")
         if type(func) is cst.Name and func.value == "hasattr" and len(args) == 2:
             held = self._module_has(args[0], literal(args[1]), scope)
@@ -1101,15 +1082,6 @@ class Evaluator:
             return NotNone(f"what {target.name}() builds")
         self._note_function(target, call, scope)
         return Unknown("the result of a call")
-
-    def _infer_attribute(self, call: cst.Call, base: cst.BaseExpression, name: str, scope, depth: int) -> Value:
-        """`base.name` read as the code would write it (for a `getattr(base, "name", ...)` call); the node is
-        kept with the call, so that a memo keyed by a node never meets another one at its address."""
-        nodes = self.__dict__.setdefault("_attribute_nodes", {})
-        kept = nodes.get(id(call))
-        if kept is None or kept[0] is not call:
-            kept = nodes[id(call)] = (call, cst.Attribute(value=_attribute_chain(base), attr=cst.Name(name)))
-        return self.infer(kept[1], scope, depth)
 
     def _note_function(self, target, call: cst.Call, scope) -> None:
         """A call of a function of the trees whose value stays unknown: the walk's constructor keeps it, for
