@@ -51,18 +51,6 @@ _CONFIG_CLASSES: dict = {}
 _CONFIG_SETTERS: dict = {}
 
 
-def _attribute_chain(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`getattr(getattr(x, "a", None), "b", None)` as `x.a.b` (nested getattrs of written-out names); other
-    expressions as they are."""
-    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" \
-            and len(expr.args) in (2, 3) and not any(a.keyword or a.star for a in expr.args) \
-            and type(expr.args[1].value) is cst.SimpleString:
-        name = expr.args[1].value.evaluated_value
-        if isinstance(name, str) and name.isidentifier():
-            return cst.Attribute(value=_attribute_chain(expr.args[0].value), attr=cst.Name(name))
-    return expr
-
-
 class Evaluator:
     """Decides tests and infers values for one analysis, made from its Environment (semantics/environment.py):
     the backend walked, the model's configuration facts (or None: nothing is known of it), what the runtime
@@ -1170,13 +1158,6 @@ class Evaluator:
                 got = self._dataclass_field(args[0], name, scope, depth)
                 if got is not None:
                     return got
-            if name is not None and name.isidentifier() and held is None:
-                # `getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None)`: where `x.name` is
-                # known (a field of vLLM's configuration objects, as their classes or the engine build it), so
-                # is the getattr
-                got = self._infer_attribute(call, args[0], name, scope, depth)
-                if isinstance(got, (Known, NotNone, ConfigRef)):
-                    return got
             if name is not None and len(args) == 3 and isinstance(base, (NotNone, Unknown)) \
                     and isinstance(args[0], (cst.Name, cst.Attribute)) and (_holder(args[0], scope) or "").endswith("_config"):
                 # getattr(vc, "cache_config", None): a part of vLLM's configuration read as `vc.cache_config` is
@@ -1407,15 +1388,6 @@ class Evaluator:
             return NotNone(f"what {target.name}() builds")
         self._note_function(target, call, scope)
         return Unknown("the result of a call")
-
-    def _infer_attribute(self, call: cst.Call, base: cst.BaseExpression, name: str, scope, depth: int) -> Value:
-        """`base.name` read as the code would write it (for a `getattr(base, "name", ...)` call); the node is
-        kept with the call, so that a memo keyed by a node never meets another one at its address."""
-        nodes = self.__dict__.setdefault("_attribute_nodes", {})
-        kept = nodes.get(id(call))
-        if kept is None or kept[0] is not call:
-            kept = nodes[id(call)] = (call, cst.Attribute(value=_attribute_chain(base), attr=cst.Name(name)))
-        return self.infer(kept[1], scope, depth)
 
     def _note_function(self, target, call: cst.Call, scope) -> None:
         """A call of a function of the trees whose value stays unknown: the walk's constructor keeps it, for
