@@ -104,7 +104,7 @@ def test_the_qsa_implementation_that_raises_on_ascend_is_a_blocker(qwen4, real_t
     from fusion_analyze.render.markdown import render_data
 
     md = render_data(qwen4.report, lang="en")
-    assert f"cannot run on ascend: `Qwen4ExpQSAFlashAttentionImpl.__init__` raises" in md
+    assert "cannot run on ascend: `Qwen4ExpQSAFlashAttentionImpl.__init__` raises" in md
     assert f"({QX}qsa.py:{line}) during construction, in decoder-layer kind {full + 1}" in md
 
 
