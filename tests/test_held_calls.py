@@ -119,17 +119,24 @@ class HcModel(Qwen2Model):
             hidden_states, residual = layer(positions, hidden_states, residual)
             hidden_states = layer.attn_hc.combine(hidden_states, residual)  # LAYER-SUB-METHOD
         return hidden_states
+'''
 
 
-class HcForCausalLM(nn.Module):
+def _causal_lm(name: str, model: str, layer: str) -> str:
+    """The model class of a test model: its backbone built with its decoder-layer class, forward handed on."""
+    return f'''
+
+class {name}(nn.Module):
     def __init__(self, *, vllm_config, prefix=""):
         super().__init__()
-        self.model = HcModel(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"),
-                             decoder_layer_type=HcDecoderLayer)
+        self.model = {model}(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"), decoder_layer_type={layer})
 
     def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
         return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
 '''
+
+
+HC_MODEL += _causal_lm("HcForCausalLM", "HcModel", "HcDecoderLayer")
 
 
 def _line(text: str, tag: str) -> int:
@@ -261,17 +268,7 @@ class FirstDecoderLayer(nn.Module):
         else:
             hidden_states, residual = self.norm(hidden_states, residual)  # ADD-NORM
         return self.mlp(hidden_states), residual
-
-
-class FirstForCausalLM(nn.Module):
-    def __init__(self, *, vllm_config, prefix=""):
-        super().__init__()
-        self.model = Qwen2Model(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"),
-                                decoder_layer_type=FirstDecoderLayer)
-
-    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
-        return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
-'''
+''' + _causal_lm("FirstForCausalLM", "Qwen2Model", "FirstDecoderLayer")
 
 
 def test_a_kind_that_is_the_first_layer_alone_sees_what_the_loop_starts_with(hc_tree):

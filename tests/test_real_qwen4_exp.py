@@ -104,7 +104,7 @@ def test_the_qsa_implementation_that_raises_on_ascend_is_a_blocker(qwen4, real_t
     from fusion_analyze.render.markdown import render_data
 
     md = render_data(qwen4.report, lang="en")
-    assert f"cannot run on ascend: `Qwen4ExpQSAFlashAttentionImpl.__init__` raises" in md
+    assert "cannot run on ascend: `Qwen4ExpQSAFlashAttentionImpl.__init__` raises" in md
     assert f"({QX}qsa.py:{line}) during construction, in decoder-layer kind {full + 1}" in md
 
 
@@ -138,3 +138,11 @@ def test_hyper_connection_kernels_are_the_nvidia_packages_own(qwen4):
              for k in op.kernels]
     assert any(n.startswith("triton:vllm.models.qwen4_exp.nvidia.ops.hc.") for n in names)
     assert not [n for n in names if ".amd." in n]
+
+
+def test_the_shared_experts_gemm_swiglu_interface_has_its_own_size(qwen4):
+    """The shared expert is built with shared_expert_intermediate_size (640 in the configuration), not the
+    dense intermediate_size (5632): its GEMM + SwiGLU stub says so."""
+    row = next(o for o in qwen4.report["opportunities"] if o["id"] == "matmul_swiglu@Qwen2MoeMLP.forward")
+    stub = row["interface"]["stub"]
+    assert "[2 * intermediate_size=1280, hidden_size=2560]" in stub and "5632" not in stub

@@ -43,7 +43,9 @@ def _opportunity(a, o) -> dict:
     from .stubs import interface_of, stub_source
 
     where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
-    stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
+    match = o.matches[0]
+    shapes = a.shapes.for_ops(match.op_list or match.ops.values()) if a.shapes is not None else None
+    stub = stub_source(o.pattern, match, shapes, where=where)
     return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
             "target": dict(o.pattern.target), "interface": {"name": interface_of(o.pattern, o.matches[0])["name"], "stub": stub}}
 
