@@ -877,6 +877,11 @@ class Evaluator:
                 platform = self.env.platform_truth(call)
                 if platform is not Truth.UNKNOWN:
                     return Known(platform is Truth.TRUE)
+                returned = self.env.platform_returns(call)
+                if returned is not None:  # current_platform.fp8_dtype(): torch.float8_e4m3fn, read where it is returned
+                    got = self.infer(returned[1], Scope(module=returned[0]), depth)
+                    if isinstance(got, Known):
+                        return got
             base = self.infer(func.value, scope, depth)
             held = base.value if isinstance(base, Known) else None
             if isinstance(held, EnumMember) and not call.args:
