@@ -63,3 +63,33 @@ def test_moe_quantisation_dtype_from_default_arguments(k2):
     assert not _undecided(k2, "quant_dtype") and not _undecided(k2, "use_fp8_w8a8")
     assert not [o for o in k2.report["opportunities"] if "nvfp4" in o["id"]]
     validate_report(k2.report)
+
+
+def test_kernels_of_vllms_compiled_build_fail_on_ascend(k2):
+    """vllm-ascend's Dockerfile:91 installs vLLM with VLLM_TARGET_DEVICE="empty", for which vLLM's setup.py
+    leaves no extension (`if _no_device(): ext_modules = []`, setup.py:1476-1477): `torch.ops._C` (K2HorizonRMSNorm's
+    `ops.rms_norm`, k2_horizon.py:303 -> _custom_ops.py:245) and `torch.ops._moe_C` (moe_align_block_size,
+    moe_sum) do not exist there, and vllm-ascend registers only `_C_ascend` (csrc/torch_binding.cpp:2813). Each
+    such kernel says so, the ops calling it are flagged and not costed, the report lists them, and a row resting
+    on one says the path fails."""
+    r = k2.report
+    gone = {g["kernel"]: g for g in r["unavailable_kernels"]}
+    assert set(gone) == {"torch.ops._C.rms_norm", "torch.ops._moe_C.moe_align_block_size", "torch.ops._moe_C.moe_sum"}
+    why = gone["torch.ops._C.rms_norm"]["why"]
+    assert "Dockerfile:91" in why and "VLLM_TARGET_DEVICE=empty" in why and "setup.py:1477" in why, why
+    assert "this path fails" in why
+    # vllm-ascend's own kernels and vLLM's Python-registered custom ops are not flagged
+    assert not [k for op in r["ops"] for k in op["kernels"] if k.get("unavailable")
+                and k["name"].startswith(("torch.ops._C_ascend.", "torch.ops.vllm.", "torch_npu."))]
+    norms = [op for op in r["ops"] if op["layer_class"] == "K2HorizonRMSNorm"]
+    assert norms and all(op["attrs"].get("unavailable") == ["torch.ops._C.rms_norm"] for op in norms)
+    for name in ("decode", "prefill"):
+        step = r["estimate"]["steps"][name]
+        flagged = [op["id"] for op in r["ops"] if op["attrs"].get("unavailable") and op["on_path"]]
+        assert step["fails"] == len(flagged) > 0, (step, flagged)
+        assert not set(flagged) & set(step["ops"]), "an op whose kernel does not exist is costed"
+    rows = [o for o in r["opportunities"] if set(o["ops"]) & {op["id"] for op in norms}]
+    assert rows and all(any("rests on" in c and "this path fails" in c for c in o["conditions"]) for o in rows)
+    moe_norm = next(o for o in r["opportunities"] if o["id"].startswith("moe_norm@"))
+    assert not moe_norm["benefit"]["numbers"] and "Ascend does not have" in moe_norm["benefit"]["note"]
+    validate_report(r)

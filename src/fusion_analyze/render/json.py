@@ -30,12 +30,26 @@ def to_json(a) -> dict:
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "not_followed": list(a.walk.not_followed),
+        "unavailable_kernels": _unavailable(a.walk.ops),
         "load_time_fusers": a.walk.load_time,
     }
     # every sentence above that code wrote through ir/texts.py `say`, with its key and arguments: the English
     # stays where it is, and a renderer says it again in the report's language
     report["texts"] = texts_table(report)
     return report
+
+
+def _unavailable(ops) -> list[dict]:
+    """The kernels the walk reached that the backend's install does not have, each with why and the ops that
+    call it (in walk order): the path through those ops fails there."""
+    out: dict[str, dict] = {}
+    for op in ops:
+        for k in op.kernels:
+            if k.unavailable:
+                entry = out.setdefault(k.name, {"kernel": k.name, "why": k.unavailable, "ops": []})
+                if op.id not in entry["ops"]:
+                    entry["ops"].append(op.id)
+    return [out[name] for name in sorted(out)]
 
 
 def _opportunity(a, o) -> dict:

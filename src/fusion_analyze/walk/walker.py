@@ -6,6 +6,8 @@ roles.py (code locations). This module holds the walk's state, expansion of a me
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from ..catalog import catalog
@@ -13,6 +15,7 @@ from ..index.nodes import find_all
 
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch, Replacements
+from ..locate.op_libraries import op_libraries
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
@@ -105,6 +108,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
         self._moe_block_role()
         self._mark_opaque()
+        self._mark_unavailable()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         # a replacement followed under tests no value decides: what runs otherwise, as an undecided alternative
@@ -113,6 +117,29 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
                           layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated())
+
+    def _mark_unavailable(self) -> None:
+        """The kernels the backend's install does not have (locate/op_libraries.py: vLLM's `_C` and `_moe_C` on
+        Ascend, where vllm-ascend installs vLLM without its compiled build): each says why, and an op that calls
+        one on every path through it lists it (`attrs.unavailable`): it fails there, it is not costed, and a
+        fusion row resting on it says so."""
+        libs = op_libraries(self.index)
+        for op in self.ops:
+            if not op.kernels:
+                continue
+            marked = []
+            for k in op.kernels:
+                gone = libs.missing(k.name)
+                if gone is None:
+                    marked.append(k)
+                    continue
+                why = say("kernel_not_built", ns=gone.namespace, target=gone.target,
+                          installed=gone.installed_at, cleared=gone.cleared_at)
+                marked.append(replace(k, unavailable=why))
+            op.kernels = marked
+            always = sorted({k.name for k in marked if k.unavailable and not k.condition})
+            if always:
+                op.attrs["unavailable"] = always
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
