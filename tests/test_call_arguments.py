@@ -61,3 +61,35 @@ def test_own_forward_hands_on_to_the_dispatch_only_where_its_values_say(tmp_path
     norms = [op for op in _layer(one) if op.layer_class == "GroupedRMSNorm"]
     assert norms and all("native" in op.attrs for op in norms), [op.attrs for op in norms]
     assert [op for op in _layer(one) if op.attrs.get("native_of", "").endswith("(GroupedRMSNorm)")]
+
+
+def test_an_undecided_test_on_parameters_says_what_the_caller_bound(tmp_path):
+    """classify with the walk's reads (Walker.test_reads): a test on a parameter bound to a configuration field
+    the configuration does not give waits on that field; one bound to a field it gives is the tool's debt; one
+    bound to something no rule names stays not traced, saying what it reads."""
+    from fusion_analyze.config.model_config import ConfigFacts
+    from fusion_analyze.status.waits import classify
+
+    facts = ConfigFacts({"hidden_size": 8, "model_type": "x"}, "t", complete=False)
+    reads = {'score_func == "softmax"': ["self.score_func", "score_func", "config.score_func"],
+             "width > 4": ["config.hidden_size"], "scale is None": ["a1q_scale"]}.get
+    open_ = classify('score_func == "softmax"', 'score_func == "softmax"', facts, None, None, reads)
+    assert open_[:2] == ("config_field", False) and "score_func" in open_[2] and "self.score_func" not in open_[2]
+    assert classify("width > 4", "width > 4", facts, None, None, reads)[:2] == ("config_field", True)
+    traced = classify("scale is None", "scale is None", facts, None, None, reads)
+    assert traced[:2] == ("not_traced", None) and "`a1q_scale`" in traced[2]
+    assert classify("other", "other", facts, None, None, reads)[2] == "a local value the walk did not trace to its inputs"
+
+
+def test_the_walk_records_what_a_parameter_test_reads(tmp_path):
+    """The router's `score_func` with no such field in the configuration: `route`'s test stays open, and it
+    waits on the configuration field its caller's argument reads (`self.score_func`, built from
+    `config.score_func`), not on "a local value"."""
+    cfg = dict(CONFIG)
+    del cfg["score_func"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    a = analyze("GroupedForCausalLM", str(MINI), str(MINI), None, options=Options(config=str(path)), cache=False)
+    entry = next(e for e in a.report["undecided"] if e["test"] == 'score_func == "softmax"')
+    assert (entry["waits_on"], entry["given"]) == ("config_field", False), entry
+    assert "score_func" in entry["why"], entry

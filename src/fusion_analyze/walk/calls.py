@@ -526,6 +526,7 @@ class Calls(WalkerState):
         sub.loop_vars = {**frame.loop_vars, **sub.loop_vars}  # the caller's layers, and modules passed in
         sub.module_names = {**frame.module_names, **sub.module_names}
         self._stack.append(key)
+        sub.entry = cond
         try:
             self._block(sub, fn.body.body, cond, steady)
         finally:

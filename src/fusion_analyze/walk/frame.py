@@ -31,6 +31,7 @@ class _Frame:
         self.module_names: dict[str, str] = {}  # parameter bound to a submodule -> that submodule's name
         self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
+        self.entry = None  # the path condition the walk entered this function under (set where its body is walked)
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
         self.scope = f"{cls.name}.{fn.name.value}"
         # what the evaluator may read here: `self.x` of the instance (forward's own names are tensors)

@@ -54,6 +54,10 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
+        # an undecided test on parameters of the function it is in (one conjunct, as printed) -> the code those
+        # parameters are bound to where the caller wrote them (and what a `self.x` there is computed from): what
+        # it reads, for status/waits.py
+        self.test_reads: dict[str, list[str]] = {}
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
         self.unknowns: list[dict] = []
@@ -217,6 +221,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._bind(frame, args, kwargs)
         self._stack.append(key)
         try:
+            frame.entry = cond
             self._block(frame, fn.body.body, cond, True)
         finally:
             self._stack.pop()
