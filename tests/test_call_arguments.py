@@ -64,21 +64,28 @@ def test_own_forward_hands_on_to_the_dispatch_only_where_its_values_say(tmp_path
 
 
 def test_an_undecided_test_on_parameters_says_what_the_caller_bound(tmp_path):
-    """classify with the walk's reads (Walker.test_reads): a test on a parameter bound to a configuration field
-    the configuration does not give waits on that field; one bound to a field it gives is the tool's debt; one
-    bound to something no rule names stays not traced, saying what it reads."""
+    """classify with the walk's reads (Walker.test_reads): a test on a parameter is read as a test on the code the
+    caller bound it to. A `self.x` argument computed from a configuration field the configuration does not give
+    waits on that field; an engine setting is the tool's debt; code no rule names stays not traced, saying what
+    it reads."""
     from fusion_analyze.config.model_config import ConfigFacts
     from fusion_analyze.status.waits import classify
 
     facts = ConfigFacts({"hidden_size": 8, "model_type": "x"}, "t", complete=False)
-    reads = {'score_func == "softmax"': ["self.score_func", "score_func", "config.score_func"],
-             "width > 4": ["config.hidden_size"], "scale is None": ["a1q_scale"]}.get
-    open_ = classify('score_func == "softmax"', 'score_func == "softmax"', facts, None, None, reads)
-    assert open_[:2] == ("config_field", False) and "score_func" in open_[2] and "self.score_func" not in open_[2]
-    assert classify("width > 4", "width > 4", facts, None, None, reads)[:2] == ("config_field", True)
-    traced = classify("scale is None", "scale is None", facts, None, None, reads)
+    reads = {'score_func == "softmax"': ["self.score_func"], "width > 4": ["config.hidden_size"],
+             "scale is None": ["a1q_scale"], "dst == torch.int8": ["to_dtype(self.vllm_config.cache_config.cache_dtype)"]}.get
+    sources = {"score_func": [["score_func", "config.score_func"]]}
+
+    def run(test):
+        return classify(test, test, facts, None, lambda name: sources.get(name, []), reads)
+
+    open_ = run('score_func == "softmax"')
+    assert open_[:2] == ("config_field", False) and "score_func" in open_[2] and "`self.score_func`" in open_[2], open_
+    assert run("width > 4")[:2] == ("config_field", True)
+    assert run("dst == torch.int8")[:2] == ("engine_argument", True)
+    traced = run("scale is None")
     assert traced[:2] == ("not_traced", None) and "`a1q_scale`" in traced[2]
-    assert classify("other", "other", facts, None, None, reads)[2] == "a local value the walk did not trace to its inputs"
+    assert run("other")[2] == "a local value the walk did not trace to its inputs"
 
 
 def test_the_walk_records_what_a_parameter_test_reads(tmp_path):

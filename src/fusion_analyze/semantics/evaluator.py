@@ -28,7 +28,7 @@ from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _ite
                           isinstance_value, known_isinstance, none_test)
 from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Tensor, Unknown,
                      Value, _is_none, assumed, literal)
-from ..ir.conditions import Condition, Term, Truth, code_of
+from ..ir.conditions import Condition, Term, Truth, code_of, conjuncts
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -111,13 +111,7 @@ class Evaluator:
         """(truth, condition) of an `if` test: an `a and b and c` whose known parts hold keeps only its
         undecided conjuncts (`self.reduce_results and self.tp_size > 1` with reduce_results True is
         `self.tp_size > 1`), so a printed condition never carries a decided part."""
-        parts, stack = [], [expr]
-        while stack:
-            e = stack.pop()
-            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
-                stack += [e.right, e.left]
-            else:
-                parts.append(e)
+        parts = conjuncts(expr)
         kept = []
         for part in parts:
             value = self.truth(part, module, env, scope)

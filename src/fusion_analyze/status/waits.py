@@ -65,27 +65,24 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None, r
         return "construction", True, "an attribute the module's construction sets from what was given, not traced"
     texts = reads(test) if reads is not None else None
     if texts:  # parameters of the function it is in: what the caller bound them to
-        return _parameter_input(texts, config, deployment)
+        return _parameter_input(texts, config, deployment, sources)
     return "not_traced", None, "a local value the walk did not trace to its inputs"
 
 
-def _parameter_input(texts: list[str], config, deployment) -> tuple[str, bool | None, str]:
-    """What a test on parameters waits on, from the code the caller bound them to: the first rule an argument
-    matches (an input not given first: a configuration field not given, --tensor-parallel-size, the runtime
-    path, a batch value), said with that code; else it stays not traced, with what it reads."""
+def _parameter_input(texts: list[str], config, deployment, sources) -> tuple[str, bool | None, str]:
+    """What a test on parameters waits on, from the code the caller bound them to, read as a test on that code
+    would be (a `self.x` argument as a test on the attribute); an input not given first, then a given one
+    (the tool's debt), said with that code; else it stays not traced, saying what it reads."""
     found = []
-    for name, rx in _rules():
-        for text in texts:
-            if name == "config_field" and not (re.search(r"\bconfig\.\w+(?!\w|\s*\()", text) or _GETATTR.search(text)):
-                continue
-            if rx.search(text) or (name == "config_field" and _GETATTR.search(text)):
-                found.append((name, *_given(name, text, config, deployment), text))
-                break
-    for name, given, why, text in found:
+    for text in texts:
+        got = classify(text, text, config, deployment, sources)
+        if got[0] != "not_traced":
+            found.append((got, text))
+    for (name, given, why), text in found:
         if given is False:
             return name, False, f"{why} (a parameter bound to `{_short(text)}`)"
     if found:
-        name, given, why, text = found[0]
+        (name, given, why), text = found[0]
         return name, given, f"{why} (a parameter bound to `{_short(text)}`)"
     return "not_traced", None, f"a parameter bound to `{_short(texts[0])}`, not traced further"
 

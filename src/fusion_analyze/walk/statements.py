@@ -17,7 +17,7 @@ from ..semantics.function_bodies import exits_at_end
 from ..semantics.values import Known, Bindings
 from dataclasses import replace
 
-from ..ir.conditions import Condition, Truth, implied, join
+from ..ir.conditions import Condition, Truth, conjuncts, implied, join
 
 
 # Attributes of a tensor that are not tensors: its shape and what describes it (`x.shape[-1] + 1` is integer
@@ -104,17 +104,10 @@ class Statements(WalkerState):
 
     def _record_reads(self, frame: _Frame, test) -> None:
         """What an undecided test on parameters reads (Walker.test_reads): each conjunct's parameters followed to
-        the code the caller bound them to (Evaluator.origin), and a `self.x` there to what its construction
-        computes it from."""
-        parts, stack = [], [test]
-        while stack:
-            e = stack.pop()
-            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
-                stack += [e.right, e.left]
-            else:
-                parts.append(e)
+        the code the caller bound them to (Evaluator.origin); status/waits.py reads a `self.x` there as it reads
+        a test on it."""
         scope = frame.names
-        for part in parts:
+        for part in conjuncts(test):
             inner = part
             while type(inner) is cst.UnaryOperation and type(inner.operator) is cst.Not:
                 inner = inner.expression
@@ -127,9 +120,6 @@ class Statements(WalkerState):
                 expr, where = got
                 module = getattr(where, "module", None) or frame.module
                 texts.append(" ".join(module.code(expr).split()))
-                owner = getattr(where, "owner", None)
-                if _self_attr(expr) and isinstance(owner, Instance) and owner.cls is not None:
-                    texts += self.ctor.value_sources(owner, expr.attr.value)
             if texts:
                 key = " ".join(frame.module.code(inner).split())
                 seen = self.test_reads.setdefault(key, [])
