@@ -201,7 +201,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     # an op's kernels' own conditions (the tests of its implementation's code) count too
     printed = [c for op in a.report["ops"]
                for c in [op.get("condition")] + [k.get("condition") for k in op.get("kernels") or ()]]
-    a.report["undecided"] = undecided(printed, facts, deployment, walker.ctor.unknown_sources)
+    a.report["undecided"] = undecided(printed, facts, deployment, walker.ctor.unknown_sources, walker.test_reads.get)
     session.index.save_lines()
     return a
 

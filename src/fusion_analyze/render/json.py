@@ -31,12 +31,30 @@ def to_json(a) -> dict:
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "not_followed": list(a.walk.not_followed),
         "blockers": list(a.walk.blockers),
+        "unavailable_kernels": _unavailable(a.walk.ops),
         "load_time_fusers": a.walk.load_time,
     }
     # every sentence above that code wrote through ir/texts.py `say`, with its key and arguments: the English
     # stays where it is, and a renderer says it again in the report's language
     report["texts"] = texts_table(report)
     return report
+
+
+def _unavailable(ops) -> list[dict]:
+    """The kernels the walk reached that the backend's install does not have, each with why, the ops that call it
+    (in walk order) and whether the walked path surely calls it (`fails`: an op on it calls it on every path
+    through the op); elsewhere only under tests the walk left open."""
+    out: dict[str, dict] = {}
+    for op in ops:
+        # on the path a step adds and called on every path through the op: the walked path surely fails
+        sure = op.steady and not op.attrs.get("other_branch") and all(side == 0 for _t, side in op.branches)
+        for k in op.kernels:
+            if k.unavailable:
+                entry = out.setdefault(k.name, {"kernel": k.name, "why": k.unavailable, "ops": [], "fails": False})
+                if op.id not in entry["ops"]:
+                    entry["ops"].append(op.id)
+                entry["fails"] = entry["fails"] or (sure and k.name in op.attrs.get("unavailable", ()))
+    return [out[name] for name in sorted(out)]
 
 
 def _opportunity(a, o) -> dict:

@@ -86,6 +86,23 @@ class Environment:
             return Truth.of(answers[name])
         return Truth.UNKNOWN
 
+    def platform_returns(self, expr: cst.BaseExpression):
+        """(module, expression) a `current_platform.<m>()` call with no argument returns on the backend walked
+        (platform_return), to be read there; None where that is not one statement of the platform's class."""
+        if type(expr) is not cst.Call or expr.args or type(expr.func) is not cst.Attribute or self.index is None:
+            return None
+        _answers, _any, platform_object = _platform(self.backend)
+        on = expr.func.value
+        if not (type(on) is cst.Name and on.value == platform_object):
+            return None
+        memo = _PLATFORM_METHODS.setdefault(id(self.index), (self.index, {}))
+        if memo[0] is not self.index:
+            memo = _PLATFORM_METHODS[id(self.index)] = (self.index, {})
+        key = ("returns", self.backend, expr.func.attr.value)
+        if key not in memo[1]:
+            memo[1][key] = platform_return(self.index, self.backend, expr.func.attr.value)
+        return memo[1][key]
+
     @cached_property
     def runtime_calls(self) -> dict:
         """What vLLM's runtime returns, by function name -> (call, scope) -> Value (semantics.runtime_defaults):
@@ -328,13 +345,24 @@ _PLATFORM_METHODS: dict = {}
 
 
 def _read_platform_method(index, backend: str | None, name: str) -> Truth:
+    from .values import literal
+
+    found = platform_return(index, backend, name)
+    got = literal(found[1]) if found is not None else None
+    return Truth.of(got.value) if got is not None and isinstance(got.value, bool) else Truth.UNKNOWN
+
+
+def platform_return(index, backend: str | None, name: str):
+    """(module, expression) that `current_platform.<name>()` returns on `backend`: the one statement of the
+    first class of the platform class's MRO (walk.yaml `runtime.platform`) that defines the method, where that
+    statement is a `return` of a value (`def fp8_dtype(cls) -> torch.dtype: return torch.float8_e4m3fn` in
+    vllm/platforms/interface.py, NPUPlatform defining none); None otherwise."""
     from ..catalog import catalog
     from .function_bodies import class_method
-    from .values import literal
 
     qualname = (catalog().typed.walk.runtime.platform or {}).get(backend or "") if backend else None
     if not qualname:
-        return Truth.UNKNOWN
+        return None
     mod, _, cls_name = qualname.rpartition(".")
     cls, seen = index.lookup(mod, cls_name), set()
     todo = [cls] if getattr(cls, "kind", None) == "class" else []
@@ -349,15 +377,13 @@ def _read_platform_method(index, backend: str | None, name: str) -> Truth:
                                                     and type(s.body[0]) is cst.Expr)]  # (its docstring)
             if (len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and len(body[0].body) == 1
                     and type(body[0].body[0]) is cst.Return and body[0].body[0].value is not None):
-                got = literal(body[0].body[0].value)
-                if got is not None and isinstance(got.value, bool):
-                    return Truth.of(got.value)
-            return Truth.UNKNOWN
+                return c.module, body[0].body[0].value
+            return None
         for base in c.bases:
             target = index.resolve_expr(c.module, base.value)
             if getattr(target, "kind", None) == "class":
                 todo.append(target)
-    return Truth.UNKNOWN
+    return None
 
 
 def _attention_backend_calls(index, backend: str | None) -> dict:

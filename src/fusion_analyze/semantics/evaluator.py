@@ -29,7 +29,7 @@ from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _ite
                           isinstance_value, known_isinstance, none_test)
 from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Tensor, Unknown,
                      Value, _is_none, assumed, literal)
-from ..ir.conditions import Condition, Term, Truth, code_of
+from ..ir.conditions import Condition, Term, Truth, code_of, conjuncts
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -116,13 +116,7 @@ class Evaluator:
         """(truth, condition) of an `if` test: an `a and b and c` whose known parts hold keeps only its
         undecided conjuncts (`self.reduce_results and self.tp_size > 1` with reduce_results True is
         `self.tp_size > 1`), so a printed condition never carries a decided part."""
-        parts, stack = [], [expr]
-        while stack:
-            e = stack.pop()
-            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
-                stack += [e.right, e.left]
-            else:
-                parts.append(e)
+        parts = conjuncts(expr)
         kept = []
         for part in parts:
             value = self.truth(part, module, env, scope)
@@ -1235,6 +1229,11 @@ class Evaluator:
                 platform = self.env.platform_truth(call)
                 if platform is not Truth.UNKNOWN:
                     return Known(platform is Truth.TRUE)
+                returned = self.env.platform_returns(call)
+                if returned is not None:  # current_platform.fp8_dtype(): torch.float8_e4m3fn, read where it is returned
+                    got = self.infer(returned[1], Scope(module=returned[0]), depth)
+                    if isinstance(got, Known):
+                        return got
             base = self.infer(func.value, scope, depth)
             held = base.value if isinstance(base, Known) else None
             if isinstance(held, EnumMember) and not call.args:

@@ -17,6 +17,7 @@ from .frame import (MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _I
 from ..ir.ops import Kernel
 from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
+from ..semantics.scope import bind_params
 from ..semantics.signatures import bind_arguments
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, leaf_ops, tensor_method_kind
 from ..semantics.values import Bindings, Known
@@ -107,7 +108,7 @@ class Calls(WalkerState):
         if method is not None:
             args, kwargs = self._site_args(s)
             owner, fn = method
-            return self._inline(frame, owner, fn, method.module, args, kwargs, s.cond, s.steady)
+            return self._inline(frame, owner, fn, method.module, args, kwargs, s.cond, s.steady, call=s.call)
         sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
@@ -398,19 +399,20 @@ class Calls(WalkerState):
             self._replacing.append(by)  # a vllm-ascend patch's function (or method of a class): its ops carry the patch
             try:
                 return self._inline(frame, None, by.function.node, by.function.module, args, kwargs, cond, steady,
-                                    free=True)
+                                    free=True, call=s.call)
             finally:
                 self._replacing.pop()
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
-            return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True,
+                                call=s.call)
         owned = self._class_function(frame, func) if target is None else None
         if owned is not None:  # ApplyRotaryEmb.forward_static(...): a static method called on its class
             owner, fn = owned
-            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True, call=s.call)
         facade = self._facade_method(frame, func) if target is None else None
         if facade is not None:  # DeviceOperator.scatter_cache(...): the class the device's adaptor is
             owner, fn = facade
-            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True, call=s.call)
         original = self._saved_method(target, s.call)
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
@@ -565,8 +567,12 @@ class Calls(WalkerState):
                     return value.attr.value
         return self.backends.forward_name(inst.cls) if inst.cls is not None else "forward"
 
-    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False) -> list[str]:
-        """`replaced`: the method a patch replaced, called from the patch (not a recursion)."""
+    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False,
+                call: cst.Call | None = None) -> list[str]:
+        """`replaced`: the method a patch replaced, called from the patch (not a recursion). `call`: the call
+        expression, whose arguments the callee's tests read where the caller wrote them (`score_func=
+        self.router_score_func`: the instance's value), a parameter it leaves alone its default
+        (`use_fp8_w8a8: bool = False`)."""
         if len(self._stack) > MAX_DEPTH:
             return []
         # a method by its class (two classes of one module both define forward), a function by its module
@@ -580,9 +586,12 @@ class Calls(WalkerState):
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
         self._bind(sub, args, kwargs)
+        if call is not None and not any(a.star == "*" for a in call.args):  # (a spread binds no position statically)
+            bind_params(fn, call, frame.names, sub.names, skip_self=True)
         sub.loop_vars = {**frame.loop_vars, **sub.loop_vars}  # the caller's layers, and modules passed in
         sub.module_names = {**frame.module_names, **sub.module_names}
         self._stack.append(key)
+        sub.entry = cond
         try:
             self._block(sub, fn.body.body, cond, steady)
         finally:

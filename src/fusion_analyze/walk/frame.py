@@ -34,6 +34,7 @@ class _Frame:
         self.aliases: dict[str, str] = {}
         self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
+        self.entry = None  # the path condition the walk entered this function under (set where its body is walked)
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
         # names whose None-ness here is each decoder layer's own where the layers are walked kind by kind (the
         # loop's carried values, the parameters they are handed to): a test on them is decided

@@ -133,7 +133,7 @@ class Layers(WalkerState):
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
-        native = self.backends.runs_native(impl)
+        native = self.backends.runs_native(impl, Instance(impl, sub.call, sub.scope, sub.condition))
         if native:  # a dead fallback: Ascend runs the native PyTorch ops, whatever kernels the class names
             attrs["native"] = (say("native_runs", fn=f"{impl.name}.forward_oot", where=native) if impl is not sub.cls
                                else say("native_runs_no_replacement", fn="CustomOp.forward_oot", where=native))

@@ -17,7 +17,7 @@ from ..semantics.function_bodies import exits_at_end
 from ..semantics.values import Known, Bindings
 from dataclasses import replace
 
-from ..ir.conditions import Condition, Truth, implied, join
+from ..ir.conditions import Condition, Truth, conjuncts, implied, join
 from ..ir.texts import say
 
 
@@ -110,6 +110,29 @@ class Statements(WalkerState):
                 test = Condition((replace(test.terms[0], alias=local),))
         return test
 
+    def _record_reads(self, frame: _Frame, test) -> None:
+        """What an undecided test on parameters reads (Walker.test_reads): each conjunct's parameters followed to
+        the code the caller bound them to (Evaluator.origin); status/waits.py reads a `self.x` there as it reads
+        a test on it."""
+        scope = frame.names
+        for part in conjuncts(test):
+            inner = part
+            while type(inner) is cst.UnaryOperation and type(inner.operator) is cst.Not:
+                inner = inner.expression
+            names = sorted({n.value for n in find_all(inner, cst.Name)} & set(scope.params) - set(scope.locals))
+            texts: list[str] = []
+            for name in names:
+                got = self.ctor.evaluator.origin(cst.Name(name), scope)
+                if got is None or got[0] is None or type(got[0]) is cst.Name and got[0].value == name:
+                    continue
+                expr, where = got
+                module = getattr(where, "module", None) or frame.module
+                texts.append(" ".join(module.code(expr).split()))
+            if texts:
+                key = " ".join(frame.module.code(inner).split())
+                seen = self.test_reads.setdefault(key, [])
+                seen += [t for t in texts if t not in seen]
+
     def _container_test(self, frame: _Frame, test) -> bool | None:
         """`isinstance(x, tuple)` (list, dict, set; or `not ...`) where `x` holds one value a leaf returned alone
         (Walker.tensor_values: RMSNorm without its residual): a tensor, so false (SFA's indexer takes the
@@ -151,6 +174,8 @@ class Statements(WalkerState):
                         break
         if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
             self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
+            if frame.names.params:
+                self._record_reads(frame, stmt.test)
         # Decided only by which arguments are None at this call (`residual is None` is false from the second
         # layer on, the first layer still takes the other branch): both are walked, the other as not steady.
         # Decided by values (configuration, platform, literals): the other branch does not run at all.
@@ -555,7 +580,8 @@ class Statements(WalkerState):
                         frame.facts.none.pop(n, None)
                         frame.maybe_none.add(n)
             if len(targets) == 1 and type(targets[0]) is cst.Name:  # for the evaluator: `cfg = getattr(...)`
-                frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
+                # (under the condition the function was entered under, it is assigned whenever this code runs)
+                frame.names.locals.setdefault(targets[0].value, []).append((value, None if cond is frame.entry else cond))
                 frame.names.version += 1
         elif type(small) is cst.Expr:
             self._eval(frame, small.value, cond, steady, stmt)

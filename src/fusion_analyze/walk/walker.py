@@ -6,6 +6,8 @@ roles.py (code locations). This module holds the walk's state, expansion of a me
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from typing import NamedTuple
@@ -16,6 +18,7 @@ from ..index.nodes import find_all
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch, Replacements
 from .blockers import Blockers
+from ..locate.op_libraries import op_libraries
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
@@ -62,6 +65,10 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.surely_built: list[bool] = [True]
         self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
+        # an undecided test on parameters of the function it is in (one conjunct, as printed) -> the code those
+        # parameters are bound to where the caller wrote them (and what a `self.x` there is computed from): what
+        # it reads, for status/waits.py
+        self.test_reads: dict[str, list[str]] = {}
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
         self.unknowns: list[dict] = []
@@ -137,6 +144,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
         self._moe_block_role()
         self._mark_opaque()
+        self._mark_unavailable()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         # a replacement followed under tests no value decides: what runs otherwise, as an undecided alternative
@@ -146,6 +154,29 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
                           layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated(),
                           blockers=list(self.blockers))
+
+    def _mark_unavailable(self) -> None:
+        """The kernels the backend's install does not have (locate/op_libraries.py: vLLM's `_C` and `_moe_C` on
+        Ascend, where vllm-ascend installs vLLM without its compiled build): each says why, and an op that calls
+        one on every path through it lists it (`attrs.unavailable`): it fails there, it is not costed, and a
+        fusion row resting on it says so."""
+        libs = op_libraries(self.index)
+        for op in self.ops:
+            if not op.kernels:
+                continue
+            marked = []
+            for k in op.kernels:
+                gone = libs.missing(k.name)
+                if gone is None:
+                    marked.append(k)
+                    continue
+                why = say("kernel_not_built", ns=gone.namespace, target=gone.target,
+                          installed=gone.installed_at, cleared=gone.cleared_at)
+                marked.append(replace(k, unavailable=why))
+            op.kernels = marked
+            always = sorted({k.name for k in marked if k.unavailable and not k.condition})
+            if always:
+                op.attrs["unavailable"] = always
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -227,6 +258,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self._stack.append(key)
         self.surely_built.append(built)
         try:  # steady, unless called from a branch only the first layer takes (statements._transient_branch)
+            frame.entry = cond
             self._block(frame, fn.body.body, cond, not self.transient_depth)
         finally:
             self._stack.pop()
