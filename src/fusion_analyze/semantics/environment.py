@@ -300,7 +300,9 @@ def _tensor_check(backend: str | None, expr: cst.Attribute) -> Truth:
     from ..catalog import catalog
 
     spec = catalog().typed.leaf_ops.platform
-    answers = dict((spec.tensor_checks.get(backend) or {}) if spec is not None and backend is not None else {})
+    if spec is None or backend is None:
+        return Truth.UNKNOWN
+    answers = dict(spec.tensor_checks.get(backend) or {})
     name = expr.attr.value
     on = expr.value
     if name not in answers or (type(on) is cst.Name and on.value == spec.platform_object):
