@@ -405,7 +405,7 @@ def field_setters(index, name: str) -> list[tuple] | None:
     import re
 
     pattern = re.compile(rb"\.%s\s*=(?!=)" % re.escape(name).encode())
-    names = list(_SETTERS)
+    names: list[str] = list(_SETTERS)
     for package, folder in _SETTER_FOLDERS:
         tree = index.trees.get(package)
         if tree is not None:

@@ -201,7 +201,7 @@ class Calls(WalkerState):
         if name == "forward" and forward:
             args, kwargs = self._site_args(s)
             return self._module_call(frame, owner, held, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
-        if name == "forward" or self.ctor.method(owner.cls, name) is None:
+        if name == "forward" or owner.cls is None or self.ctor.method(owner.cls, name) is None:
             return None
         args, kwargs = self._site_args(s)
         self._role_for_submodule(frame, held, owner)

@@ -558,7 +558,7 @@ class Statements(WalkerState):
                 frame.loop_vars[single] = alias  # attn = self.attn[0]; attn(q, k, v)
                 return
             held = self._held_module(frame, value) if single is not None else None
-            if held is not None:  # attn_hc = self.attn_hyper_connection; attn_hc.mix(h): that module's method
+            if held is not None and single is not None:  # attn_hc = self.attn_hyper_connection; attn_hc.mix(h)
                 attr, inst = held
                 frame.aliases[single] = frame.module_names[single] = attr
                 frame.loop_vars[single] = frame.names.instances[single] = inst

@@ -94,7 +94,7 @@ class CustomOps:
     def __init__(self, index: ModuleIndex):
         self.index = index
         self._where: dict[str, tuple[str, str]] | None = None
-        self._all: dict[str, list[tuple[str, str]]] = {}  # every registration of a name (the first is _where's)
+        self._all: dict[str, list[tuple]] = {}  # every registration of a name (the first is _where's)
         self._resolved: dict[tuple, Definition | None] = {}
 
     def _scan(self) -> dict[str, tuple[str, str]]:
@@ -127,9 +127,9 @@ class CustomOps:
         if self._where is None:
             self._where = self._scan()
         chosen = self._where.get(name)
-        found = self._all.get(name, ())
-        if near is not None and len(found) > 1:
-            chosen = max(found, key=lambda w: (_shared_prefix(w[0], near), -found.index(w)))
+        regs = self._all.get(name, [])
+        if near is not None and len(regs) > 1:
+            chosen = max(regs, key=lambda w: (_shared_prefix(w[0], near), -regs.index(w)))
         key = (name, chosen)
         if key not in self._resolved:
             target = None
