@@ -77,12 +77,14 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None, r
 
 def _parameter_input(texts: list[str], config, deployment, sources) -> tuple[str, bool | None, str]:
     """What a test on parameters waits on, from the code the caller bound them to, read as a test on that code
-    would be (a `self.x` argument as a test on the attribute); an input not given first, then a given one
-    (the tool's debt), said with that code; else it stays not traced, saying what it reads."""
+    would be (a `self.x` argument as a test on the attribute, where what it is computed from is read); an input
+    not given first, then a given one (the tool's debt), said with that code; else it stays not traced, saying
+    what it reads."""
     found = []
     for text in texts:
         got = classify(text, text, config, deployment, sources)
-        if got[0] != "not_traced":
+        # (an attribute whose sources were not read is no evidence of what it reads: `D.stride(-1)` of a weight)
+        if got[0] != "not_traced" and not (got[0] == "construction" and got[1] is True):
             found.append((got, text))
     for (name, given, why), text in found:
         if given is False:
