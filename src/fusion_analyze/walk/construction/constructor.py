@@ -1156,6 +1156,7 @@ class Constructor(AttrSources, OtherChoices):
                         continue
                     if any(n.split(".")[0] not in self.index.trees for n in names):
                         out.append(" ".join(code_of(module, small).split()))
+        return out
 
     def _derivations(self, node: cst.Attribute, scope: Scope) -> list:
         """`x.<field>` where x is the backend's configuration built from no user input (`ascend_config =
