@@ -279,3 +279,20 @@ def test_a_match_in_each_kind_of_layer_is_counted_once_a_layer_in_the_layers_of_
     assert first is not None
     assert first["model"]["time_us"] == pytest.approx(one.us * 9, abs=0.1) and first["model"]["launches"] == 9
     assert first["per_layer"]["bytes"] == int(one.bytes)
+
+
+def test_a_shared_experts_match_sees_the_shared_intermediate_size():
+    """A match on a MoE layer's shared expert (ops with `attrs.role` shared_expert) is sized by its own
+    intermediate size, as the cost model sizes its GEMMs (Qwen3-Next: shared_expert_intermediate_size; DeepSeek:
+    moe_intermediate_size x n_shared_experts), not the dense MLP's intermediate_size; other matches keep it."""
+    from types import SimpleNamespace
+
+    from fusion_analyze.estimate.shapes import Shapes
+
+    shared, dense = SimpleNamespace(attrs={"role": "shared_expert"}), SimpleNamespace(attrs={})
+    s = Shapes({"hidden_size": 2560, "intermediate_size": 5632, "shared_expert_intermediate_size": 640})
+    assert s.for_ops([shared, dense]).dims["intermediate_size"] == 640
+    assert s.for_ops([dense]) is s
+    ds = Shapes({"intermediate_size": 18432, "moe_intermediate_size": 2048, "n_shared_experts": 1})
+    assert ds.for_ops([shared]).dims["intermediate_size"] == 2048
+    assert Shapes({"intermediate_size": 96}).for_ops([shared]).dims["intermediate_size"] == 96  # nothing else known

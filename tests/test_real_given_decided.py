@@ -960,3 +960,153 @@ def test_deepseek_v2_router_top_k_the_class_leaves_none(session, hf):
     kernels = _moe_kernels(lite)
     assert kernels[("torch.ops._C_ascend.moe_gating_top_k", "vllm_ascend/device/device_op.py", 272)] is None
     validate_report(lite.report)
+
+
+@pytest.fixture(scope="module")
+def hyv4(session, hf):
+    return analyze_in(session, "HYV4ForCausalLM", Options(hf_root=hf))
+
+
+@pytest.fixture(scope="module")
+def dsv4(session, hf):
+    return analyze_in(session, "DeepseekV4ForCausalLM", Options(hf_root=hf))
+
+
+# what vllm-ascend's MLA implementation decides from its construction (vllm_ascend/attention/mla_v1.py)
+_MLA_IMPL_TESTS = ("support_fp8_attention", "fa_quant_layer", "enable_mlapo", "mlapo_weight_quant_mode",
+                   "qk_rope_head_dim == 0", "use_mla_rope", "is_pcp_decode_sharded", "fused_qkv_a_proj",
+                   "use_output_gate")
+
+
+def test_hyv4_mla_impl_built_by_the_models_own_mla_attention(hyv4):
+    """HY-V4's attention builds vLLM's MLAAttention itself (vllm/models/hy_v4/nvidia/attention.py:501), which
+    builds the implementation (`impl = impl_cls(...)`, vllm/model_executor/layers/attention/mla_attention.py:555):
+    the leaf is its own implementation's holder, so AscendMLAImpl is read with the arguments it is built with.
+    `support_fp8_attention` is the A2 profile's FP8_ATTENTION (mla_v1.py:873: False), so `enable_fa_quant` and the
+    MLAPO weight mode (:913, :926) are read under it and decided; `qk_rope_head_dim` is the configuration's 64
+    (:884). The call's `**extra_impl_args` may hold only `sinks` (HY-V4's `{} if sinks is None else {"sinks":
+    sinks}`, attention.py:500) and the `topk_indices_buffer` / `index_group_builder` MLAAttention sets on it
+    (mla_attention.py:550-552): every key is known, so `kwargs.get("use_mla_rope", True)` is True (:894),
+    `kwargs.get("fused_qkv_a_proj")` and `kwargs.get("g_proj")` None (:888, :892)."""
+    by = _by_test(hyv4)
+    assert not [t for t in by if any(n in t for n in _MLA_IMPL_TESTS)], [t for t in by if any(n in t for n in _MLA_IMPL_TESTS)]
+    layer = [op for op in hyv4.report["ops"] if op["kind"] == "mla_attention"]
+    assert layer and {op["attrs"].get("runs") for op in layer} == {"AscendMLAImpl.forward"}  # walked as code
+    impl = [op for op in hyv4.report["ops"] if op["path"].startswith("model.layers.self_attn.mla_attn.impl")]
+    conds = [op["condition"] or "" for op in impl] + _kernel_conditions(hyv4, "mla_attention")
+    assert impl and not [c for c in conds if any(n in c for n in _MLA_IMPL_TESTS)]
+    validate_report(hyv4.report)
+
+
+def test_hyv4_normalised_configuration_and_what_is_left(hyv4):
+    """`config = _normalize_hyv4_config(hf_config)` (vllm/models/hy_v4/nvidia/model.py:77, :218) sets
+    `config.num_shared_experts = config.n_shared_experts` and the other aliases the MoE reads and returns the
+    configuration: `config.num_shared_experts > 0` (moe.py:135) is HYV4Config's `n_shared_experts = 1` and the
+    shared experts are built under no test. `getattr(self.config, "soft_logits_capping", False)` (model.py:698)
+    reads a field HYV4Config does not declare (a checkpoint may carry it): it waits on that field. Of what was
+    given, only the router's `is_fused_supported` may be left (the MoE router's width, read for every model)."""
+    assert not [c for c in _conditions(hyv4) if "num_shared_experts" in c]
+    shared = [op for op in hyv4.report["ops"] if ".shared_experts." in op["path"]]
+    assert shared and all(not op["condition"] for op in shared), [op["condition"] for op in shared]
+    e = _by_test(hyv4)['getattr(self.config, "soft_logits_capping", False)']
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "soft_logits_capping" in e["why"], e
+    given = {e["test"] for e in hyv4.report["undecided"] if e["given"] is True}
+    assert given <= {"not self.is_fused_supported(hidden_states)"}, given
+
+
+def test_deepseek_v4_runs_the_dsa_implementation(dsv4):
+    """vllm-ascend's DeepSeek-V4 attention is AscendDeepseekSparseAttention (vllm_ascend/ops/dsa.py:56, an MLA
+    wrapper) holding `self.dsa_attn = DSAAttention(...)` (:113): the one module it holds whose construction
+    assigns `attn_backend`. DSAAttention picks AscendDSAC4Backend, AscendDSAC128Backend or AscendDSASWABackend
+    by the layer's compress ratio (vllm_ascend/models/layer/attention/layer.py:127-132), not given by the
+    class's defaults: one of them, each implemented by AscendDSAImpl (dsa_v1.py:262-277 without DSA-CP or
+    PCP). So the walk reads AscendDSAImpl, not AscendMLAImpl, and none of the MLA implementation's tests is
+    left."""
+    mla = [op for op in dsv4.report["ops"] if op["kind"] == "mla_attention"]
+    assert mla
+    for op in mla:
+        backend = op["attrs"]["attention_backend"]
+        assert backend["impl"] == "AscendDSAImpl", backend
+        assert backend["backend"].rsplit(".", 1)[-1] in ("AscendDSAC4Backend", "AscendDSAC128Backend",
+                                                         "AscendDSASWABackend")
+    assert not [op for op in dsv4.report["ops"] if op["kind"] in ("mla_preprocess", "mla_decode", "mla_prefill")]
+    by = _by_test(dsv4)
+    assert not [t for t in by if any(n in t for n in _MLA_IMPL_TESTS)]
+    validate_report(dsv4.report)
+
+
+def test_deepseek_v4_dsa_tests_decided_or_waiting_on_what_was_not_given(dsv4):
+    """AscendDSAImpl's tests (vllm_ascend/attention/dsa_v1.py): `enable_pcp_o_proj_weight_sharding` is the
+    class's `False` (:1579; only the PCP subclass sets it); `self.compress_ratio` is `get_dsv4_compress_ratio(
+    config, ...)`, `getattr(config, "compress_ratios", None)` (vllm_ascend/utils.py:124): a field vLLM's
+    DeepseekV4Config does not declare; `is_turboquant(vllm_config)` compares `cache_config.cache_dtype`, which
+    `--kv-cache-dtype auto` resolves from the checkpoint's quantization config (vllm/utils/torch_utils.py:507):
+    with no config.json it waits on it; `self._tq_kv_plan` is set by `get_kv_plan` when it runs (:1592). The KV
+    write's plan is read on the DsaAttnKvPlan `get_dsa_attn_kv_plan` returns (dsa_attn_kv_plan.py:202): on A2
+    (no DSV4 compressed cache) every plan it may return has `uses_sparse_flash_mla` and
+    `uses_kv_compress_epilog` False, so the scatter is npu_scatter_nd_update_sk (:193), not kv_compress_epilog.
+    The TurboQuant latent's `_legacy_hadamard` is True (dsa_v1.py:1624) and the replicated linear's `custom_op`
+    its own: read on the objects the implementation holds."""
+    by = _by_test(dsv4)
+    assert not [t for t in by if "enable_pcp_o_proj_weight_sharding" in t or "_legacy_hadamard" in t
+                or "custom_op" in t or "uses_sparse_flash_mla" in t or "uses_kv_compress_epilog" in t]
+    e = by["self.compress_ratio == 4"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False), e
+    e = by["is_turboquant(self.vllm_config)"]
+    assert (e["waits_on"], e["given"]) == ("config_field", False) and "quantization_config" in e["why"], e
+    e = by["self._tq_kv_plan is None"]
+    assert (e["waits_on"], e["given"]) == ("runtime_path", False) and "get_kv_plan" in e["why"], e
+    names = {(k["name"], k["line"]) for op in dsv4.report["ops"] for k in op.get("kernels") or ()
+             if k["file"].endswith("dsa_attn_kv_plan.py")}
+    assert ("torch.ops._C_ascend.npu_scatter_nd_update_sk", 193) in names, names
+    assert not [n for n in names if n[0].endswith("kv_compress_epilog") or n[0].endswith("npu_scatter_nd_update_")]
+    # what is left of the given: the CV wrapper's `hasattr(linear, "gather_output")` on another object (an
+    # attribute may be set on it from outside at load time: not ruled out)
+    given = {e["test"] for e in dsv4.report["undecided"] if e["given"] is True}
+    assert given <= {"self._has_communication"}, given
+
+
+def test_deepseek_v4_attention_backend_per_layer_kind(session, hf):
+    """With fixtures/configs/deepseek-v4.json (`compress_ratios`: two HCA layers, then CSA / HCA interleaved),
+    the layers fall into kinds by their compress ratio and each kind's DSAAttention holds its own backend:
+    AscendDSAC4Backend for ratio 4 (the layers with an indexer), AscendDSAC128Backend for 128."""
+    a = analyze_in(session, "DeepseekV4ForCausalLM",
+                   Options(hf_root=hf, config=str(ROOT / "fixtures" / "configs" / "deepseek-v4.json")))
+    backends = {}
+    for op in a.report["ops"]:
+        if op["kind"] == "mla_attention":
+            chosen = op["attrs"]["attention_backend"]
+            assert chosen["impl"] == "AscendDSAImpl" and chosen["decided"], chosen
+            backends[op["attrs"]["layer_kind"]] = chosen["backend"].rsplit(".", 1)[-1]
+    kinds = {k["kind"]: k for k in a.report["layer_kinds"]}
+    assert sorted(backends.values()) == ["AscendDSAC128Backend", "AscendDSAC128Backend", "AscendDSAC4Backend"]
+    for kind, backend in backends.items():
+        has_indexer = kinds[kind]["differs"].get("self_attn.dsa_attn.indexer") == "DeepseekV4Indexer"
+        assert has_indexer == (backend == "AscendDSAC4Backend"), (kinds[kind], backend)
+    assert sum(k["count"] for k in kinds.values()) == 43
+
+
+def test_quantisation_and_run_time_state_classified():
+    """classify: a test reading the checkpoint's quantisation (a layer's `quant_method`, the KV-cache dtype) waits
+    on config.json's `quantization_config` where the deployment does not know it, and is given once a config.json
+    was read; a construction handed `quant_config` does not read it; `getattr(vllm_config, "cache_config", ...)`
+    is no field of the model's configuration; an attribute only a method sets waits on the runtime."""
+    from fusion_analyze.config.model_config import ConfigFacts
+    from fusion_analyze.ir.deployment import Deployment
+    from fusion_analyze.walk.construction.constructor import RUN_TIME_SOURCE
+
+    facts = ConfigFacts({"hidden_size": 8, "model_type": "x"}, "t", complete=False)
+    unknown, known = Deployment(), Deployment(quant_known=True)
+    read = lambda name: [["self._detect_w8a8_dynamic(linear.quant_method)"]]  # noqa: E731
+    assert classify("self._is_w8a8", "self._is_w8a8", facts, unknown, read)[:2] == ("config_field", False)
+    assert classify("self._is_w8a8", "self._is_w8a8", facts, known, read)[:2] == ("construction", True)
+    handed = lambda name: [["ReplicatedLinear(8, 8, quant_config=quant_config, prefix=prefix)"],  # noqa: E731
+                           ["Indexer(vllm_config, config, quant_config, prefix)"]]
+    assert classify("self.flag", "self.flag", facts, unknown, handed)[:2] == ("construction", True)
+    cache = lambda name: [['getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None) == "x"']]  # noqa: E731
+    got = classify("is_tq(self.vllm_config)", "is_tq(self.vllm_config)", facts, unknown, cache)
+    assert got[:2] == ("config_field", False) and "quantization_config" in got[2], got
+    assert classify("is_tq(self.vllm_config)", "x", facts, known, cache)[:2] == ("construction", True)
+    later = lambda name: [[RUN_TIME_SOURCE.format("Impl.get_plan")]]  # noqa: E731
+    got = classify("self._plan is None", "self._plan is None", facts, known, later)
+    assert got[:2] == ("runtime_path", False) and "Impl.get_plan()" in got[2], got

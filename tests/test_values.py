@@ -560,3 +560,102 @@ def test_a_kwargs_dict_filled_before_it_is_passed_on(tmp_path):
     fills = tables(build.node, module).kwarg_fills
     assert [(key, cond is None) for _pos, cond, key, _v in fills] == [("buffer", True), ("group", False)]
     assert tables(index.lookup("vllm.props", "changes_it").node, module).kwarg_fills is None
+
+
+TENSOR_CHECKS = [
+    # a tensor's `.is_cuda` (an attribute): no tensor is on a CUDA device on Ascend; on CUDA one may be on the host
+    ("input_ids.is_cuda", "ascend", Truth.FALSE),
+    ("not x.weight.is_cuda", "ascend", Truth.TRUE),
+    ("input_ids.is_cuda", "cuda", Truth.UNKNOWN),
+    ("current_platform.is_cuda", "ascend", Truth.UNKNOWN),  # the platform's method, not called: not a tensor's flag
+]
+
+
+@pytest.mark.parametrize("snippet,backend,expected", TENSOR_CHECKS, ids=[f"{t[0]}@{t[1]}" for t in TENSOR_CHECKS])
+def test_a_tensors_device_flag(snippet, backend, expected):
+    assert evaluator(backend).truth(cst.parse_expression(snippet), M) is expected
+
+
+ENGINE_CONFIG = '''\
+from dataclasses import dataclass
+
+from vllm.platforms import current_platform
+
+
+@dataclass
+class VllmConfig:
+    engram_config: object | None = None
+    cuda_only_config: object | None = None
+    anywhere_config: object | None = None
+
+    def __post_init__(self):
+        self._resolve_engram()
+        if self.anywhere_config is None and self.cuda_only_config is None:
+            self.anywhere_config = object()
+
+    def _resolve_engram(self):
+        if self.engram_config is None:
+            if not current_platform.is_cuda():
+                return
+            self.engram_config = object()
+        if current_platform.is_cuda():
+            self.cuda_only_config = object()
+'''
+
+
+ENGINE_ARGS = '''\
+from dataclasses import dataclass
+
+from vllm.config.vllm import VllmConfig
+
+
+@dataclass
+class EngineArgs:
+    engram_config: object | None = VllmConfig.engram_config
+    cuda_only_config: object | None = None
+
+    def __post_init__(self):
+        if isinstance(self.engram_config, dict):
+            self.engram_config = object()
+
+    def create_engine_config(self):
+        return VllmConfig(engram_config=self.engram_config, cuda_only_config=self.cuda_only_config)
+'''
+
+
+USER = '''\
+from vllm.config import get_current_vllm_config
+
+
+def read(vllm_config):
+    a = get_current_vllm_config().engram_config
+    b = vllm_config.cuda_only_config
+    c = vllm_config.anywhere_config
+'''
+
+
+@pytest.mark.parametrize("backend,expected", [("ascend", [Known(None), Known(None), None]),
+                                              ("cuda", [None, None, None])])
+def test_a_field_no_start_up_code_sets_on_the_backend_stays_none(tmp_path, backend, expected):
+    """`vllm_config.engram_config` starts None (VllmConfig's default, EngineArgs passes its own field whose default
+    is VllmConfig's, no option sets it) and VllmConfig sets it only past `if not current_platform.is_cuda():
+    return`; EngineArgs converts it only when it is a dict: on Ascend it stays None, also read through
+    `get_current_vllm_config()`. A field set behind a test that holds on Ascend (`anywhere_config`) is not decided;
+    on CUDA none of them is."""
+    from fusion_analyze.semantics.environment import Environment
+    from fusion_analyze.semantics.evaluator import Evaluator
+    from fusion_analyze.semantics.scope import Scope
+
+    from .conftest import tree_index
+
+    index = tree_index(tmp_path, {"config/vllm.py": ENGINE_CONFIG, "config/__init__.py": "",
+                                  "engine/arg_utils.py": ENGINE_ARGS, "platforms/__init__.py": "current_platform = None\n",
+                                  "model_executor/user.py": USER}, backend=backend)
+    module = index.get("vllm.model_executor.user")
+    fn = module.tree.body[-1]
+    ev = Evaluator(Environment(backend, index))
+    got = []
+    for stmt in fn.body.body:
+        value = ev.infer(stmt.body[0].value, Scope(module=module))
+        got.append(value if isinstance(value, Known) else None)
+    assert got == expected

@@ -433,3 +433,137 @@ def test_a_module_held_under_the_test_of_a_value_handed_down():
     rows = {o.id: o for o in a.opportunities}
     assert rows["norm_quant@HeldImpl.forward"].status == "inactive"
     assert rows["norm_quant@HeldImpl.forward"].ops == [norm.id, q.id]  # not k_proj
+
+
+# an attention whose configuration a function normalises, whose implementation is built through a `**kwargs` chain
+# whose every key is known, with an attribute set on every way of an undecided test and a class-level default
+SPREAD_MODEL = '''\
+from torch import nn
+from vllm.model_executor.layers.linear import ColumnParallelLinear
+
+from .qwen2 import Qwen2DecoderLayer, Qwen2Model
+from .utils import maybe_prefix
+
+
+def _normalize(config):
+    """Aliases the layer reads (as HY-V4's _normalize_hyv4_config)."""
+    config.spread_width = config.hidden_size
+    config.spread_gated = config.use_spread_gate
+    return config
+
+
+class SpreadImpl(nn.Module):
+    scaled = False
+
+    def __init__(self, width, **kwargs):
+        super().__init__()
+        self.proj = kwargs["proj"]
+        self.use_rope = kwargs.get("use_rope", True)
+        self.gate = kwargs.get("gate")
+
+    def forward(self, x):
+        q, _ = self.proj(x)
+        if not self.use_rope:
+            q = q * 2.0
+        if self.gate is not None:
+            g, _ = self.gate(x)
+            q = q * g
+        if self.scaled:
+            q = q * 3.0
+        return q
+
+
+class SpreadInner(nn.Module):
+    def __init__(self, proj, use_sparse=False, **extra_args):
+        super().__init__()
+        if use_sparse:
+            extra_args["buffer"] = None
+        self.impl = SpreadImpl(4, proj=proj, **extra_args)
+
+    def forward(self, x):
+        return self.impl(x)
+
+
+class SpreadAttention(nn.Module):
+    def __init__(self, config, prefix=""):
+        super().__init__()
+        config = _normalize(config)
+        self.proj = ColumnParallelLinear(config.spread_width, config.spread_width, bias=False, prefix=f"{prefix}.proj")
+        self.gate = None
+        if config.spread_gated:
+            self.gate = ColumnParallelLinear(config.spread_width, config.spread_width, bias=False,
+                                             prefix=f"{prefix}.gate")
+        sinks = None
+        extra = {} if sinks is None else {"sinks": sinks}
+        self.inner = SpreadInner(self.proj, **extra)
+        if config.not_given_mode == 1:
+            self.mode = 4
+        elif config.not_given_mode == 2:
+            self.mode = 4
+        else:
+            self.mode = 4
+
+    def forward(self, positions, hidden_states):
+        out = self.inner(hidden_states)
+        if self.gate is not None:
+            g, _ = self.gate(hidden_states)
+            out = out * g
+        if self.mode != 4:
+            out = out * 5.0
+        return out
+
+
+class SpreadDecoderLayer(Qwen2DecoderLayer):
+    def __init__(self, config, prefix=""):
+        super().__init__(config, prefix=prefix)
+        self.self_attn = SpreadAttention(config, prefix=f"{prefix}.self_attn")
+
+
+class SpreadForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = Qwen2Model(vllm_config=vllm_config, prefix=maybe_prefix(prefix, "model"),
+                                decoder_layer_type=SpreadDecoderLayer)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None):
+        return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
+'''
+
+
+def test_normalised_configuration_complete_kwargs_branches_and_class_defaults(mini, tmp_path):
+    """SpreadAttention reads `config.spread_gated`, an alias `_normalize(config)` sets on the configuration it
+    returns (`config.spread_gated = config.use_spread_gate`): given True, the gate is built (ConfigRef.set_by).
+    SpreadImpl is built through `**extra` (a dict written out, `{}` or `{"sinks": ...}`) and SpreadInner's
+    `**extra_args` (which may add `buffer`): every key its `**kwargs` can hold is known, so
+    `kwargs.get("use_rope", True)` is True and `kwargs.get("gate")` None, and their branches are not walked.
+    `self.mode` is 4 whichever way the undecided `config.not_given_mode` goes (one of its values), and
+    `scaled` is the class's `False` (no method sets it): neither multiply runs."""
+    from fusion_analyze.analysis.pipeline import Options
+
+    (mini / "vllm/model_executor/models/spread.py").write_text(SPREAD_MODEL, encoding="utf-8")
+    registry = mini / "vllm/model_executor/models/registry.py"
+    text = registry.read_text(encoding="utf-8")
+    registry.write_text(text.replace('    "HybridForCausalLM":', '    "SpreadForCausalLM": ("spread", "SpreadForCausalLM"),\n'
+                                                               '    "HybridForCausalLM":', 1), encoding="utf-8")
+    config = {"architectures": ["SpreadForCausalLM"], "model_type": "spread", "num_hidden_layers": 2,
+              "use_spread_gate": True, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 512, "hidden_act": "silu", "rms_norm_eps": 1e-6, "vocab_size": 1000,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    a = analyze("SpreadForCausalLM", str(mini), str(mini), "ascend", options=Options(config=str(path)), cache=False)
+    attn = [op for op in a.walk.ops if op.path.startswith("model.layers.self_attn")]
+    lines = {op.line for op in attn if op.kind == "mul"}
+    src = SPREAD_MODEL.splitlines()
+
+    def line_of(code: str) -> int:
+        return next(i for i, t in enumerate(src, 1) if t.strip() == code)
+
+    assert line_of("q = q * 2.0") not in lines and line_of("q = q * g") not in lines
+    assert line_of("q = q * 3.0") not in lines and line_of("out = out * 5.0") not in lines
+    assert line_of("out = out * g") in lines  # the gate the normalised configuration builds
+    gate = [op for op in attn if op.path == "model.layers.self_attn.gate"]
+    assert gate and all(op.condition is None for op in gate)
+    conditions = " ".join(op.condition or "" for op in attn)
+    assert "use_rope" not in conditions and "self.gate is not None" not in conditions
+    assert "self.mode" not in conditions and "scaled" not in conditions

@@ -171,6 +171,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     env = replace(env, transformers_backend=_transformers_backend(loc))
     walker = Walker(session.index, session.resolver.replacements, env)
     result = walker.walk_model(_walked_class(session, loc))
+    _warn_blockers(result.blockers, session.backend)
     ascend, cuda = session.passes()  # joins the child: the shared errors now include the passes' ones
     ascend = decide_guards(env, ascend, result.ops)  # what each pass's __init__ checks, for this model
     path = _compile_path(session, deployment, ascend)
@@ -200,7 +201,7 @@ def _analyze_located(session: Session, model: str, options: Options, loc: Locati
     # an op's kernels' own conditions (the tests of its implementation's code) count too
     printed = [c for op in a.report["ops"]
                for c in [op.get("condition")] + [k.get("condition") for k in op.get("kernels") or ()]]
-    a.report["undecided"] = undecided(printed, facts, deployment, walker.ctor.unknown_sources)
+    a.report["undecided"] = undecided(printed, facts, deployment, walker.ctor.unknown_sources, walker.test_reads.get)
     session.index.save_lines()
     return a
 
@@ -220,6 +221,15 @@ def _compile_path(session: Session, deployment, passes: list) -> tuple | None:
 
 def _module_of(rel: str) -> str:
     return rel[:-3].replace("/", ".") if rel.endswith(".py") else rel.replace("/", ".")
+
+
+def _warn_blockers(blockers: list[dict], backend: str) -> None:
+    """A warning on stderr for each raise the walked deployment surely reaches (walk/blockers.py)."""
+    from ..errors import warn
+
+    for b in blockers:
+        warn(say("blocker", backend=backend, where=b["in"], raises=b["raises"], file=b["file"], line=b["line"],
+                 when=b["when"]))
 
 
 def _memory_fit(shapes, read, deployment, device: dict) -> dict | None:

@@ -207,6 +207,9 @@ class Runtime:
     compile_decorators: tuple[str, ...] = ()  # class decorators under which vLLM compiles a module
     not_kernel_packages: tuple[str, ...] = ()  # packages outside the trees whose functions are no layer's kernel
     host_packages: tuple[str, ...] = ()  # packages that compute on the host: their values' arithmetic is no device op
+    host_callables: tuple[str, ...] = ()  # dotted callables (or objects) whose calls compute on the host
+    host_methods: tuple[str, ...] = ()  # methods only a Python scalar has: a call of one is no device op
+    vllm_config_getters: tuple[str, ...] = ()  # functions that return the running engine's VllmConfig
     vllm_version_test: tuple[str, ...] = ()
     attention_paths: Mapping[str, AttentionPaths] = keys_of(BACKENDS)
     deployment: Mapping[str, Any] = field(default_factory=dict)

@@ -286,12 +286,15 @@ def _analyze_one(session, job: BatchJob, arch: str, reports, options) -> dict:
     opens.sort(key=lambda o: (-a.benefits[o.id].priority, not o.cuda_only, o.id))
     from ..status.waits import counts as waits_counts
 
-    undecided = json.loads(js).get("undecided") or []
+    doc = json.loads(js)
+    undecided = doc.get("undecided") or []
     row = {"architecture": arch, "ok": True, "file": a.location.file, "counts": counts,
            "top_open": opens[0].id if opens else None, "undecided": waits_counts(undecided),
            "undecided_given": [f"{e['waits_on']}: {e['test']}" for e in undecided if e["given"] is True],
            # replacements on its walked path the walk could not resolve (the sweep's count, index.md)
-           "not_followed": [{k: r[k] for k in ("target", "file", "line", "reason")} for r in a.walk.not_followed]}
+           "not_followed": [{k: r[k] for k in ("target", "file", "line", "reason")} for r in a.walk.not_followed],
+           # kernels its walked path surely calls that the backend's install does not have (the path fails there)
+           "unavailable": [g["kernel"] for g in doc.get("unavailable_kernels") or () if g["fails"]]}
     if reports is not None:
         reports.store(arch, md, js, row)
     return row
@@ -502,6 +505,10 @@ def _write_index(out_dir: str, results: list[dict], lang: str = "zh") -> None:
     lines += ["", L["index_undecided"].format(line=undecided_line(total, lang))]
     lines += (["", L["index_undecided_given"], *given] if given else [])
     lines += not_followed_lines(results, L, lang)
+    failing = [r for r in results if r.get("ok") and r.get("unavailable")]
+    lines += ["", L["index_unavailable"].format(n=len(failing))]
+    lines += ([""] if failing else []) + [f"- {r['architecture']}: " + ", ".join(f"`{k}`" for k in r["unavailable"])
+                                          for r in failing]
     write_text("\n".join(lines) + "\n", os.path.join(out_dir, "index.md"))
     write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", os.path.join(out_dir, "index.json"))
 

@@ -155,7 +155,9 @@ def estimate(opp, models: dict[str, StepModel], shapes: Shapes, device: dict, pa
     elif models:
         priority = 1
     if not numbers and models and opp.status == "open":
-        note = say("not_costed")
+        gone = sorted({n for m in opp.matches for x in m.op_list for n in x.attrs.get("unavailable", ())})
+        # ops that call a kernel the backend's install lacks are not costed as if they ran (estimate/cost.py)
+        note = say("not_costed_unavailable", kernels=gone) if gone else say("not_costed")
     slower = _measured_slower(opp.pattern.id, models, device)
     if slower and numbers and not rejected:
         # the device profile holds a measurement of this fusion's kernel at the scenario's shapes that does not pay:

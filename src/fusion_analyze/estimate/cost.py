@@ -47,6 +47,7 @@ class OpCost:
     dependent: int = 0  # accesses whose address the kernel loads first (an index): their latency is in series
     known: bool = True
     why: str = ""  # an op not costed: why
+    fails: bool = False  # not costed because it calls a kernel the backend's install does not have
     parts: dict = field(default_factory=dict)  # name -> OpCost: the kernels of a layer a fusion may take one of
 
     def part(self, name: str | None) -> "OpCost":
@@ -117,6 +118,9 @@ class Step:
     layer_us: float = 0.0
     total_us: float = 0.0
     unknown: list[str] = field(default_factory=list)  # counted ops whose cost could not be told
+    # counted ops that call a kernel the backend's install does not have (attrs.unavailable): the path fails there,
+    # so they are not costed as if they ran
+    fails: list[str] = field(default_factory=list)
     num_layers: int = 1
     fused_us: float = 0.0  # what the backend's graph passes already save of the walked ops (estimate.benefit)
     moe_layers: int = 1  # the layers that run the walked MoE ops (num_layers less the first dense ones)
@@ -145,11 +149,13 @@ class Step:
         if self.kind_counts:
             d["layer_kinds"] = [{"kind": k, "count": n, "layer_us": round(us, 2)}
                                 for k, (n, us) in enumerate(zip(self.kind_counts, self.kind_us))]
+        if self.fails:
+            d["fails"] = len(self.fails)
         if device is not None:  # each op the step adds, with what its time is made of; those not costed, with why
             d["ops"] = {i: {"bytes": int(c.bytes), "flops": int(c.flops), "link_bytes": int(c.comm),
                             "launches": c.launches, "time_us": round(c.time_us(device, self.launch or self.mode), 3)}
                         for i, c in self.costs.items() if i in self.counted and c.known}
-            d["not_costed_ops"] = {i: self.costs[i].why for i in self.unknown}
+            d["not_costed_ops"] = {i: self.costs[i].why for i in self.unknown + self.fails}
         return d
 
 
@@ -238,6 +244,9 @@ class StepModel:
             if op.kind == "moe_experts":
                 self._comm_impl = op.layer_class
             cost = self._cost(op)
+            if op.attrs.get("unavailable") and cost.why != "container":  # (its shapes still flow on)
+                cost = OpCost(known=False, launches=0, fails=True, why="calls " + ", ".join(op.attrs["unavailable"])
+                              + ", which the backend's install does not have")
             for v in op.outputs:
                 self.producer[v] = op
             self.step.costs[op.id] = cost
@@ -293,7 +302,9 @@ class StepModel:
             self.step.counted.add(op.id)
             c = self.step.costs[op.id]
             if not c.known:
-                if c.why != "container":
+                if c.fails:
+                    self.step.fails.append(op.id)
+                elif c.why != "container":
                     self.step.unknown.append(op.id)
                 continue
             per[op.section if op.section in per else "layer"] += c.time_us(self.device, self.launch)

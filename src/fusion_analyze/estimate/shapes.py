@@ -28,6 +28,20 @@ class Shapes:
     def symbolic(self) -> bool:
         return not self.dims
 
+    def for_ops(self, ops) -> "Shapes":
+        """The dimensions as these ops see them: ops of a MoE layer's shared expert (`attrs.role`) have its own
+        intermediate size (`shared_expert_intermediate_size`, else `moe_intermediate_size` x `n_shared_experts`),
+        as the cost model sizes their GEMMs, not the dense MLP's `intermediate_size`."""
+        if self.symbolic or not any(getattr(op, "attrs", {}).get("role") == "shared_expert" for op in ops):
+            return self
+        d = self.dims
+        shared = d.get("shared_expert_intermediate_size")
+        if not shared and d.get("moe_intermediate_size") and d.get("n_shared_experts"):
+            shared = d["moe_intermediate_size"] * d["n_shared_experts"]
+        if not shared:
+            return self
+        return Shapes({**d, "intermediate_size": shared}, self.source, self.dtype_bytes)
+
     def with_scenario(self, scenario: dict) -> dict:
         d = dict(self.dims)
         d.update(scenario)

@@ -300,6 +300,18 @@ def split_outside(text: str, sep: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
+def conjuncts(expr) -> list:
+    """The parts of an `a and b and c` test, in order (an expression that is no `and` is its own one part)."""
+    parts, stack = [], [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
+            stack += [e.right, e.left]
+        else:
+            parts.append(e)
+    return parts
+
+
 def code_of(module, expr) -> str:
     if module is not None:
         return module.code(expr).strip()

@@ -24,11 +24,16 @@ class Kernel:
     alts: tuple = field(default=(), compare=False, repr=False)
     # what the name stands for where its code cannot be read (a function of a package outside the trees)
     note: str | None = None
+    # why the backend's install has no such kernel (vLLM's `_C` not built on Ascend: locate/op_libraries.py):
+    # a path that calls it fails there
+    unavailable: str | None = None
 
     def to_json(self) -> dict:
         d = {"name": self.name, "file": self.file, "line": self.line, "condition": self.condition}
         if self.note is not None:
             d["note"] = str(self.note)
+        if self.unavailable is not None:
+            d["unavailable"] = self.unavailable
         if self.paths is not None:
             d["paths"] = {name: rest for name, rest, _positive in self.paths}
         return d
@@ -95,6 +100,9 @@ class OpAttrs(TypedDict, total=False):
     # a vLLM custom op (torch.ops.vllm.<name>) running the calling layer's methods whose function the walk does not
     # follow (a test nothing decides, a statement of another form): why; only its kernels are read
     not_walked: str
+    # kernels it calls on every path through it that the backend's install does not have (`torch.ops._C.rms_norm`
+    # on Ascend, where vLLM's `_C` is not built): the op fails there and is not costed; each kernel says why
+    unavailable: list[str]
     # replacements met while the op was reached that the walk could not resolve (the original ran in their place):
     # `target = value (file:line)` each
     not_followed: list[str]
@@ -197,6 +205,9 @@ class WalkResult:
     # the replacements (vllm-ascend patches) met on the walked path whose value the walk cannot resolve, so the
     # original ran in their place: {target, file, line, value, form, reason}
     not_followed: list[dict] = field(default_factory=list)
+    # the raises the walked deployment surely reaches (walk/blockers.py): {file, line, raises, in, path, when
+    # (construction | forward)[, layer_kind]}; the model (or that kind of layer) cannot run on the backend
+    blockers: list[dict] = field(default_factory=list)
     # the kinds of decoder layer where the layers' index decides their construction (a configuration given):
     # [{layers: [i, ...], count, of: the layer count, differs: {self.<name>: what it is in this kind}}]; the ops
     # of kind k carry attrs.layer_kind = k; empty where the layers are all of one kind

@@ -30,6 +30,8 @@ def to_json(a) -> dict:
         "errors": errors,
         "unknown_callees": sorted(a.walk.unknowns, key=lambda u: (u["file"], u["line"], u["name"])),
         "not_followed": list(a.walk.not_followed),
+        "blockers": list(a.walk.blockers),
+        "unavailable_kernels": _unavailable(a.walk.ops),
         "load_time_fusers": a.walk.load_time,
     }
     # every sentence above that code wrote through ir/texts.py `say`, with its key and arguments: the English
@@ -38,11 +40,30 @@ def to_json(a) -> dict:
     return report
 
 
+def _unavailable(ops) -> list[dict]:
+    """The kernels the walk reached that the backend's install does not have, each with why, the ops that call it
+    (in walk order) and whether the walked path surely calls it (`fails`: an op on it calls it on every path
+    through the op); elsewhere only under tests the walk left open."""
+    out: dict[str, dict] = {}
+    for op in ops:
+        # on the path a step adds and called on every path through the op: the walked path surely fails
+        sure = op.steady and not op.attrs.get("other_branch") and all(side == 0 for _t, side in op.branches)
+        for k in op.kernels:
+            if k.unavailable:
+                entry = out.setdefault(k.name, {"kernel": k.name, "why": k.unavailable, "ops": [], "fails": False})
+                if op.id not in entry["ops"]:
+                    entry["ops"].append(op.id)
+                entry["fails"] = entry["fails"] or (sure and k.name in op.attrs.get("unavailable", ()))
+    return [out[name] for name in sorted(out)]
+
+
 def _opportunity(a, o) -> dict:
     from .stubs import interface_of, stub_source
 
     where = [f"{e['file']}:{e['line']}" for e in o.evidence if e["line"]][:6]
-    stub = stub_source(o.pattern, o.matches[0], a.shapes, where=where)
+    match = o.matches[0]
+    shapes = a.shapes.for_ops(match.op_list or match.ops.values()) if a.shapes is not None else None
+    stub = stub_source(o.pattern, match, shapes, where=where)
     return {**o.to_json(), "benefit": a.benefits[o.id].to_json(), "message": o.pattern.message,
             "target": dict(o.pattern.target), "interface": {"name": interface_of(o.pattern, o.matches[0])["name"], "stub": stub}}
 

@@ -67,8 +67,14 @@ def op_line(op: dict, L: dict | None = None) -> str:
     if op["attrs"].get("all_reduce"):
         extra.append(f"all-reduce {op['attrs']['all_reduce']}")
     if op["kernels"]:  # what always runs, then what runs only when a test in its code holds (the JSON has each test)
-        always = sorted({k["name"] for k in op["kernels"] if not k.get("condition")})
-        tested = sorted({k["name"] for k in op["kernels"] if k.get("condition")} - set(always))
+        gone = {k["name"] for k in op["kernels"] if k.get("unavailable")}  # the backend's install lacks it
+
+        def shown(name: str) -> str:
+            return f"{name} ✗ {L['op_unavailable']}" if name in gone else name
+
+        always = [shown(n) for n in sorted({k["name"] for k in op["kernels"] if not k.get("condition")})]
+        tested = [shown(n) for n in sorted({k["name"] for k in op["kernels"] if k.get("condition")}
+                                           - {k["name"] for k in op["kernels"] if not k.get("condition")})]
         if always:
             extra.append(f"{L['op_kernels']}: " + ", ".join(always[:6]) + (" …" if len(always) > 6 else ""))
         if tested:
@@ -272,6 +278,8 @@ def _step_text(est: dict, L: dict) -> str:
                                               us=_us(st["step_us"]))
         if st["not_costed"]:
             text += " " + L["step_partial"].format(n=st["not_costed"])
+        if st.get("fails"):  # ops whose kernels the backend's install lacks: not costed as if they ran
+            text += " " + L["step_fails"].format(n=st["fails"])
     return text
 
 
@@ -319,6 +327,31 @@ def _memory_text(d: dict | None, L: dict) -> str:
     return L["memory_no_fit_line"].format(weights=m["weights_gib"], memory=m["memory_gib"], device=m["device"],
                                           tp=d["tensor_parallel_size"], ep=d["expert_parallel_size"], fits=advice(m),
                                           how=m["bytes_per_weight"])
+
+
+def _blocker_lines(data: dict, L: dict) -> list[str]:
+    """The header's lines for the raises the walked deployment surely reaches (walk/blockers.py)."""
+    out = []
+    for b in data.get("blockers") or ():
+        kind = L["blocker_kind"].format(kind=b["layer_kind"] + 1) if "layer_kind" in b else ""
+        out.append(L["blocker_line"].format(backend=data["backend"], where=code_span(b["in"]), raises=code_span(b["raises"]),
+                                            file=b["file"], line=b["line"], when=L["blocker_when"][b["when"]], kind=kind))
+    return out
+
+
+def _unavailable_text(data: dict, L: dict, T) -> str:
+    """The header's line where the walked path calls kernels the backend's install does not have."""
+    gone = [g for g in data.get("unavailable_kernels") or () if g.get("fails")]  # (else under a test left open)
+    if not gone:
+        return ""
+    names = {o["id"]: o for o in data["ops"]}
+    items = []
+    for g in gone:
+        ops = [names[i] for i in g["ops"] if i in names]
+        where = ", ".join(dict.fromkeys(f"{o['path'].rsplit('.', 1)[-1] if o['layer_class'] else o['name']} "
+                                        f"({o['file'].rsplit('/', 1)[-1]}:{o['line']})" for o in ops[:3]))
+        items.append(f"`{g['kernel']}` ({where}{', …' if len(ops) > 3 else ''})")
+    return L["unavailable_line"].format(kernels="; ".join(items), why=T(gone[0]["why"]))
 
 
 def _top(rows: list[dict], limit: int = 5) -> list[dict]:
@@ -432,6 +465,8 @@ def _render(tmpl, data: dict, lang: str) -> str:
     return tmpl.render(
         L=L, table=table, open=open_, estimate=est, top=top, step_text=_step_text(est, L),
         deployment_text=_deployment_text(data.get("deployment"), L), memory_text=_memory_text(data.get("deployment"), L),
+        blocker_lines=_blocker_lines(data, L),
+        unavailable_text=_unavailable_text(data, L, T),
         conditional_count=sum(1 for o in opps if "conditional" in o and o["status"] != "inactive"),
         model=data["model"], sources=data["sources"], backend=data["backend"], locations=data["locations"],
         repeat=data["repeat"], ops=ops, kinds=kinds, roles=[(r, L["roles"].get(r, r)) for r, _ in ROLES],

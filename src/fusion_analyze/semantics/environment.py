@@ -66,9 +66,8 @@ class Environment:
     def platform_truth(self, expr: cst.BaseExpression) -> Truth:
         """`current_platform.is_rocm()`, `<object>.is_cuda()`: what vLLM's platform answers on the backend walked
         (leaf_ops.yaml `platform`), decided from the call's code; UNKNOWN for anything else."""
-        if type(expr) is cst.Attribute and type(expr.value) is not cst.Call and not (
-                type(expr.value) is cst.Name and expr.value.value == _platform(self.backend)[2]):
-            return _tensor_attribute(self.backend, expr.attr.value)  # `input.is_cuda`: a tensor's device
+        if type(expr) is cst.Attribute and type(expr.value) is not cst.Call:
+            return _tensor_attribute(self.backend, expr)  # `input.is_cuda`: a tensor's device
         if type(expr) is not cst.Call or expr.args:
             return Truth.UNKNOWN
         func = expr.func
@@ -86,6 +85,23 @@ class Environment:
         if name in any_object or (type(on) is cst.Name and on.value == platform_object):
             return Truth.of(answers[name])
         return Truth.UNKNOWN
+
+    def platform_returns(self, expr: cst.BaseExpression):
+        """(module, expression) a `current_platform.<m>()` call with no argument returns on the backend walked
+        (platform_return), to be read there; None where that is not one statement of the platform's class."""
+        if type(expr) is not cst.Call or expr.args or type(expr.func) is not cst.Attribute or self.index is None:
+            return None
+        _answers, _any, platform_object = _platform(self.backend)
+        on = expr.func.value
+        if not (type(on) is cst.Name and on.value == platform_object):
+            return None
+        memo = _PLATFORM_METHODS.setdefault(id(self.index), (self.index, {}))
+        if memo[0] is not self.index:
+            memo = _PLATFORM_METHODS[id(self.index)] = (self.index, {})
+        key = ("returns", self.backend, expr.func.attr.value)
+        if key not in memo[1]:
+            memo[1][key] = platform_return(self.index, self.backend, expr.func.attr.value)
+        return memo[1][key]
 
     @cached_property
     def runtime_calls(self) -> dict:
@@ -294,14 +310,21 @@ def _platform(backend: str | None) -> tuple[dict, frozenset, str]:
     return answers, frozenset(spec.any_object), spec.platform_object
 
 
-def _tensor_attribute(backend: str | None, name: str) -> Truth:
-    """`<tensor>.<name>` (leaf_ops.yaml `platform.tensor_attributes`): what every tensor of `backend` answers
-    (`x.is_cuda` is false on Ascend); UNKNOWN for any other attribute or backend."""
+def _tensor_attribute(backend: str | None, expr: cst.Attribute) -> Truth:
+    """`x.is_cuda` (an attribute, not a call; leaf_ops.yaml `platform.tensor_attributes`): what every tensor
+    answers on `backend` (false on Ascend); UNKNOWN for another attribute or backend, and on vLLM's platform
+    object (whose `is_cuda` is a method)."""
     from ..catalog import catalog
 
     spec = catalog().typed.leaf_ops.platform
-    answers = (spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {}
-    return Truth.of(answers[name]) if name in answers else Truth.UNKNOWN
+    answers = dict((spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {})
+    name = expr.attr.value
+    on = expr.value
+    while type(on) is cst.Attribute:
+        on = on.value
+    if name not in answers or (type(on) is cst.Name and on.value == spec.platform_object):
+        return Truth.UNKNOWN
+    return Truth.of(answers[name])
 
 
 def _platform_method(index, backend: str | None, name: str) -> Truth:
@@ -322,13 +345,24 @@ _PLATFORM_METHODS: dict = {}
 
 
 def _read_platform_method(index, backend: str | None, name: str) -> Truth:
+    from .values import literal
+
+    found = platform_return(index, backend, name)
+    got = literal(found[1]) if found is not None else None
+    return Truth.of(got.value) if got is not None and isinstance(got.value, bool) else Truth.UNKNOWN
+
+
+def platform_return(index, backend: str | None, name: str):
+    """(module, expression) that `current_platform.<name>()` returns on `backend`: the one statement of the
+    first class of the platform class's MRO (walk.yaml `runtime.platform`) that defines the method, where that
+    statement is a `return` of a value (`def fp8_dtype(cls) -> torch.dtype: return torch.float8_e4m3fn` in
+    vllm/platforms/interface.py, NPUPlatform defining none); None otherwise."""
     from ..catalog import catalog
     from .function_bodies import class_method
-    from .values import literal
 
     qualname = (catalog().typed.walk.runtime.platform or {}).get(backend or "") if backend else None
     if not qualname:
-        return Truth.UNKNOWN
+        return None
     mod, _, cls_name = qualname.rpartition(".")
     cls, seen = index.lookup(mod, cls_name), set()
     todo = [cls] if getattr(cls, "kind", None) == "class" else []
@@ -343,15 +377,13 @@ def _read_platform_method(index, backend: str | None, name: str) -> Truth:
                                                     and type(s.body[0]) is cst.Expr)]  # (its docstring)
             if (len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and len(body[0].body) == 1
                     and type(body[0].body[0]) is cst.Return and body[0].body[0].value is not None):
-                got = literal(body[0].body[0].value)
-                if got is not None and isinstance(got.value, bool):
-                    return Truth.of(got.value)
-            return Truth.UNKNOWN
+                return c.module, body[0].body[0].value
+            return None
         for base in c.bases:
             target = index.resolve_expr(c.module, base.value)
             if getattr(target, "kind", None) == "class":
                 todo.append(target)
-    return Truth.UNKNOWN
+    return None
 
 
 def _attention_backend_calls(index, backend: str | None) -> dict:

@@ -21,7 +21,7 @@ from .callees import Callee
 from ..index.modules import Definition
 from .environment import Environment
 from .runtime_defaults import config_default, setter_keeps
-from .scope import Scope, star_kwarg
+from .scope import Scope, forget_assigned, star_kwarg
 from .loops import loop_function, run as run_loops
 from .objects import dataclass_argument, static_method
 from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _item, _never_none, _class_constant,
@@ -29,7 +29,7 @@ from .known_calls import (_BUILTINS, BUILTIN_TYPES, _builds_objects, _held, _ite
                           isinstance_value, known_isinstance, none_test)
 from .values import (Bindings, ClassRef, ConfigRef, Defaults, EnumMember, Known, NotNone, OneOf, Symbol, Tensor, Unknown,
                      Value, _is_none, assumed, literal)
-from ..ir.conditions import Condition, Term, Truth, code_of
+from ..ir.conditions import Condition, Term, Truth, code_of, conjuncts
 
 _EMPTY = Bindings()
 _CONFIG_NAMES = {"config": False, "hf_config": False, "text_config": True, "hf_text_config": True}
@@ -49,18 +49,6 @@ _CONFIG_BASES = {"PretrainedConfig", "PreTrainedConfig"}  # transformers' config
 _CONFIG_CLASSES: dict = {}
 # ConfigRef.set_by key -> (the function, its module, the parameter it sets attributes on), likewise
 _CONFIG_SETTERS: dict = {}
-
-
-def _attribute_chain(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`getattr(getattr(x, "a", None), "b", None)` as `x.a.b` (nested getattrs of written-out names); other
-    expressions as they are."""
-    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" \
-            and len(expr.args) in (2, 3) and not any(a.keyword or a.star for a in expr.args) \
-            and type(expr.args[1].value) is cst.SimpleString:
-        name = expr.args[1].value.evaluated_value
-        if isinstance(name, str) and name.isidentifier():
-            return cst.Attribute(value=_attribute_chain(expr.args[0].value), attr=cst.Name(name))
-    return expr
 
 
 class Evaluator:
@@ -128,13 +116,7 @@ class Evaluator:
         """(truth, condition) of an `if` test: an `a and b and c` whose known parts hold keeps only its
         undecided conjuncts (`self.reduce_results and self.tp_size > 1` with reduce_results True is
         `self.tp_size > 1`), so a printed condition never carries a decided part."""
-        parts, stack = [], [expr]
-        while stack:
-            e = stack.pop()
-            if type(e) is cst.BooleanOperation and type(e.operator) is cst.And:
-                stack += [e.right, e.left]
-            else:
-                parts.append(e)
+        parts = conjuncts(expr)
         kept = []
         for part in parts:
             value = self.truth(part, module, env, scope)
@@ -737,12 +719,17 @@ class Evaluator:
         if carried is not None:
             return carried
         holder = _holder(expr.value, scope)
+        if holder is None and _config_getter(expr.value):  # get_current_vllm_config().engram_config
+            holder = "vllm_config"
         if holder == "vllm_config" and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             got = _deployment_none(self.env.deployment, attr)
             if got is not None:  # `vllm_config.lora_config`: no LoRA and no speculative config in this deployment
                 return got
             got = self._config_property(attr, depth)
             if got is not None:  # `vllm_config.num_speculative_tokens`: VllmConfig's property, run on its fields
+                return got
+            got = self._field_never_set(attr)
+            if got is not None:  # `vllm_config.engram_config`: None, and no start-up code sets it on this backend
                 return got
         if holder and holder.endswith("_config") and isinstance(base, (Unknown, NotNone)) and self.env is not None:
             from .runtime_defaults import vllm_config_default
@@ -841,6 +828,77 @@ class Evaluator:
         running = attrs.running_instance(sub) if hasattr(attrs, "running_instance") else sub
         got = attrs.self_value(running, attr, self, depth)
         return got if isinstance(got, (Known, NotNone)) else None
+
+    def _field_never_set(self, attr: str) -> Value | None:
+        """`vllm_config.<attr>` that starts as None (runtime_defaults.engine_field_starts_none) and that no start-up
+        code sets on this backend: every assignment `<x>.<attr> = ...` of the setter modules (VllmConfig, the
+        platforms, vllm-ascend's platform) is behind a test decided against it, read with the field still None
+        (VllmConfig._resolve_and_verify_engram_config returns first where `not current_platform.is_cuda()`; vllm-ascend
+        sets it only for DeepseekV41). Known(None) then, else None (not decided). By induction: from None, no setter
+        runs, so it stays None."""
+        from .runtime_defaults import engine_field_starts_none, field_setters
+
+        memo = self.__dict__.setdefault("_never_set", {})
+        if attr in memo:
+            return memo[attr]
+        memo[attr] = None
+        index = self.env.index if self.env is not None else None
+        if index is None or not engine_field_starts_none(index, attr):
+            return None
+        setters = field_setters(index, attr)
+        if setters is None or not all(self._not_reached(info, fn, stmt, attr) for info, fn, stmt in setters):
+            return None
+        memo[attr] = Known(None)
+        return memo[attr]
+
+    def _not_reached(self, module, fn: cst.FunctionDef, target, attr: str) -> bool:
+        """The statement `target` of `fn` surely does not run: an `if` on its way decided against it, or an early
+        return (raise) before it decided to be taken; tests read with `<any>.<attr>` None and the locals assigned
+        before them."""
+        from .function_bodies import exits_at_end
+        from ..index.nodes import find_all
+
+        scope = Scope(module=module, fields={attr: Known(None)})
+
+        def holds(stmt) -> bool:
+            return stmt is target or any(n is target for n in find_all(stmt, cst.SimpleStatementLine))
+
+        def branch(block):
+            return [block] if type(block) is cst.If else list(block.body.body) if block is not None else []
+
+        def search(stmts) -> str:  # "reached" (may run), "blocked" (surely not), "absent" (not in stmts)
+            for stmt in stmts:
+                inside = holds(stmt)
+                if stmt is target:
+                    return "reached"
+                if type(stmt) is cst.If:
+                    truth = self.truth(stmt.test, module, None, scope)
+                    if inside:
+                        in_body = any(holds(s) for s in stmt.body.body)
+                        if (truth is Truth.TRUE and not in_body) or (truth is Truth.FALSE and in_body):
+                            return "blocked"
+                        found = search(list(stmt.body.body) if in_body else branch(stmt.orelse))
+                        return found if found != "absent" else "reached"
+                    if truth is Truth.TRUE and stmt.orelse is None and exits_at_end(stmt.body.body):
+                        return "blocked"
+                    continue
+                if inside:
+                    return "reached"  # in a loop, a with or a try: not read further
+                if type(stmt) is cst.SimpleStatementLine:
+                    for small in stmt.body:
+                        if isinstance(small, (cst.Return, cst.Raise)):
+                            return "blocked"
+                        if type(small) is cst.Assign and len(small.targets) == 1 \
+                                and type(small.targets[0].target) is cst.Name:
+                            scope.locals.setdefault(small.targets[0].target.value, []).append((small.value, None))
+                            scope.version += 1
+                        else:
+                            forget_assigned(scope, small)
+                else:
+                    forget_assigned(scope, stmt)  # a loop, a with, a try: what it assigns is not known
+            return "absent"
+
+        return search(list(fn.body.body)) == "blocked"
 
     def _config_property(self, attr: str, depth: int) -> Value | None:
         """`vllm_config.<attr>` where VllmConfig's `attr` is a property that only decides (`num_speculative_tokens`:
@@ -1094,13 +1152,6 @@ class Evaluator:
                 got = self._dataclass_field(args[0], name, scope, depth)
                 if got is not None:
                     return got
-            if name is not None and name.isidentifier() and held is None:
-                # `getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None)`: where `x.name` is
-                # known (a field of vLLM's configuration objects, as their classes or the engine build it), so
-                # is the getattr
-                got = self._infer_attribute(call, args[0], name, scope, depth)
-                if isinstance(got, (Known, NotNone, ConfigRef)):
-                    return got
             if name is not None and len(args) == 3 and isinstance(base, (NotNone, Unknown)) \
                     and isinstance(args[0], (cst.Name, cst.Attribute)) and (_holder(args[0], scope) or "").endswith("_config"):
                 # getattr(vc, "cache_config", None): a part of vLLM's configuration read as `vc.cache_config` is
@@ -1178,6 +1229,11 @@ class Evaluator:
                 platform = self.env.platform_truth(call)
                 if platform is not Truth.UNKNOWN:
                     return Known(platform is Truth.TRUE)
+                returned = self.env.platform_returns(call)
+                if returned is not None:  # current_platform.fp8_dtype(): torch.float8_e4m3fn, read where it is returned
+                    got = self.infer(returned[1], Scope(module=returned[0]), depth)
+                    if isinstance(got, Known):
+                        return got
             base = self.infer(func.value, scope, depth)
             held = base.value if isinstance(base, Known) else None
             if isinstance(held, EnumMember) and not call.args:
@@ -1331,15 +1387,6 @@ class Evaluator:
             return NotNone(f"what {target.name}() builds")
         self._note_function(target, call, scope)
         return Unknown("the result of a call")
-
-    def _infer_attribute(self, call: cst.Call, base: cst.BaseExpression, name: str, scope, depth: int) -> Value:
-        """`base.name` read as the code would write it (for a `getattr(base, "name", ...)` call); the node is
-        kept with the call, so that a memo keyed by a node never meets another one at its address."""
-        nodes = self.__dict__.setdefault("_attribute_nodes", {})
-        kept = nodes.get(id(call))
-        if kept is None or kept[0] is not call:
-            kept = nodes[id(call)] = (call, cst.Attribute(value=_attribute_chain(base), attr=cst.Name(name)))
-        return self.infer(kept[1], scope, depth)
 
     def _note_function(self, target, call: cst.Call, scope) -> None:
         """A call of a function of the trees whose value stays unknown: the walk's constructor keeps it, for
@@ -1955,6 +2002,18 @@ def _outside_layer_class(index, dotted: str | None) -> bool:
     if not dotted or "." not in dotted or dotted.split(".")[0] in index.trees:
         return False
     return leaf_for_class_names([dotted.rsplit(".", 1)[-1]]) is not None
+
+
+def _config_getter(expr) -> bool:
+    """`get_current_vllm_config()`: a call of a function walk.yaml `runtime.vllm_config_getters` names, which returns
+    the running engine's VllmConfig."""
+    from ..catalog import catalog
+
+    if type(expr) is not cst.Call or expr.args:
+        return False
+    func = expr.func
+    name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+    return name in (catalog().runtime.get("vllm_config_getters") or ())
 
 
 def _names_model_config(expr) -> bool:

@@ -373,6 +373,73 @@ def _engine_built(index, name: str) -> Value | None:
     return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
 
 
+def engine_field_starts_none(index, name: str) -> bool:
+    """VllmConfig's field `name` starts as None in the engine the tool models: VllmConfig declares it `= None`,
+    EngineArgs' `create_engine_config` passes it `<name>=self.<name>` (or not at all), EngineArgs declares its own
+    `<name>` as VllmConfig's default (`engram_config: ... = VllmConfig.engram_config`) or None, and the tool reads
+    no `--<name>` option. Whether start-up code sets it later is `field_setters`'s question."""
+    from ..ir.deployment import READ
+    from .function_bodies import class_method
+
+    vllm_config, engine = index.lookup(*VLLM_CONFIG), index.lookup(*ENGINE_ARGS_CLASS)
+    if getattr(vllm_config, "kind", None) != "class" or getattr(engine, "kind", None) != "class":
+        return False
+    declared = _declared(vllm_config).get(name)
+    if declared is None or literal(declared) != Known(None) or f"--{name.replace('_', '-')}" in READ:
+        return False
+    fn = class_method(engine, "create_engine_config")
+    passed = [arg.value for call in (find_all(fn, cst.Call) if fn is not None else ())
+              if _dotted_text(call.func) == VLLM_CONFIG[1] for arg in call.args
+              if arg.keyword is not None and arg.keyword.value == name]
+    if fn is None or any(_dotted_text(p) != f"self.{name}" for p in passed):
+        return False
+    own = _declared(engine).get(name)
+    return not passed or (own is not None and (_dotted_text(own) == f"{VLLM_CONFIG[1]}.{name}"
+                                               or literal(own) == Known(None)))
+
+
+def field_setters(index, name: str) -> list[tuple] | None:
+    """(module, function, statement) of every assignment `<x>.<name> = ...` in the code that may change vLLM's
+    configuration at start-up (the setter modules and folders: VllmConfig, EngineArgs, the platforms, vllm-ascend's
+    platform and its patches); None where one stands outside a function (it runs on import)."""
+    import re
+
+    pattern = re.compile(rb"\.%s\s*=(?!=)" % re.escape(name).encode())
+    names = list(_SETTERS)
+    for package, folder in _SETTER_FOLDERS:
+        tree = index.trees.get(package)
+        if tree is not None:
+            for path in sorted(tree.package_dir.joinpath(*folder).glob("*.py")):
+                stem = "" if path.stem == "__init__" else f".{path.stem}"
+                names.append(f"{package}.{'.'.join(folder)}{stem}")
+    out: list[tuple] = []
+    for module in dict.fromkeys(names):
+        info = index.get(module)
+        if info is None:
+            continue
+        for top in info.statements_with(pattern):
+            if not _setters_in(top, None, name, info, out):
+                return None
+    return out
+
+
+def _setters_in(node, fn, name: str, info, out: list) -> bool:
+    """Collect `(info, fn, statement)` for each assignment of `.<name>` under `node`; False for one at module
+    level."""
+    if type(node) is cst.FunctionDef:
+        fn = node
+    if type(node) is cst.SimpleStatementLine:
+        for small in node.body:
+            targets = [t.target for t in small.targets] if type(small) is cst.Assign else \
+                [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
+            if any(type(t) is cst.Attribute and t.attr.value == name for t in targets):
+                if fn is None:
+                    return False
+                out.append((info, fn, node))
+        return True
+    return all(_setters_in(child, fn, name, info, out) for child in node.children)
+
+
 def _unset_returns_none(engine, method: cst.FunctionDef) -> bool:
     """EngineArgs' `create_x_config()` that starts with `if self.<f> is None: return None` (vllm/engine/arg_utils.py
     `create_diffusion_config`), where EngineArgs declares `<f> ... = None` and the tool reads no `--<f>` option:

@@ -200,3 +200,39 @@ def star_kwarg(expr, scope: Scope):
     if maybe is None or name in maybe or type(expr) is not cst.Call:
         return None
     return (expr.args[1].value if len(expr.args) == 2 else cst.Name("None")), scope
+
+
+_UNKNOWN_VALUE = cst.Name("__not_known_statically__")  # an expression no scope binds: its value is unknown
+
+
+def forget_assigned(scope: Scope, node) -> None:
+    """The locals `node` may assign (a loop, a `try`, a `with`, a tuple unpacking the reader does not follow) are
+    no longer known in `scope`: each gets an unconditional assignment of a value nothing binds, so a test read
+    after it does not take the value assigned before (`layer = None; for ...: layer = x` then `if layer is None:`)."""
+    from ..index.nodes import find_all
+
+    names: set[str] = set()
+
+    def add(target) -> None:
+        if type(target) is cst.Name:
+            names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for e in target.elements:
+                add(e.value)
+        elif type(target) is cst.StarredElement:
+            add(target.value)
+
+    for t in find_all(node, cst.AssignTarget):
+        add(t.target)
+    for t in find_all(node, (cst.AugAssign, cst.AnnAssign)):
+        add(t.target)
+    for t in find_all(node, cst.For):
+        add(t.target)
+    for t in find_all(node, cst.NamedExpr):
+        add(t.target)
+    for t in find_all(node, cst.AsName):
+        add(t.name)
+    for name in sorted(names):
+        scope.locals.setdefault(name, []).append((_UNKNOWN_VALUE, None))
+    if names:
+        scope.version += 1

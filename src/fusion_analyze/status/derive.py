@@ -114,7 +114,7 @@ def _covering_kernels(ops: list[Op], need: tuple[str, ...], backend: str) -> lis
     if len(need) < 2:  # a merge (qkv_merge: three GEMMs as one) is not shown by a kernel doing one GEMM
         return []
     found = [(op, k) for op in ops for k in op.kernels if kernel_fuses(kernel_covers_of(k, op), need)
-             and not (backend == "ascend" and is_cuda_kernel(k.name))]  # vLLM's CUDA build is not Ascend's
+             and not (backend == "ascend" and (is_cuda_kernel(k.name) or k.unavailable))]  # vLLM's CUDA build is not Ascend's
     if any(not is_dispatcher(k.name) for _op, k in found):
         found = [ok for ok in found if not is_dispatcher(ok[1].name)]
     if not found:
@@ -461,7 +461,7 @@ def status_of(m: Match, backend: str, ascend_passes: list[GraphPass],
             # where more than one kernel that fuses it is reached (the paged-attention kernel on one branch, the
             # fused-infer one on the other), the state does not rest on the tests that pick between them
             fusing = {(k.name, k.file, k.line) for op in ops for k in op.kernels
-                      if kernel_fuses(kernel_covers_of(k, op), need) and not is_cuda_kernel(k.name)}
+                      if kernel_fuses(kernel_covers_of(k, op), need) and not is_cuda_kernel(k.name) and not k.unavailable}
             alone = len(fusing) == 1
             for op, k, paths in hits:
                 where = op.attrs.get("ascend_class") or op.layer_class or op.scope
@@ -790,6 +790,10 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
             status, conds, ev, note, ifs = status_of(m, backend, ascend_passes, around, graph)
             if status is Status.OPEN and backend == "ascend":
                 note = _native_note(m, note)
+            fails = _rests_on_unavailable(m.op_list)
+            if fails is not None:  # the path it is on fails on the backend: said first, in the row and its conditions
+                conds = [fails] + conds
+                note = joined([fails, note], " | ") if note else fails
             # a row is one state on both columns: matches that vLLM runs differently on CUDA are rows apart
             cuda = cuda_status(m, cuda_passes, backend, inductor, graph)
             key = (p.id, anchor.scope, status, cuda["status"])
@@ -823,6 +827,17 @@ def _derive(ops: list[Op], graph: Graph, patterns: list[Pattern], backend: str, 
                                when, state_if, on_ascend=backend == "ascend",
                                layer_kinds=_layer_kinds(it[0] for it in items)))
     return out
+
+
+def _rests_on_unavailable(ops: list[Op]):
+    """The sentence of a match whose ops call, on every path through them, a kernel the backend's install does
+    not have (attrs.unavailable: vLLM's `_C` on Ascend): what fails and why; None otherwise."""
+    gone = [(op, name) for op in ops for name in op.attrs.get("unavailable", ())]
+    if not gone:
+        return None
+    why = next(k.unavailable for op, name in gone for k in op.kernels if k.name == name and k.unavailable)
+    return say("rests_on_unavailable", kernels=sorted({n for _o, n in gone}),
+               ops=list(dict.fromkeys(f"{op.file.rsplit('/', 1)[-1]}:{op.line}" for op, _n in gone)), why=why)
 
 
 def _layer_kinds(matches) -> list[int]:

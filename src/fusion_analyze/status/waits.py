@@ -48,14 +48,15 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def classify(test: str, full: str, config=None, deployment=None, sources=None) -> tuple[str, bool | None, str]:
+def classify(test: str, full: str, config=None, deployment=None, sources=None, reads=None) -> tuple[str, bool | None, str]:
     """(category, whether its input was given, why) of one undecided test; `full` is the printed conjunct
     (a computed-from note names what a local flag reads); `sources(name)`: for each module of the walk whose
-    `self.<name>` stayed unknown, the code that attribute is computed from (Constructor.unknown_sources)."""
+    `self.<name>` stayed unknown, the code that attribute is computed from (Constructor.unknown_sources);
+    `reads(test)`: the code the parameters it tests are bound to where the caller wrote them (Walker.test_reads)."""
     for name, rx in _rules():
         if rx.search(test) or (name == "layer_index" and rx.search(full)):
             if name == "engine_argument" and _quantisation_open(test, deployment):
-                return "config_field", False, _QUANTISATION_OPEN
+                return "quantization", False, _QUANTISATION_OPEN
             return name, *_given(name, test, config, deployment)
     if "self." in test:
         if _no_configuration(config):
@@ -64,11 +65,32 @@ def classify(test: str, full: str, config=None, deployment=None, sources=None) -
         if found is not None:
             return found
         return "construction", True, "an attribute the module's construction sets from what was given, not traced"
+    texts = reads(test) if reads is not None else None
+    if texts:  # parameters of the function it is in: what the caller bound them to
+        return _parameter_input(texts, config, deployment, sources)
     found = _called_input(test, config, deployment, sources) if sources is not None \
         and not _no_configuration(config) else None
     if found is not None:  # `is_turboquant(vllm_config)`: a function that reads an input not given
         return found
     return "not_traced", None, "a local value the walk did not trace to its inputs"
+
+
+def _parameter_input(texts: list[str], config, deployment, sources) -> tuple[str, bool | None, str]:
+    """What a test on parameters waits on, from the code the caller bound them to, read as a test on that code
+    would be (a `self.x` argument as a test on the attribute); an input not given first, then a given one
+    (the tool's debt), said with that code; else it stays not traced, saying what it reads."""
+    found = []
+    for text in texts:
+        got = classify(text, text, config, deployment, sources)
+        if got[0] != "not_traced":
+            found.append((got, text))
+    for (name, given, why), text in found:
+        if given is False:
+            return name, False, f"{why} (a parameter bound to `{_short(text)}`)"
+    if found:
+        (name, given, why), text = found[0]
+        return name, given, f"{why} (a parameter bound to `{_short(text)}`)"
+    return "not_traced", None, f"a parameter bound to `{_short(texts[0])}`, not traced further"
 
 
 def _attribute_input(test: str, config, deployment, sources) -> tuple[str, bool, str] | None:
@@ -288,7 +310,7 @@ def _none_default(config, field: str) -> bool:
         return False
 
 
-def undecided(conditions, config=None, deployment=None, sources=None) -> list[dict]:
+def undecided(conditions, config=None, deployment=None, sources=None, reads=None) -> list[dict]:
     """The undecided tests of a report's printed conditions, one entry per test: its text, what it waits on
     (`waits_on`), whether that input was given, why, and how many printed conditions hold it (`sources`: see
     classify)."""
@@ -299,7 +321,7 @@ def undecided(conditions, config=None, deployment=None, sources=None) -> list[di
         for part in split_outside(" ".join(cond.split()), " and "):
             test = test_text(part)
             if test not in seen:
-                kind, given, why = classify(test, part, config, deployment, sources)
+                kind, given, why = classify(test, part, config, deployment, sources, reads)
                 seen[test] = {"test": test, "waits_on": kind, "given": given, "why": why, "count": 0}
             seen[test]["count"] += 1
     return sorted(seen.values(), key=lambda e: (e["waits_on"], e["test"]))

@@ -17,6 +17,7 @@ from .frame import (MAX_DEPTH, _CONTAINER_METHODS, _Frame, _IGNORED_BUILTINS, _I
 from ..ir.ops import Kernel
 from ..semantics.callees import Callee
 from ..semantics.function_bodies import class_method, tables
+from ..semantics.scope import bind_params
 from ..semantics.signatures import bind_arguments
 from ..catalog.taxonomy import function_kind, hub_layer_kind, is_kernel, leaf_for_class_names, leaf_ops, tensor_method_kind
 from ..semantics.values import Bindings, Known
@@ -46,15 +47,17 @@ class CallSite:
 
     @cached_property
     def callee(self) -> Callee:
-        """What the call names, resolved in the trees (semantics/callees.py), as the backend's patches leave it."""
-        return Callee(self.frame.module._index, self.frame.module, self.call, runs=self.runs)
+        """What the call names, resolved in the trees (semantics/callees.py), as the backend's patches leave it; a
+        bare name an import inside the calling function binds (`from .ops.x import f` in a method) included."""
+        return Callee(self.frame.module._index, self.frame.module, self.call, caller=self.frame.fn, runs=self.runs)
 
 
 class Calls(WalkerState):
     """Mixin of Walker: what a call runs."""
 
     # the idioms, most specific first; the last handler always answers
-    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_loop_layer_call", "_indexed_layer_call",
+    HANDLERS = ("_host_value_call", "_super_call", "_self_call", "_submodule_method_call", "_nested_call", "_alias_call",
+                "_loop_layer_call", "_indexed_layer_call",
                 "_triton_launch", "_tensor_method_call", "_partial_call", "_function_call")
 
     def _call(self, frame: _Frame, call: cst.Call, cond, steady, stmt, hint) -> list[str]:
@@ -105,7 +108,7 @@ class Calls(WalkerState):
         if method is not None:
             args, kwargs = self._site_args(s)
             owner, fn = method
-            return self._inline(frame, owner, fn, method.module, args, kwargs, s.cond, s.steady)
+            return self._inline(frame, owner, fn, method.module, args, kwargs, s.cond, s.steady, call=s.call)
         sub = _under_path(self.ctor.attr(frame.inst, name), s.cond)
         args, kwargs = self._site_args(s)
         if sub is None or sub.cls is None:
@@ -182,17 +185,51 @@ class Calls(WalkerState):
             args, kwargs = self._site_args(s)
             return self._unknown_op(frame, s.stmt, frame.module.code(func).strip(), _flat(args, kwargs), s.hint,
                                     s.cond, s.steady, say("attr_is", attr=f"self.{func.value.attr.value}", why=why))
-        name, path = func.attr.value, f"{frame.path}.{func.value.attr.value}".lstrip(".")
+        return self._held_method_call(s, owner, func.value.attr.value)
+
+    def _held_method_call(self, s: CallSite, owner: Instance, held: str, forward: bool = False):
+        """`<held>.m(...)` on a module (or object) the instance holds as `self.<held>`: a submodule m of it run as a
+        module, or its method m walked with it as self; `forward`: `.forward(...)` runs the module too. None where
+        it has no method m."""
+        frame, name = s.frame, s.func.attr.value
+        path = f"{frame.path}.{held}".lstrip(".")
         sub = self.ctor.attr(owner, name)
         if sub is not None and sub.cls is not None:
             args, kwargs = self._site_args(s)
-            return self._module_call(frame, sub, f"{func.value.attr.value}.{name}", s.call, args, kwargs, s.cond,
-                                     s.steady, s.stmt, s.hint)
+            return self._module_call(frame, sub, f"{held}.{name}", s.call, args, kwargs, s.cond, s.steady, s.stmt,
+                                     s.hint)
+        if name == "forward" and forward:
+            args, kwargs = self._site_args(s)
+            return self._module_call(frame, owner, held, s.call, args, kwargs, s.cond, s.steady, s.stmt, s.hint)
         if name == "forward" or self.ctor.method(owner.cls, name) is None:
             return None
         args, kwargs = self._site_args(s)
-        self._role_for_submodule(frame, func.value.attr.value, owner)
+        self._role_for_submodule(frame, held, owner)
         return self._expand(owner, name, args, kwargs, path, Bindings(dict(), self._attr_facts(owner)), s.cond)
+
+    def _alias_call(self, s: CallSite):
+        """`attn_hc(...)` / `attn_hc.mix(...)` where a local holds a module of the instance (`attn_hc =
+        self.attn_hyper_connection`, statements.py `_held_module`): as `self.attn_hyper_connection(...)` / its
+        method `mix` called on it."""
+        func, frame = s.func, s.frame
+        if type(func) is cst.Name and func.value in frame.aliases:
+            args, kwargs = self._site_args(s)
+            return self._module_call(frame, frame.loop_vars[func.value], frame.aliases[func.value], s.call, args,
+                                     kwargs, s.cond, s.steady, s.stmt, s.hint)
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in frame.aliases:
+            local = func.value.value
+            return self._held_method_call(s, frame.loop_vars[local], frame.aliases[local], forward=True)
+        if (type(func) is cst.Attribute and type(func.value) is cst.Attribute and type(func.value.value) is cst.Name
+                and func.value.value.value in frame.loop_vars):
+            # `layer.mlp_hyper_connection.combine(...)`: a submodule's method of a module a local holds (the layer
+            # of the loop, a module handed in, an alias)
+            local = func.value.value.value
+            owner = self.ctor.attr(frame.loop_vars[local], func.value.attr.value)
+            if owner is None or owner.cls is None:
+                return None
+            held = frame.aliases.get(local) or frame.module_names.get(local) or "layers"
+            return self._held_method_call(s, owner, f"{held}.{func.value.attr.value}", forward=True)
+        return None
 
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
@@ -324,7 +361,8 @@ class Calls(WalkerState):
         args, kwargs = self._site_args(s)
         inputs = _flat(args, kwargs)
         if is_kernel(dotted):
-            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1]) if dotted.startswith("torch.ops.vllm.") else None
+            target = self.backends.custom_ops.get(dotted.rsplit(".", 1)[-1], near=frame.module.name) \
+                if dotted.startswith("torch.ops.vllm.") else None
             why = None  # why the custom op's function is not walked (its kernels are read), said on the op
             if target is not None and frame.inst is not None and self.backends.runs_layer(target):
                 walked = self._layer_custom_op(s, dotted, target, args, kwargs)
@@ -361,19 +399,20 @@ class Calls(WalkerState):
             self._replacing.append(by)  # a vllm-ascend patch's function (or method of a class): its ops carry the patch
             try:
                 return self._inline(frame, None, by.function.node, by.function.module, args, kwargs, cond, steady,
-                                    free=True)
+                                    free=True, call=s.call)
             finally:
                 self._replacing.pop()
         if isinstance(target, Definition) and target.kind == "function" and target.module.name.split(".")[0] in self.index.trees:
-            return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, None, target.node, target.module, args, kwargs, cond, steady, free=True,
+                                call=s.call)
         owned = self._class_function(frame, func) if target is None else None
         if owned is not None:  # ApplyRotaryEmb.forward_static(...): a static method called on its class
             owner, fn = owned
-            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True, call=s.call)
         facade = self._facade_method(frame, func) if target is None else None
         if facade is not None:  # DeviceOperator.scatter_cache(...): the class the device's adaptor is
             owner, fn = facade
-            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True)
+            return self._inline(frame, owner, fn, owner.module, args, kwargs, cond, steady, free=True, call=s.call)
         original = self._saved_method(target, s.call)
         if original is not None:  # a patch calling the method it replaced: _orig_forward = Model.forward
             owner, fn = original
@@ -528,8 +567,12 @@ class Calls(WalkerState):
                     return value.attr.value
         return self.backends.forward_name(inst.cls) if inst.cls is not None else "forward"
 
-    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False) -> list[str]:
-        """`replaced`: the method a patch replaced, called from the patch (not a recursion)."""
+    def _inline(self, frame, owner, fn, module, args, kwargs, cond, steady, free=False, replaced=False,
+                call: cst.Call | None = None) -> list[str]:
+        """`replaced`: the method a patch replaced, called from the patch (not a recursion). `call`: the call
+        expression, whose arguments the callee's tests read where the caller wrote them (`score_func=
+        self.router_score_func`: the instance's value), a parameter it leaves alone its default
+        (`use_fp8_w8a8: bool = False`)."""
         if len(self._stack) > MAX_DEPTH:
             return []
         # a method by its class (two classes of one module both define forward), a function by its module
@@ -543,9 +586,12 @@ class Calls(WalkerState):
         if free:
             sub.scope = f"{module.name.rsplit('.', 1)[-1]}.{fn.name.value}"
         self._bind(sub, args, kwargs)
+        if call is not None and not any(a.star == "*" for a in call.args):  # (a spread binds no position statically)
+            bind_params(fn, call, frame.names, sub.names, skip_self=True)
         sub.loop_vars = {**frame.loop_vars, **sub.loop_vars}  # the caller's layers, and modules passed in
         sub.module_names = {**frame.module_names, **sub.module_names}
         self._stack.append(key)
+        sub.entry = cond
         try:
             self._block(sub, fn.body.body, cond, steady)
         finally:
@@ -564,7 +610,7 @@ _TENSOR_ONLY_METHODS = frozenset({"index_select", "gather", "chunk", "masked_fil
 
 # builtins whose result is a Python scalar (a count, a test, a conversion), never a tensor
 _HOST_BUILTINS = frozenset({"len", "int", "float", "bool", "str", "hasattr", "isinstance", "range", "type", "id",
-                            "print"})
+                            "print", "slice"})
 
 # torch functions that only allocate a tensor (its shape from integers or another tensor): a value, no op
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",

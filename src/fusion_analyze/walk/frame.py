@@ -29,8 +29,12 @@ class _Frame:
         self.env: dict[str, list[str]] = {}
         self.loop_vars: dict[str, Instance] = {}
         self.module_names: dict[str, str] = {}  # parameter bound to a submodule -> that submodule's name
+        # a local bound to a submodule of the instance (`attn_hc = self.attn_hyper_connection`) -> its name under
+        # self (`a.b` for `self.a.b`): a call of it, or of one of its methods, runs that module (calls.py)
+        self.aliases: dict[str, str] = {}
         self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
+        self.entry = None  # the path condition the walk entered this function under (set where its body is walked)
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
         # names whose None-ness here is each decoder layer's own where the layers are walked kind by kind (the
         # loop's carried values, the parameters they are handed to): a test on them is decided
@@ -75,6 +79,26 @@ class _Exact(list):
 class _MaybeNone(list):
     """An argument that holds these values or None, which one not known at the call (a name of the caller's
     `maybe_none`): the callee's tests of it (`x if p is not None else None`) stay open."""
+
+
+class _Literal(list):
+    """An argument the call writes as a literal (`mode="decode"`, `True`, `4`): no tensor (an empty list of
+    values, wherever the walk reads arguments so), and its value, bound to the parameter for the evaluator
+    (walker._assign_param), so that the callee's tests on it are decided."""
+
+    def __init__(self, node):
+        super().__init__()
+        self.node = node
+
+
+def literal_argument(expr) -> bool:
+    """A literal the evaluator reads without a scope: a string, a number (signed), True / False."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+        return True
+    if type(expr) is cst.Name:
+        return expr.value in ("True", "False")
+    return type(expr) is cst.UnaryOperation and isinstance(expr.operator, cst.Minus) \
+        and isinstance(expr.expression, (cst.Integer, cst.Float))
 
 
 class _InstanceValue:
@@ -211,6 +235,8 @@ class WalkerState:
         def _rollback(self, saved) -> None: ...
         _role_kinds: dict
         _role_paths: dict
+        transient_depth: int
+        section: str
 
         def _value(self, name: str) -> str: ...
 
@@ -267,3 +293,12 @@ class WalkerState:
         def _once_body(self, frame, stmt) -> str | None: ...
 
         def _role(self, role: str, inst, method: str = "forward") -> None: ...
+
+        # walk/blockers.py
+        uncertain_depth: int
+        picked_depth: int
+        surely_built: list[bool]
+
+        def _forward_raise(self, frame, small, stmt, cond, steady: bool) -> None: ...
+
+        def _construction_raises(self, inst, path: str) -> None: ...

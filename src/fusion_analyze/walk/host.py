@@ -32,6 +32,28 @@ def host_packages() -> frozenset[str]:
     return frozenset(catalog().runtime.get("host_packages", ()))
 
 
+def host_callable(dotted: str | None) -> bool:
+    """`dotted` (a call's resolved name) is, or is held by, one of walk.yaml `runtime.host_callables`
+    (`vllm.triton_utils.triton.cdiv`, `vllm.platforms.current_platform.is_arch_support_pdl`)."""
+    return bool(dotted) and any(dotted == c or dotted.startswith(c + ".")
+                                for c in catalog().runtime.get("host_callables", ()))
+
+
+def host_method(name: str) -> bool:
+    """A method only a Python scalar has (walk.yaml `runtime.host_methods`: `bit_length`)."""
+    return name in catalog().runtime.get("host_methods", ())
+
+
+# What a tensor says of itself on the host: its metadata (`x.shape`, `x.numel()`, `x.size(0)`) is Python values.
+_METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "itemsize"})
+_METADATA_CALLS = frozenset({"size", "dim", "numel", "stride", "element_size", "data_ptr", "is_contiguous", "item",
+                             "tolist"})
+# builtins that give a Python scalar of any argument (a tensor's `int(x)` is read back to the host)
+_SCALAR_BUILTINS = frozenset({"len", "int", "float", "bool", "round"})
+# builtins whose value is a host value when every argument is one (`max(num_reqs, 1)`)
+_HOST_OF_HOST = frozenset({"max", "min", "abs", "sum"})
+
+
 class HostValues(WalkerState):
     """Mixin of Walker: which expressions are host values, and which code is a lazy one-time init."""
 
@@ -47,9 +69,42 @@ class HostValues(WalkerState):
         func = call.func
         if isinstance(func, (cst.Name, cst.Attribute)):
             dotted = self.index.dotted(frame.module, func)
-            if dotted and dotted.split(".")[0] in host_packages():
+            if dotted and (dotted.split(".")[0] in host_packages() or host_callable(dotted)):
                 return True
+        if type(func) is cst.Attribute and host_method(func.attr.value):
+            return True
         return type(func) is cst.Attribute and not _self_attr(func) and self._host_expr(frame, func.value)
+
+    def _python_scalar(self, frame, expr) -> bool:
+        """An expression whose value is a Python scalar by its structure: a tensor's metadata (`x.shape[0]`,
+        `x.numel() - 1`), a builtin that converts (`len(x)`, `int(n)`), `max`/`min` of such values and literals,
+        a host call's value. Its methods and arithmetic are no device op (`num_reqs.bit_length()`)."""
+        t = type(expr)
+        if t is cst.Name:
+            return expr.value in frame.host
+        if t is cst.Attribute:
+            return not _self_attr(expr) and expr.attr.value in _METADATA_ATTRS
+        if t is cst.Subscript:
+            return self._python_scalar(frame, expr.value)
+        if t is cst.UnaryOperation:
+            return self._python_scalar(frame, expr.expression) or isinstance(expr.expression, (cst.Integer, cst.Float))
+        if t is cst.BinaryOperation:
+            sides = (expr.left, expr.right)
+            return all(self._python_scalar(frame, s) or isinstance(s, (cst.Integer, cst.Float)) for s in sides) \
+                and any(self._python_scalar(frame, s) for s in sides)
+        if t is not cst.Call:
+            return False
+        func = expr.func
+        if type(func) is cst.Attribute and not _self_attr(func) and func.attr.value in _METADATA_CALLS \
+                and not (type(func.value) is cst.Name and func.value.value == "self"):
+            return True
+        if type(func) is cst.Name and frame.module.defs.get(func.value) is None:
+            if func.value in _SCALAR_BUILTINS:
+                return True
+            if func.value in _HOST_OF_HOST and expr.args and not any(a.star for a in expr.args):
+                return all(self._python_scalar(frame, a.value) or isinstance(a.value, (cst.Integer, cst.Float))
+                           for a in expr.args)
+        return self._host_call(frame, expr)
 
     def _host_expr(self, frame, expr) -> bool:
         """An expression whose value is a host package's (numpy) value, by its structure and the names the
@@ -58,7 +113,9 @@ class HostValues(WalkerState):
         if t is cst.Name:
             return expr.value in frame.host
         if t is cst.Call:
-            return self._host_call(frame, expr)
+            return self._host_call(frame, expr) or self._python_scalar(frame, expr)
+        if t is cst.Attribute and not _self_attr(expr) and expr.attr.value in _METADATA_ATTRS:
+            return True
         if t is cst.Subscript or t is cst.Attribute:
             return not _self_attr(expr) and self._host_expr(frame, expr.value)
         if t is cst.UnaryOperation:
@@ -163,6 +220,7 @@ class HostValues(WalkerState):
             name = p.name.value
             if kind == _HOST:
                 frame.env[name] = []
+                frame.host.add(name)  # `n: int`: its methods are the scalar's (`n.bit_length()`)
             elif isinstance(kind, Definition):
                 vals = frame.env.get(name) or []
                 if len(vals) == 1:

@@ -83,6 +83,8 @@ class Layers(WalkerState):
             facts = Bindings(dict(), self._attr_facts(sub))
             return self._expand(replace(sub, cls=impl) if replaced else sub, "forward", args, kwargs, path, facts, cond)
         leaf_name, info = leaf
+        if self.surely_built[-1] and not sub.condition:  # a leaf layer's own __init__ may refuse the deployment
+            self._construction_raises(sub, path)
         kind = info.kind
         inputs = _flat(args, kwargs)
         attrs: dict = {}
@@ -131,7 +133,7 @@ class Layers(WalkerState):
         if impl is not sub.cls:
             attrs["ascend_class"] = impl.name
             attrs["ascend_file"] = impl.module.rel
-        native = self.backends.runs_native(impl)
+        native = self.backends.runs_native(impl, Instance(impl, sub.call, sub.scope, sub.condition))
         if native:  # a dead fallback: Ascend runs the native PyTorch ops, whatever kernels the class names
             attrs["native"] = (say("native_runs", fn=f"{impl.name}.forward_oot", where=native) if impl is not sub.cls
                                else say("native_runs_no_replacement", fn="CustomOp.forward_oot", where=native))

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _MaybeNone, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _Literal, _MaybeNone, literal_argument, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
@@ -17,7 +17,7 @@ from ..semantics.function_bodies import exits_at_end
 from ..semantics.values import Known, Bindings
 from dataclasses import replace
 
-from ..ir.conditions import Condition, Truth, implied, join
+from ..ir.conditions import Condition, Truth, conjuncts, implied, join
 from ..ir.texts import say
 
 
@@ -60,13 +60,20 @@ class Statements(WalkerState):
                 stream = self._stream_of(frame, stmt) if type(stmt) is cst.With else None
                 if stream is not None:
                     self._streams.append(stream)
+                loop = type(stmt) is cst.While  # its body may not run
+                self.uncertain_depth += loop
                 try:
                     self._block(frame, stmt.body.body, cond, steady)
                 finally:
+                    self.uncertain_depth -= loop
                     if stream is not None:
                         self._streams.pop()
             elif type(stmt) is cst.Try:
-                self._block(frame, stmt.body.body, cond, steady)
+                self.uncertain_depth += 1  # what raises here may be caught (walk/blockers.py)
+                try:
+                    self._block(frame, stmt.body.body, cond, steady)
+                finally:
+                    self.uncertain_depth -= 1
 
     def _stream_of(self, frame: _Frame, stmt: cst.With) -> str | None:
         """`with npu_stream_switch(stream, enabled=...)` / `torch.npu.stream(s)`: the scope's text and line where
@@ -102,6 +109,29 @@ class Statements(WalkerState):
             if local is not None:  # the alias names the positive test; the negations still count in its key
                 test = Condition((replace(test.terms[0], alias=local),))
         return test
+
+    def _record_reads(self, frame: _Frame, test) -> None:
+        """What an undecided test on parameters reads (Walker.test_reads): each conjunct's parameters followed to
+        the code the caller bound them to (Evaluator.origin); status/waits.py reads a `self.x` there as it reads
+        a test on it."""
+        scope = frame.names
+        for part in conjuncts(test):
+            inner = part
+            while type(inner) is cst.UnaryOperation and type(inner.operator) is cst.Not:
+                inner = inner.expression
+            names = sorted({n.value for n in find_all(inner, cst.Name)} & set(scope.params) - set(scope.locals))
+            texts: list[str] = []
+            for name in names:
+                got = self.ctor.evaluator.origin(cst.Name(name), scope)
+                if got is None or got[0] is None or type(got[0]) is cst.Name and got[0].value == name:
+                    continue
+                expr, where = got
+                module = getattr(where, "module", None) or frame.module
+                texts.append(" ".join(module.code(expr).split()))
+            if texts:
+                key = " ".join(frame.module.code(inner).split())
+                seen = self.test_reads.setdefault(key, [])
+                seen += [t for t in texts if t not in seen]
 
     def _container_test(self, frame: _Frame, test) -> bool | None:
         """`isinstance(x, tuple)` (list, dict, set; or `not ...`) where `x` holds one value a leaf returned alone
@@ -144,10 +174,22 @@ class Statements(WalkerState):
                         break
         if value is None:  # a decided test is a platform / None / class check: no tensor op runs in it
             self._eval(frame, stmt.test, cond, steady, stmt, quiet=True)
+            if frame.names.params:
+                self._record_reads(frame, stmt.test)
         # Decided only by which arguments are None at this call (`residual is None` is false from the second
         # layer on, the first layer still takes the other branch): both are walked, the other as not steady.
         # Decided by values (configuration, platform, literals): the other branch does not run at all.
         transient = evaluated is not None and self._by_none_facts(frame, stmt.test)
+        # a branch not decided by values (by None-ness alone, or by the walk's own pick): a raise in it is not
+        # surely reached (blockers.py)
+        picked = transient or (evaluated is None and value is not None)
+        self.picked_depth += picked
+        try:
+            self._if_branches(frame, stmt, cond, steady, test, value, transient)
+        finally:
+            self.picked_depth -= picked
+
+    def _if_branches(self, frame: _Frame, stmt: cst.If, cond, steady, test, value, transient: bool) -> None:
         body_steady = steady and value is not False
         else_steady = steady and (value is False)
         undecided = value is None and steady and stmt.orelse is not None
@@ -161,7 +203,8 @@ class Statements(WalkerState):
         if once is not None:  # `if self.x is None: self.x = ...`: a lazy init, run once
             self._run_once(frame, stmt.body.body, cond if value is True else join(cond, test), once)
         elif value is not False or transient:
-            self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
+            with self._transient_branch(transient and value is False):
+                self._block(frame, stmt.body.body, cond if value is True else join(cond, test), body_steady)
         if undecided:
             self.undecided_tests = number = self.undecided_tests + 1
             for op in self.ops[first_body:]:
@@ -173,10 +216,11 @@ class Statements(WalkerState):
             frame.maybe_none = set(maybe_before)
             neg = cond if value is False else join(cond, test.negate())
             first = len(self.ops)
-            if type(stmt.orelse) is cst.If:
-                self._if(frame, stmt.orelse, neg, else_steady)
-            else:
-                self._block(frame, stmt.orelse.body.body, neg, else_steady)
+            with self._transient_branch(transient and value is True):
+                if type(stmt.orelse) is cst.If:
+                    self._if(frame, stmt.orelse, neg, else_steady)
+                else:
+                    self._block(frame, stmt.orelse.body.body, neg, else_steady)
             if undecided:  # this branch may be the one that runs: the report lists its ops apart (a module it
                 for op in self.ops[first:]:  # calls is walked as steady: walker._expand), and the patterns are
                     op.branches.append((number, 1))  # matched on it in place of the `if` branch (status/derive.py)
@@ -204,6 +248,17 @@ class Statements(WalkerState):
             frame.env, frame.facts.none, frame.maybe_none = env_body, none_body, maybe_body
         if transient:  # what either branch assigns follows from the call's None-ness
             frame.transient |= _assigned_names(stmt)
+
+    @contextmanager
+    def _transient_branch(self, on: bool):
+        """While the branch of a test decided only by which arguments are None is walked (the first layer's
+        `residual is None`): the modules it calls run there only, so their ops are not steady either
+        (walker._expand)."""
+        self.transient_depth += on
+        try:
+            yield
+        finally:
+            self.transient_depth -= on
 
     def _run_once(self, frame: _Frame, stmts, cond, guard: str) -> None:
         """Statements a lazy initialisation runs once (walk/host.py): their ops, and those of what they call, are
@@ -324,7 +379,11 @@ class Statements(WalkerState):
                     op.entry = True  # the loop's first layer: no layer before it feeds it (ir/ops.py loop_carried)
             return
         self._eval(frame, stmt.iter, cond, steady, stmt)
-        self._block(frame, stmt.body.body, cond, steady)
+        self.uncertain_depth += 1  # a loop that may run no time
+        try:
+            self._block(frame, stmt.body.body, cond, steady)
+        finally:
+            self.uncertain_depth -= 1
 
     def _mark_carried(self, ends: list, names: set[str]) -> None:
         """Each kind's values of the loop's variables at the end of its layer (`hidden_states, residual =
@@ -488,9 +547,25 @@ class Statements(WalkerState):
                 return
             if len(targets) == 1 and type(targets[0]) is cst.Name and self._partial_of(frame, targets[0].value, value):
                 return  # splitter = partial(split_tensor_along_last_dim, ...): a callable, no op yet
+            single = targets[0].value if len(targets) == 1 and type(targets[0]) is cst.Name else None
+            if single is not None and single in frame.aliases:  # rebound: no longer the module it held
+                del frame.aliases[single]
+                frame.loop_vars.pop(single, None)
+                frame.names.instances.pop(single, None)
+                frame.module_names.pop(single, None)
             alias = self._list_item(frame, value)
-            if alias is not None and len(targets) == 1 and type(targets[0]) is cst.Name:
-                frame.loop_vars[targets[0].value] = alias  # attn = self.attn[0]; attn(q, k, v)
+            if alias is not None and single is not None:
+                frame.loop_vars[single] = alias  # attn = self.attn[0]; attn(q, k, v)
+                return
+            held = self._held_module(frame, value) if single is not None else None
+            if held is not None:  # attn_hc = self.attn_hyper_connection; attn_hc.mix(h): that module's method
+                attr, inst = held
+                frame.aliases[single] = frame.module_names[single] = attr
+                frame.loop_vars[single] = frame.names.instances[single] = inst
+                frame.env[single] = []
+                frame.facts.none[single] = False
+                frame.names.locals.setdefault(single, []).append((value, cond))
+                frame.names.version += 1
                 return
             result = self._eval(frame, value, cond, steady, stmt, hint=hint)
             self._bind_targets(frame, targets, result)
@@ -505,10 +580,13 @@ class Statements(WalkerState):
                         frame.facts.none.pop(n, None)
                         frame.maybe_none.add(n)
             if len(targets) == 1 and type(targets[0]) is cst.Name:  # for the evaluator: `cfg = getattr(...)`
-                frame.names.locals.setdefault(targets[0].value, []).append((value, cond))
+                # (under the condition the function was entered under, it is assigned whenever this code runs)
+                frame.names.locals.setdefault(targets[0].value, []).append((value, None if cond is frame.entry else cond))
                 frame.names.version += 1
         elif type(small) is cst.Expr:
             self._eval(frame, small.value, cond, steady, stmt)
+        elif type(small) is cst.Raise:
+            self._forward_raise(frame, small, stmt, cond, steady)
         elif type(small) is cst.Return:
             if small.value is not None:
                 frame.returns = self._eval(frame, small.value, cond, steady, stmt) if steady or not frame.returns else frame.returns
@@ -527,6 +605,31 @@ class Statements(WalkerState):
         if isinstance(value, Known) and type(value.value) in (int, float):
             attrs["scalar_value"] = value.value
         return attrs
+
+    def _held_module(self, frame: _Frame, value) -> tuple[str, Instance] | None:
+        """(its name under self, the instance) where `value` is a submodule or object the construction built on the
+        instance, `self.a` or `self.a.b`, also through `cast(T, ...)` (`impl = cast(Impl, self.impl)`): a local
+        bound to it holds that object. None for anything else (a method, a list of layers, an unknown class)."""
+        while (type(value) is cst.Call and len(value.args) == 2 and isinstance(value.func, (cst.Name, cst.Attribute))
+               and self.index.dotted(frame.module, value.func) in ("typing.cast", "cast")):
+            value = value.args[1].value
+        if frame.inst is None or frame.inst.cls is None or type(value) is not cst.Attribute:
+            return None
+        names, node = [], value
+        while type(node) is cst.Attribute:
+            names.append(node.attr.value)
+            node = node.value
+        if not (type(node) is cst.Name and node.value == "self") or len(names) > 2:
+            return None
+        names.reverse()
+        if self.ctor.method(frame.inst.cls, names[0]) is not None:
+            return None
+        inst = frame.inst
+        for name in names:
+            inst = self.ctor.attr(inst, name) if inst is not None and inst.cls is not None else None
+        if inst is None or inst.cls is None or inst.element is not None:
+            return None
+        return ".".join(names), inst
 
     def _partial_of(self, frame: _Frame, name: str, value) -> bool:
         """Record `name = functools.partial(f, ...)` with f a function of the trees; True when it is one."""
@@ -614,11 +717,13 @@ class Statements(WalkerState):
             if type(a.value) is cst.Name and a.value.value == "None":
                 v = _NONE
             elif type(a.value) is cst.Name and a.value.value in frame.loop_vars:
-                v = _InstanceValue(frame.loop_vars[a.value.value])
+                v = _InstanceValue(frame.loop_vars[a.value.value], frame.module_names.get(a.value.value))
             elif type(a.value) is cst.Name and frame.facts.none.get(a.value.value):
                 v = _EXACT_NONE if a.value.value in frame.exact else _NONE
             elif type(a.value) is cst.Name and a.value.value in frame.maybe_none:
                 v = _MaybeNone(frame.env.get(a.value.value, []))
+            elif literal_argument(a.value):
+                v = _Literal(a.value)  # mode="decode": the callee's tests on it are decided
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
                 # parameter runs that module

@@ -6,6 +6,8 @@ roles.py (code locations). This module holds the walk's state, expansion of a me
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from typing import NamedTuple
@@ -15,12 +17,14 @@ from ..index.nodes import find_all
 
 from ..index.modules import Definition, ModuleIndex
 from ..locate.ascend import Patch, Replacements
+from .blockers import Blockers
+from ..locate.op_libraries import op_libraries
 from .calls import Calls
 from .composites import Composites
 from .hf.fusers import LoadTime
 from .construction.constructor import Constructor, Instance
 from ..semantics.environment import Environment
-from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _MaybeNone, _NoneValue
+from .frame import MAX_DEPTH, MAX_OPS, _Frame, _InstanceValue, _Literal, _MaybeNone, _NoneValue
 from ..ir.conditions import Condition
 from ..ir.ops import Op, OpAttrs, RoleLocation, WalkResult
 from ..ir.texts import say
@@ -31,11 +35,12 @@ from .input_casts import InputCasts
 from .native import NativeFallbacks
 from .roles import Roles
 from .statements import Statements
+from ..semantics.scope import Scope
 from ..semantics.signatures import bind_arguments, none_defaults, signature
 from ..semantics.values import Bindings
 
 
-class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues):
+class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks, Roles, HostValues, Blockers):
     def __init__(self, index: ModuleIndex, patches: "list[Patch] | Replacements", env: Environment | None = None):
         self.index = index
         # env: the analysis's environment (semantics/environment.py): the configuration facts that decide the
@@ -52,7 +57,18 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
         self.patch_modules = self.patches.modules_of_class  # class qualname -> the modules of its methods' patches
         self._compile_seen: dict[str, Definition] = {}  # the classes expanded, for their compile decorators
         self._not_followed_seen = 0  # not-followed replacements already carried by an op
+        self.blockers: list[dict] = []  # raises the walked deployment surely reaches (walk/blockers.py)
+        self.uncertain_depth = 0  # try bodies and loops that may not run, being walked (statements.py)
+        self.picked_depth = 0  # branches decided by None-ness or the walk's pick, not by values, being walked
+        self._inits_checked: set = set()
+        # per expanded instance: whether it (and each module holding it) is built under no undecided test
+        self.surely_built: list[bool] = [True]
+        self.transient_depth = 0  # branches taken only while an argument is None (the first layer's) being walked
         self.undecided_tests = 0  # the tests (and per-layer class choices) no value decides, numbered in walk order
+        # an undecided test on parameters of the function it is in (one conjunct, as printed) -> the code those
+        # parameters are bound to where the caller wrote them (and what a `self.x` there is computed from): what
+        # it reads, for status/waits.py
+        self.test_reads: dict[str, list[str]] = {}
         self.ops: list[Op] = []
         self._pending_shared = None  # a MoE layer's shared experts, walked where its runner runs them (layers.py)
         self.unknowns: list[dict] = []
@@ -128,6 +144,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._expand(root, "compute_logits", [self._value("hidden_states")], {}, path="", facts=Bindings())
         self._moe_block_role()
         self._mark_opaque()
+        self._mark_unavailable()
         hf = self.ctor.hf
         load_time = hf.summary() if hf is not None and hf.used else None
         # a replacement followed under tests no value decides: what runs otherwise, as an undecided alternative
@@ -135,7 +152,31 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
                               if not any(a["path"] == target for a in self.alternatives)]
         return WalkResult(self.ops, self.locations, self.repeat, self.unknowns, self.alternatives, load_time,
                           not_followed=sorted(self.ctor.not_followed.values(), key=lambda r: (r["file"], r["line"], r["target"])),
-                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated())
+                          layer_kinds=self.layer_kinds, compiled_by=self._compile_decorated(),
+                          blockers=list(self.blockers))
+
+    def _mark_unavailable(self) -> None:
+        """The kernels the backend's install does not have (locate/op_libraries.py: vLLM's `_C` and `_moe_C` on
+        Ascend, where vllm-ascend installs vLLM without its compiled build): each says why, and an op that calls
+        one on every path through it lists it (`attrs.unavailable`): it fails there, it is not costed, and a
+        fusion row resting on it says so."""
+        libs = op_libraries(self.index)
+        for op in self.ops:
+            if not op.kernels:
+                continue
+            marked = []
+            for k in op.kernels:
+                gone = libs.missing(k.name)
+                if gone is None:
+                    marked.append(k)
+                    continue
+                why = say("kernel_not_built", ns=gone.namespace, target=gone.target,
+                          installed=gone.installed_at, cleared=gone.cleared_at)
+                marked.append(replace(k, unavailable=why))
+            op.kernels = marked
+            always = sorted({k.name for k in marked if k.unavailable and not k.condition})
+            if always:
+                op.attrs["unavailable"] = always
 
     def _mark_opaque(self) -> None:
         """The ops a layer runs inside one of vLLM's opaque custom ops (walk.yaml `runtime.opaque_ops`: the MoE
@@ -207,15 +248,21 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             self._unknown(path, inst.cls.module, inst.cls.node, say("has_no_method", cls=inst.cls.name, method=f"{method}()"))
             return []
         owner, fn, module, patch = found
+        built = self.surely_built[-1] and not inst.condition  # it and every module holding it, unconditionally
+        if built:
+            self._construction_raises(inst, path)
         frame = _Frame(inst, owner, fn, module, path, facts.for_callee())
         if patch is not None:
             frame.scope = f"{owner.name}.{method}"
         self._bind(frame, args, kwargs)
         self._stack.append(key)
-        try:
-            self._block(frame, fn.body.body, cond, True)
+        self.surely_built.append(built)
+        try:  # steady, unless called from a branch only the first layer takes (statements._transient_branch)
+            frame.entry = cond
+            self._block(frame, fn.body.body, cond, not self.transient_depth)
         finally:
             self._stack.pop()
+            self.surely_built.pop()
         return frame.returns
 
     def _compile_decorated(self) -> list[str]:
@@ -261,6 +308,11 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
             frame.facts.none.pop(name, None)
             frame.maybe_none.add(name)
             frame.env[name] = list(value)
+        elif isinstance(value, _Literal):  # a Python value the caller wrote: the evaluator reads it
+            frame.facts.none[name] = False
+            frame.env[name] = []
+            frame.host.add(name)
+            frame.names.params[name] = (value.node, Scope(module=frame.module))
         else:
             frame.facts.none[name] = False
             frame.env[name] = list(value) if isinstance(value, list) else [value]

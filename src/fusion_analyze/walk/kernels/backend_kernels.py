@@ -127,11 +127,13 @@ class Backends:
             return self.oot.get(cls.name, cls)  # the registry replaces vLLM's classes (not a transformers namesake)
         return cls
 
-    def runs_native(self, cls: Definition) -> str | None:
+    def runs_native(self, cls: Definition, inst=None) -> str | None:
         """On Ascend, where the forward_oot a CustomOp runs is only forward_native (plain PyTorch ops, one kernel
         each): CustomOp's own (no forward_oot anywhere on the way), or one that just returns a forward_native
-        call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None."""
-        if self.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls)):
+        call (AscendSwigluOAIAndMul: `return SwigluOAIAndMul.forward_native(layer, x)`); its file:line, else None.
+        `inst`: the instance built (walk.construction.Instance), whose values decide whether an own forward
+        reaches the dispatch at all."""
+        if self.backend != "ascend" or (self.forward_name(cls) != "forward_oot" and not self._to_dispatch(cls, inst)):
             return None
         replaced = cls.module.name.startswith("vllm_ascend.")
         for c in self.ctor.mro(cls):
@@ -142,15 +144,40 @@ class Backends:
                 return f"{c.module.rel}:{c.module.line_of(fn)}" if _only_forward_native(fn) else None
         return None
 
-    def _to_dispatch(self, cls: Definition) -> bool:
+    def _to_dispatch(self, cls: Definition, inst=None) -> bool:
         """A CustomOp subclass whose own forward hands on to `super().forward(...)`, CustomOp's dispatch
-        (the Transformers backend's TPAwareRMSNorm: its registered name is not the one Ascend replaces)."""
+        (the Transformers backend's TPAwareRMSNorm: its registered name is not the one Ascend replaces). With
+        the instance, only a call its values leave reachable counts: K2HorizonRMSNorm hands on only `if
+        self.n_groups == 1`, and built with `n_groups=config.layernorm_num_groups` = 2 runs its own code."""
         if "CustomOp" not in self.ctor.base_names(cls):
             return False
         for c in self.ctor.mro(cls):
             fn = class_method(c, "forward")
             if fn is not None:
-                return c.name != "CustomOp" and "super().forward(" in c.module.code(fn)
+                if c.name == "CustomOp" or "super().forward(" not in c.module.code(fn):
+                    return False
+                return inst is None or self._reaches_super_forward(c.module, fn.body.body, inst)
+        return False
+
+    def _reaches_super_forward(self, module, stmts, inst) -> bool:
+        """Whether a `super().forward(...)` call in `stmts` runs for `inst`: an `if` its values decide keeps only
+        the branch taken, an early return its values take ends the block; undecided, either side counts."""
+        for stmt in stmts:
+            if type(stmt) is cst.If:
+                value = self.ctor.evaluator.truth(stmt.test, module, None, Scope(module=module, owner=inst))
+                if value is not Truth.FALSE and self._reaches_super_forward(module, stmt.body.body, inst):
+                    return True
+                orelse = stmt.orelse
+                if orelse is not None and value is not Truth.TRUE and self._reaches_super_forward(
+                        module, [orelse] if type(orelse) is cst.If else orelse.body.body, inst):
+                    return True
+                if value is Truth.TRUE and exits_at_end(stmt.body.body):
+                    return False
+                continue
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if any(Callee(self.index, module, c).super_method == "forward" for c in find_all(stmt, cst.Call)):
+                return True
         return False
 
     def forward_name(self, cls: Definition) -> str:
@@ -342,7 +369,7 @@ class Backends:
         if is_kernel(dotted):
             out.append(Kernel(dotted, module.rel, module.line_of(call, caller), as_text(cond), cond=cond))
             if dotted.startswith("torch.ops.vllm."):
-                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1])
+                target = self.custom_ops.get(dotted.rsplit(".", 1)[-1], near=module.name)
                 if target is not None:  # a layer_dispatch op runs the calling layer's own method
                     back = impl if self.runs_layer(target) else None
                     self._collect(back, target.module, target.node, facts, out, depth + 1, seen, cond)

@@ -94,7 +94,8 @@ class CustomOps:
     def __init__(self, index: ModuleIndex):
         self.index = index
         self._where: dict[str, tuple[str, str]] | None = None
-        self._resolved: dict[str, Definition | None] = {}
+        self._all: dict[str, list[tuple[str, str]]] = {}  # every registration of a name (the first is _where's)
+        self._resolved: dict[tuple, Definition | None] = {}
 
     def _scan(self) -> dict[str, tuple[str, str]]:
         where: dict[str, tuple[str, str]] = {}
@@ -110,6 +111,7 @@ class CustomOps:
                 module = self.index.module_name_for(path)
                 for m in _REGISTER_RE.finditer(text):
                     where.setdefault(m.group(1), (module, m.group(2)))
+                    self._all.setdefault(m.group(1), []).append((module, m.group(2)))
         return where
 
     def registrations(self) -> dict[str, tuple[str, str]]:
@@ -118,13 +120,21 @@ class CustomOps:
             self._where = self._scan()
         return self._where
 
-    def get(self, name: str) -> Definition | None:
+    def get(self, name: str, near: str | None = None) -> Definition | None:
+        """The function registered as torch.ops.vllm.<name>. `near`: the module that calls it; where several
+        modules register the name (a model's per-vendor copies: qwen4_exp/nvidia/ops/hc.py and .../amd/ops/hc.py),
+        the one sharing the longest package path with it, the copy the caller's package imports."""
         if self._where is None:
             self._where = self._scan()
-        if name not in self._resolved:
+        chosen = self._where.get(name)
+        found = self._all.get(name, ())
+        if near is not None and len(found) > 1:
+            chosen = max(found, key=lambda w: (_shared_prefix(w[0], near), -found.index(w)))
+        key = (name, chosen)
+        if key not in self._resolved:
             target = None
-            if name in self._where:
-                module, func = self._where[name]
+            if chosen is not None:
+                module, func = chosen
                 info = self.index.get(module)
                 if info is not None:
                     import libcst as _cst
@@ -132,8 +142,18 @@ class CustomOps:
                     expr = _cst.parse_expression(func)
                     found = self.index.resolve_expr(info, expr)
                     target = found if isinstance(found, Definition) and found.kind == "function" else None
-            self._resolved[name] = target
-        return self._resolved[name]
+            self._resolved[key] = target
+        return self._resolved[key]
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    """How many leading dotted parts two module names share."""
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _functions(body: list) -> list[cst.FunctionDef]:
