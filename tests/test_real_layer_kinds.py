@@ -41,58 +41,63 @@ def qwen3_next(session, tmp_path_factory, request):
 
 def test_deepseek_v3_dense_and_moe_layers(dsv3):
     kinds = dsv3.report["layer_kinds"]
-    assert [(k["ranges"], k["count"], k["of"]) for k in kinds] == [([[0, 2]], 3, 61), ([[3, 60]], 58, 61)]
-    assert kinds[0]["differs"]["mlp"] == "DeepseekV2MLP" and kinds[1]["differs"]["mlp"] == "DeepseekV2MoE"
+    # layer 0 apart: the loop hands it no residual (`residual = None` before it), its input norm is the plain one
+    assert [(k["ranges"], k["count"], k["of"]) for k in kinds] == [([[0, 0]], 1, 61), ([[1, 2]], 2, 61),
+                                                                   ([[3, 60]], 58, 61)]
+    assert [k["differs"]["mlp"] for k in kinds] == ["DeepseekV2MLP", "DeepseekV2MLP", "DeepseekV2MoE"]
     ops = dsv3.report["ops"]
-    # each kind walked once: the MoE ops in the MoE kind only, both kinds run the MLA attention
+    norms = {o["attrs"]["layer_kind"]: o["kind"] for o in ops if o["name"] == "input_layernorm"}
+    assert norms == {0: "rmsnorm", 1: "add_rmsnorm", 2: "add_rmsnorm"}
+    # each kind walked once: the MoE ops in the MoE kind only, every kind runs the MLA attention
     moe_kinds = {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"}
-    assert moe_kinds == {1}
-    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {0, 1}
+    assert moe_kinds == {2}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {0, 1, 2}
     assert all("layer_kind" in o["attrs"] for o in ops if o["section"] == "layer")
     # rows say which kinds they hold in
     rows = {o["id"]: o for o in dsv3.report["opportunities"]}
-    assert rows["router_experts@DeepseekV2MoE.forward"]["layer_kinds"] == [1]
-    assert rows["add_rmsnorm@DeepseekV2DecoderLayer.forward"]["layer_kinds"] == [0, 1]
+    assert rows["router_experts@DeepseekV2MoE.forward"]["layer_kinds"] == [2]
+    assert rows["add_rmsnorm@DeepseekV2DecoderLayer.forward"]["layer_kinds"] == [0, 1, 2]
     validate_report(dsv3.report)
 
 
 def test_deepseek_v3_step_sums_the_kinds(dsv3):
     for name, model in dsv3.steps.items():
         step = model.step
-        assert step.kind_counts == [3, 58] and step.num_layers == 61 and step.moe_layers == 58
+        assert step.kind_counts == [1, 2, 58] and step.num_layers == 61 and step.moe_layers == 58
         once = sum(step.costs[o.id].time_us(model.device, model.launch) for o in model.ops
                    if o.section != "layer" and o.id in step.counted and step.costs[o.id].known)
-        per_kind = [0.0, 0.0]
+        per_kind = [0.0, 0.0, 0.0]
         for o in model.ops:
             if o.section == "layer" and o.id in step.counted and step.costs[o.id].known:
                 per_kind[o.attrs["layer_kind"]] += step.costs[o.id].time_us(model.device, model.launch)
         assert step.kind_us == pytest.approx(per_kind)
-        assert per_kind[1] > per_kind[0] > 0, name  # a MoE layer costs more than a dense one
-        assert step.total_us == pytest.approx(once + 3 * per_kind[0] + 58 * per_kind[1] - step.fused_us)
+        assert per_kind[2] > per_kind[1] > 0 and per_kind[0] > 0, name  # a MoE layer costs more than a dense one
+        assert step.total_us == pytest.approx(once + per_kind[0] + 2 * per_kind[1] + 58 * per_kind[2] - step.fused_us)
         j = dsv3.report["estimate"]["steps"][name]
-        assert [k["count"] for k in j["layer_kinds"]] == [3, 58]
+        assert [k["count"] for k in j["layer_kinds"]] == [1, 2, 58]
 
 
 def test_deepseek_v3_markdown_states_both_kinds(dsv3):
     md = render_markdown(dsv3, lang="en")
-    assert "Decoder layer, kind 1: layers 0–2 (3 of 61)" in md
-    assert "Decoder layer, kind 2: layers 3–60 (58 of 61)" in md
-    assert "in kind 2 layers only" in md
+    assert "Decoder layer, kind 1: layers 0 (1 of 61)" in md and "the loop's initial value (the first layer)" in md
+    assert "Decoder layer, kind 2: layers 1–2 (2 of 61)" in md
+    assert "Decoder layer, kind 3: layers 3–60 (58 of 61)" in md
+    assert "in kind 3 layers only" in md
 
 
 def test_qwen3_next_linear_and_full_attention_layers(qwen3_next):
     kinds = qwen3_next.report["layer_kinds"]
-    assert [(k["count"], k["of"]) for k in kinds] == [(36, 48), (12, 48)]
-    assert kinds[0]["layers"] == [i for i in range(48) if (i + 1) % 4]
-    assert kinds[1]["layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
-    assert kinds[0]["differs"]["layer_type"] == "'linear_attention'"
-    assert kinds[1]["differs"]["layer_type"] == "'full_attention'"
-    assert kinds[1]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[1]["differs"]["linear_attn"] == "not assigned in this kind"
-    # the full-attention kind runs an attention op, the linear-attention kind none
+    # the first layer apart (the loop hands it no residual: its input norm is the plain one)
+    assert [(k["count"], k["of"]) for k in kinds] == [(1, 48), (35, 48), (12, 48)]
+    assert kinds[0]["layers"] == [0] and kinds[1]["layers"] == [i for i in range(1, 48) if (i + 1) % 4]
+    assert kinds[2]["layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
+    assert [k["differs"]["layer_type"] for k in kinds] == ["'linear_attention'"] * 2 + ["'full_attention'"]
+    assert kinds[2]["differs"]["self_attn"] == "Qwen3NextAttention" and kinds[2]["differs"]["linear_attn"] == "not assigned in this kind"
+    # the full-attention kind runs an attention op, the linear-attention kinds none
     attention = {o["attrs"].get("layer_kind") for o in qwen3_next.report["ops"] if o["kind"] == "attention"}
-    assert attention == {1}
+    assert attention == {2}
     md = render_markdown(qwen3_next, lang="en")
-    assert "kind 1: layers 0–2, 4–6" in md and "(36 of 48)" in md and "(12 of 48)" in md
+    assert "kind 2: layers 1–2, 4–6" in md and "(1 of 48)" in md and "(35 of 48)" in md and "(12 of 48)" in md
     validate_report(qwen3_next.report)
 
 
@@ -118,16 +123,15 @@ def test_gemma3_sliding_window_decided_in_the_attention_class(session, hf, tmp_p
         "hidden_size": 1152, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
         "intermediate_size": 6912, "vocab_size": 262144})
     kinds = a.report["layer_kinds"]
-    assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]
+    assert [k["layers"] for k in kinds] == [[0], [1, 2, 3, 4, 6, 7, 8, 9, 10], [5, 11]]  # layer 0: no residual yet
     # told apart by `is_sliding`; what follows from it in the attention class is said too (the sliding layers'
     # window from the configuration, the full layers' None from the engine's cache_config; each kind's rotary
     # base and dimension: `if rotary_dim := rope_parameters.get("rope_dim", None):` read in the full layers'
     # configuration, the sliding layers' `dict(rope_type=..., rope_theta=...)` not read)
-    assert [k["differs"]["self_attn.is_sliding"] for k in kinds] == ["True", "False"]
-    assert kinds[0]["differs"].get("self_attn.attn.sliding_window") == "512"
-    assert kinds[1]["differs"].get("self_attn.attn.sliding_window") == "None"
+    assert [k["differs"]["self_attn.is_sliding"] for k in kinds] == ["True", "True", "False"]
+    assert [k["differs"].get("self_attn.attn.sliding_window") for k in kinds] == ["512", "512", "None"]
     assert all(set(k["differs"]) <= {"self_attn.is_sliding", "self_attn.attn.sliding_window", "self_attn.rotary_emb.base",
-                                     "self_attn.rotary_emb.rotary_dim"}
+                                     "self_attn.rotary_emb.rotary_dim", "residual"}
                for k in kinds), [k["differs"] for k in kinds]
     validate_report(a.report)
 
@@ -140,8 +144,10 @@ def test_qwen3_moe_mlp_only_layers(session, hf, tmp_path):
         "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 1024, "moe_intermediate_size": 256,
         "vocab_size": 1000})
     kinds = a.report["layer_kinds"]
-    assert [(k["layers"], k["differs"]) for k in kinds] == [([0, 5], {"mlp": "Qwen3MoeMLP"}),
-                                                             ([1, 2, 3, 4], {"mlp": "Qwen3MoeSparseMoeBlock"})]
+    first, rest = "the loop's initial value (the first layer)", "the previous layer's output"
+    assert [(k["layers"], k["differs"]) for k in kinds] == [([0], {"mlp": "Qwen3MoeMLP", "residual": first}),
+                                                             ([1, 2, 3, 4], {"mlp": "Qwen3MoeSparseMoeBlock"}),
+                                                             ([5], {"mlp": "Qwen3MoeMLP", "residual": rest})]
     assert {o["attrs"].get("layer_kind") for o in a.report["ops"] if o["kind"] == "moe"} == {1}
 
 
@@ -216,22 +222,22 @@ def test_glm_dsa_row_kinds_hold_every_op(glm_dsa):
     only, its norm in both), costed in those layers only; a row on the other branch of an undecided test of
     the attention impl shared by every kind (sfa_v1.py `_q_proj_and_k_up_proj`) holds in every kind."""
     kinds = glm_dsa.report["layer_kinds"]
-    assert [(k["ranges"], k["count"]) for k in kinds] == [([[0, 2]], 3), ([[3, 77]], 75)]
+    assert [(k["ranges"], k["count"]) for k in kinds] == [([[0, 0]], 1), ([[1, 2]], 2), ([[3, 77]], 75)]
     rows = {o["id"]: o for o in glm_dsa.report["opportunities"]}
     moe_norm = rows["moe_norm@DeepseekV2DecoderLayer.forward"]
-    assert moe_norm["layer_kinds"] == [1]
+    assert moe_norm["layer_kinds"] == [2]
     for name, n in moe_norm["benefit"]["numbers"].items():
         assert n["model"]["launches"] == n["per_layer"]["launches"] * 75, name
         assert n["model"]["time_us"] == pytest.approx(n["per_layer"]["time_us"] * 75, rel=0.01), name
     for rid in ("bmm@AscendSFAImpl._q_proj_and_k_up_proj", "transpose_matmul@AscendSFAImpl._q_proj_and_k_up_proj"):
-        assert rows[rid]["layer_kinds"] == [0, 1], rid
+        assert rows[rid]["layer_kinds"] == [0, 1, 2], rid
         held = {o["attrs"].get("layer_kind") for o in glm_dsa.report["ops"] if o["id"] in rows[rid]["ops"]}
-        assert held == {0, 1}, rid
+        assert held == {0, 1, 2}, rid
     md = render_markdown(glm_dsa, lang="en")
     line = next(x for x in md.splitlines() if "(`bmm@AscendSFAImpl._q_proj_and_k_up_proj`)" in x and "open (" in x)
     assert "layers only" not in line
     line = next(x for x in md.splitlines() if "(`moe_norm@DeepseekV2DecoderLayer.forward`)" in x and "open (" in x)
-    assert "in kind 2 layers only" in line
+    assert "in kind 3 layers only" in line
     validate_report(glm_dsa.report)
 
 
@@ -270,25 +276,25 @@ def test_bailing_v3_kinds_from_a_local_of_the_layer_factory(bailing):
     kinds = bailing.report["layer_kinds"]
     mla = [i for i in range(42) if (i + 1) % 6 == 0]
     assert mla == [5, 11, 17, 23, 29, 35, 41]
-    assert [(k["layers"], k["count"], k["of"]) for k in kinds] == [
-        ([0, 1], 2, 42), ([i for i in range(2, 42) if i not in mla], 33, 42), (mla, 7, 42)]
+    assert [(k["layers"], k["count"], k["of"]) for k in kinds] == [  # layer 0 apart: no residual yet
+        ([0], 1, 42), ([1], 1, 42), ([i for i in range(2, 42) if i not in mla], 33, 42), (mla, 7, 42)]
     assert [(k["differs"]["self_attn"], k["differs"]["mlp"]) for k in kinds] == [
-        ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MLP"), ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MoE"),
-        ("BailingMoeV3MLAAttention", "BailingMoeV3MoE")]
+        ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MLP"), ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MLP"),
+        ("BailingMoeV3KimiDeltaAttention", "BailingMoeV3MoE"), ("BailingMoeV3MLAAttention", "BailingMoeV3MoE")]
     ops = bailing.report["ops"]
 
     def classes(k):
         return {(o["scope"] or "").split(".")[0] for o in ops if o["attrs"].get("layer_kind") == k}
 
     # the KDA kinds walk the KDA class only, the MLA kind the MLA class only; MoE in the MoE kinds
-    for k in (0, 1):
+    for k in (0, 1, 2):
         assert "BailingMoeV3KimiDeltaAttention" in classes(k) and "BailingMoeV3MLAAttention" not in classes(k), k
-    assert "BailingMoeV3MLAAttention" in classes(2) and "BailingMoeV3KimiDeltaAttention" not in classes(2)
-    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "linear_attention"} == {0, 1}
-    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {2}
-    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"} == {1, 2}
+    assert "BailingMoeV3MLAAttention" in classes(3) and "BailingMoeV3KimiDeltaAttention" not in classes(3)
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "linear_attention"} == {0, 1, 2}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "mla_attention"} == {3}
+    assert {o["attrs"].get("layer_kind") for o in ops if o["kind"] == "moe"} == {2, 3}
     for name, model in bailing.steps.items():
-        assert model.step.kind_counts == [2, 33, 7], name
+        assert model.step.kind_counts == [1, 1, 33, 7], name
     validate_report(bailing.report)
 
 
