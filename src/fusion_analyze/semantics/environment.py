@@ -317,7 +317,9 @@ def _tensor_attribute(backend: str | None, expr: cst.Attribute) -> Truth:
     from ..catalog import catalog
 
     spec = catalog().typed.leaf_ops.platform
-    answers = dict((spec.tensor_attributes.get(backend) or {}) if spec is not None and backend is not None else {})
+    if spec is None or backend is None:
+        return Truth.UNKNOWN
+    answers = dict(spec.tensor_attributes.get(backend) or {})
     name = expr.attr.value
     on = expr.value
     while type(on) is cst.Attribute:
