@@ -386,8 +386,9 @@ def test_serve_args_short_forms_from_the_tree(session, hf, qwen3_ckpt):
     d = a.report["deployment"]
     assert (d["quantization"], d["tensor_parallel_size"]) == ("ascend", 2)
     assert d["stated"][:2] == ["--tensor-parallel-size 2", "--quantization ascend"]
-    st = {o.id: o.status for o in a.opportunities}
-    assert st["norm_quant@Qwen3DecoderLayer.forward"] == "fused_by_ascend_graph_pass"  # the W8A8 linears' quant
+    # the W8A8 linears' quant after the add + norm of layers 1-35 (the first layer's plain norm: a row of its own)
+    rows = [o.status for o in a.opportunities if o.id.startswith("norm_quant@Qwen3DecoderLayer.forward")]
+    assert sorted(map(str, rows)) == ["fused_by_ascend_graph_pass", "open"]
 
 
 def test_serve_args_cli_analyses_ascend_at_tp2(run, real_tree, tmp_path):
