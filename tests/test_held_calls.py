@@ -232,7 +232,9 @@ def test_a_raise_the_construction_surely_reaches_is_a_blocker(walked, walked_cud
     cannot run, with the raise's line; the raise under `kv_cache_dtype not in (...)` (decided False) and the one
     under `q.shape[0] == 0` (open) say nothing, nor does the same class built only under TP > 1 (`tp_impl`, TP
     not stated). On CUDA nothing blocks."""
-    assert walked.walk.blockers == [{
+    # (the first layer is walked apart where the loop hands it other values: the blocker names the kind it was
+    # met in first; which kinds hold it is not checked here)
+    assert [{k: v for k, v in b.items() if k != "layer_kind"} for b in walked.walk.blockers] == [{
         "file": "vllm/model_executor/models/hc.py", "line": _line(HC_MODEL, "# INIT-RAISE"),
         "raises": 'NotImplementedError("HcImpl requires its CUDA kernel")', "in": "HcImpl.__init__",
         "path": "model.layers.impl", "when": "construction"}]
@@ -273,8 +275,8 @@ class FirstDecoderLayer(nn.Module):
 
 def test_a_kind_that_is_the_first_layer_alone_sees_what_the_loop_starts_with(hc_tree):
     """The layers' construction sets layer 0 apart (`self.is_first`): that kind runs only as the loop's first
-    iteration, where `residual` is still the None the loop starts with, so its norm without residual is steady
-    and the residual add-norm is not; in the other kind it is the reverse."""
+    iteration, where `residual` is still the None the loop starts with, so it runs the norm without residual
+    and not the residual add-norm; the other kind runs the reverse."""
     root, _config = hc_tree
     models = root / "vllm/model_executor/models"
     (models / "first.py").write_text(FIRST_MODEL, encoding="utf-8")
@@ -293,7 +295,8 @@ def test_a_kind_that_is_the_first_layer_alone_sees_what_the_loop_starts_with(hc_
     first, add = _line(FIRST_MODEL, "# FIRST-NORM"), _line(FIRST_MODEL, "# ADD-NORM")
     norms = {(op.attrs.get("layer_kind"), op.line): op.steady for op in a.walk.ops
              if op.name == "norm" and op.file.endswith("first.py")}
-    assert norms == {(0, first): True, (0, add): False, (1, first): False, (1, add): True}
+    # each kind walks only the branch its values decide: the other norm is not in that kind at all
+    assert norms == {(0, first): True, (1, add): True}
 
 
 def test_a_custom_op_registered_by_two_vendor_copies_is_the_callers_own(tmp_path):
