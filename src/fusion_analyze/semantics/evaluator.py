@@ -221,7 +221,8 @@ class Evaluator:
                     and i == len(fn.body.body) - 1:
                 continue
             return None
-        if not sets or type(fn.body.body[-1].body[0]) is not cst.Return:
+        last = fn.body.body[-1]
+        if not sets or type(last) is not cst.SimpleStatementLine or type(last.body[0]) is not cst.Return:
             return None
         inner = Scope(module=module)
         bind_params(fn, call, scope, inner, skip_self=False)

@@ -28,7 +28,7 @@ class Scope:
     cls: object = None  # the class whose method is read (index.Definition), where no instance is: for `self.m()`
     instances: dict = field(default_factory=dict)  # local -> the Instance it holds (a decoder loop's `layer`)
     objects: dict = field(default_factory=dict)  # local -> the class of the object it holds (Bindings.objects)
-    function: object = None  # the function whose parameters bind_params bound here (cst.FunctionDef)
+    function: cst.FunctionDef | None = None  # the function whose parameters bind_params bound here
     # `**kwargs` param -> the keys it may hold beyond those star_kwargs gives, with no value read here, where
     # every key the call can pass it is known (a key in neither is surely absent); no entry: not known
     star_maybe: dict = field(default_factory=dict)

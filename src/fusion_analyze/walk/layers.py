@@ -616,6 +616,8 @@ class Layers(WalkerState):
 
     def _running(self, inst: Instance) -> Instance:
         """The instance as the backend runs it (its class the backend's replacement, if any)."""
+        if inst.cls is None:
+            return inst
         impl = self.backends.implementation(inst.cls)
         return Instance(impl, inst.call, inst.scope, inst.condition) if impl is not inst.cls else inst
 

@@ -9,6 +9,7 @@ import libcst as cst
 
 from ...catalog import catalog
 from ...locate.ascend import Patch, Replacements
+from ...index.module_info import ModuleInfo
 from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all, iter_nodes
 from ...semantics.mro import c3_linearization
@@ -815,7 +816,8 @@ class Constructor(AttrSources, OtherChoices):
         for c in self.mro(inst.cls) if inst.cls is not None else ():
             if not c.mentions(f"self.{name}".encode()):
                 continue
-            for fn in c.node.body.body if type(c.node.body) is cst.IndentedBlock else ():
+            node = c.node
+            for fn in node.body.body if isinstance(node, cst.ClassDef) and type(node.body) is cst.IndentedBlock else ():
                 if type(fn) is cst.FunctionDef and fn.name.value != "__init__" \
                         and name in tables(fn, c.module).self_assignments:
                     return f"{c.name}.{fn.name.value}"
@@ -1039,7 +1041,8 @@ class Constructor(AttrSources, OtherChoices):
                 built = Callee(self.index, scope.module, node, runs=self.runs).named
                 if isinstance(built, Definition) and built.kind == "class":
                     return  # an object the code builds: what it is built with does not make it None or not
-                if built is None and self.index.dotted(scope.module, node.func) in _never_none():
+                if built is None and isinstance(scope.module, ModuleInfo) \
+                        and self.index.dotted(scope.module, node.func) in _never_none():
                     return  # likewise of an outside callable that never returns None (`torch.nn.Parameter(...)`)
                 if isinstance(built, Definition) and built.kind == "function" and helper(built, node, scope, left):
                     for child in node.args:  # (and what it is called with)

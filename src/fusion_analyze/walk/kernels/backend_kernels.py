@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import libcst as cst
 
@@ -14,7 +14,7 @@ from ...index.facts import FactTable
 from ...catalog import catalog
 from ...index.modules import Definition, ModuleIndex
 from ...index.nodes import find_all
-from ..construction.constructor import Constructor, Scope
+from ..construction.constructor import Constructor, Method, Scope
 from ...semantics.callees import Callee
 from ...semantics.known_calls import _decision_function
 from ...semantics.scope import bind_params
@@ -397,7 +397,7 @@ class Backends:
                 if self._inst is not None:  # its own `self.x` are read on it (CustomReplicatedOp's quant_method)
                     held = Instance(sub_impl, sub.call, sub.scope, sub.condition)
                     self._subs.setdefault(sub_impl.qualname, held)
-                    if sub.call is not None and owner_inst.call is not None:
+                    if sub.call is not None and owner_inst is not None and owner_inst.call is not None:
                         held = self._held(owner_inst, func.value.attr.value, held)
                     else:
                         held = None
@@ -441,13 +441,15 @@ class Backends:
                     from ..construction.constructor import Instance
 
                     fn = found[1]
-                    built = self._returned_objects(maker, func.value, cls, module) if self._inst is not None else None
+                    built = self._returned_objects(maker, func.value, cls, module) \
+                        if self._inst is not None and maker is not None else None
                     if built:  # each object the function may return, its method walked on it under its test
+                        method = cast(Method, found)
                         for held, test in built:
                             saved, self._sub = self._sub, held
                             try:
-                                self._collect(cls, found.module, fn, facts.for_call(fn, call, vo), out, depth + 1,
-                                              seen, join(cond, test))
+                                self._collect(cls, method.module, method[1], facts.for_call(method[1], call, vo), out,
+                                              depth + 1, seen, join(cond, test))
                             finally:
                                 self._sub = saved
                         return
