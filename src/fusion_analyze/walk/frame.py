@@ -172,6 +172,7 @@ class WalkerState:
         layer_kinds: list[dict]
         kind_undecided: tuple | None
         tensor_values: set[str]
+        test_reads: dict[str, list[str]]
 
         def _value(self, name: str) -> str: ...
 
