@@ -100,3 +100,14 @@ def test_the_walk_records_what_a_parameter_test_reads(tmp_path):
     entry = next(e for e in a.report["undecided"] if e["test"] == 'score_func == "softmax"')
     assert (entry["waits_on"], entry["given"]) == ("config_field", False), entry
     assert "score_func" in entry["why"], entry
+
+
+def test_an_attribute_a_load_hook_assigns_again_is_not_read_from_init(tmp_path):
+    """GroupedRouter's `process_weights_after_loading` assigns `self.fp32_logits` again from the weights' dtype:
+    __init__'s False is not what the forward reads, so `if self.fp32_logits:` stays open (its cast walked under
+    it); `self.scaled` it only sets to the False __init__ gave stays False (no multiply)."""
+    a = _grouped(tmp_path)
+    router = [op for op in _layer(a) if op.file.endswith("grouped.py") and op.scope == "GroupedRouter.forward"]
+    casts = [op for op in router if op.kind == "cast"]
+    assert casts and all("self.fp32_logits" in (op.condition or "") for op in casts), [(op.kind, op.condition) for op in router]
+    assert not [op for op in router if op.kind == "mul"], [(op.kind, op.line) for op in router]

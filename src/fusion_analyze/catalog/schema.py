@@ -219,6 +219,7 @@ class Runtime:
     moe_comm: Mapping[str, Any] = field(default_factory=dict)  # how the runtime picks the MoE comm method
     quantization: Mapping[str, Any] = field(default_factory=dict)  # how a quantised checkpoint's layers are built
     opaque_ops: tuple[str, ...] = ()  # custom ops that run a whole layer, opaque to graph passes
+    load_hooks: tuple[str, ...] = ()  # methods the runtime calls once the weights are loaded (after __init__)
     derived: Mapping[str, Any] = field(default_factory=dict)  # parallel-config property -> its code, in order
     model_derived: Mapping[str, Any] = field(default_factory=dict)  # model-config property -> its code, self
 

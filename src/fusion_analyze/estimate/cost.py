@@ -244,9 +244,10 @@ class StepModel:
             if op.kind == "moe_experts":
                 self._comm_impl = op.layer_class
             cost = self._cost(op)
-            if op.attrs.get("unavailable") and cost.why != "container":  # (its shapes still flow on)
-                cost = OpCost(known=False, launches=0, fails=True, why="calls " + ", ".join(op.attrs["unavailable"])
-                              + ", which the backend's install does not have")
+            gone = op.attrs.get("unavailable")
+            if gone and cost.why != "container":  # (its shapes still flow on)
+                cost = OpCost(known=False, launches=0, fails=True,
+                              why="calls " + ", ".join(gone) + ", which the backend's install does not have")
             for v in op.outputs:
                 self.producer[v] = op
             self.step.costs[op.id] = cost

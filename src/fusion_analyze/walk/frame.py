@@ -237,6 +237,7 @@ class WalkerState:
         _role_paths: dict
         transient_depth: int
         section: str
+        test_reads: dict[str, list[str]]
 
         def _value(self, name: str) -> str: ...
 

@@ -653,6 +653,9 @@ class Constructor(AttrSources, OtherChoices):
                 result, assigned = helped, True
         if not assigned and inst.cls is not None:
             result = self._object_value(inst, name, evaluator, depth) or result
+        again = self._set_at_load(inst, name, result) if assigned else None
+        if again is not None:  # the loader's hook assigns it again after __init__: __init__'s value is not it
+            result = Unknown(f"self.{name} is assigned again once the weights are loaded ({again})")
         self._values[key] = (inst, result)
         return result
 
@@ -676,6 +679,24 @@ class Constructor(AttrSources, OtherChoices):
                                               helper, hscope, assigned)
             finally:
                 scope.version += 1
+        return None
+
+    def _set_at_load(self, inst: Instance, name: str, value) -> str | None:
+        """`Class.method (file:line)` of a load hook of the instance's class (walk.yaml `runtime.load_hooks`:
+        process_weights_after_loading) whose body assigns `self.<name>` something other than the known value
+        __init__ gave it (MLA's `self.enable_mlapo = False` only turns off what __init__ left off: still False);
+        None where none does."""
+        from ...semantics.values import Known, literal
+
+        if inst.cls is None:
+            return None
+        for hook in catalog().typed.walk.runtime.load_hooks:
+            found = self.method(inst.cls, hook)
+            assigned = tables(found[1], found.module).self_assignments.get(name) if found is not None else None
+            if not assigned or isinstance(value, Known) and all(
+                    literal(v) == value and type(literal(v).value) is type(value.value) for v, _c, _p in assigned):
+                continue
+            return f"{found[0].name}.{hook} ({found.module.rel}:{found.module.line_of(found[1])})"
         return None
 
     def _object_value(self, inst: Instance, name: str, evaluator, depth: int):
