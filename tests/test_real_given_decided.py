@@ -1098,14 +1098,14 @@ def test_quantisation_and_run_time_state_classified():
     facts = ConfigFacts({"hidden_size": 8, "model_type": "x"}, "t", complete=False)
     unknown, known = Deployment(), Deployment(quant_known=True)
     read = lambda name: [["self._detect_w8a8_dynamic(linear.quant_method)"]]  # noqa: E731
-    assert classify("self._is_w8a8", "self._is_w8a8", facts, unknown, read)[:2] == ("config_field", False)
+    assert classify("self._is_w8a8", "self._is_w8a8", facts, unknown, read)[:2] == ("quantization", False)
     assert classify("self._is_w8a8", "self._is_w8a8", facts, known, read)[:2] == ("construction", True)
     handed = lambda name: [["ReplicatedLinear(8, 8, quant_config=quant_config, prefix=prefix)"],  # noqa: E731
                            ["Indexer(vllm_config, config, quant_config, prefix)"]]
     assert classify("self.flag", "self.flag", facts, unknown, handed)[:2] == ("construction", True)
     cache = lambda name: [['getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", None) == "x"']]  # noqa: E731
     got = classify("is_tq(self.vllm_config)", "is_tq(self.vllm_config)", facts, unknown, cache)
-    assert got[:2] == ("config_field", False) and "quantization_config" in got[2], got
+    assert got[:2] == ("quantization", False) and "quantization_config" in got[2], got
     assert classify("is_tq(self.vllm_config)", "x", facts, known, cache)[:2] == ("construction", True)
     later = lambda name: [[RUN_TIME_SOURCE.format("Impl.get_plan")]]  # noqa: E731
     got = classify("self._plan is None", "self._plan is None", facts, known, later)

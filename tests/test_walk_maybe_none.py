@@ -151,8 +151,8 @@ def test_a_field_start_up_code_sets_to_literals_is_one_of_them(mini):
     """CacheConfig declares `mode = "none"`; start-up code (vllm/model_executor/models/config.py, as vLLM's
     MambaModelConfig) assigns it only "align" and "none": `mode == "all"` is false (its branch is not walked),
     `mode == "align"` stays open. `ring = None`, assigned only under `self.use_ring` (False at CacheConfig's
-    default), is None: `ring is not None and ...` is decided, its branch not walked at all (a local's None-ness
-    is no argument's, which would walk both branches: `residual is None` of the helper still does)."""
+    default), is None: `ring is not None and ...` is decided, its branch not walked at all. The helper's `residual is None`
+    is decided by the literal None its call passes (walk/calls.py binds an inlined function's arguments)."""
     (mini / "vllm/config/vllm.py").write_text((mini / "vllm/config/vllm.py").read_text(encoding="utf-8") + VLLM_CONFIG,
                                              encoding="utf-8")
     (mini / "vllm/config/cache.py").write_text(CACHE_CONFIG, encoding="utf-8")
@@ -162,5 +162,5 @@ def test_a_field_start_up_code_sets_to_literals_is_one_of_them(mini):
     ops = {op.name: op for op in a.walk.ops if op.file.endswith("mode.py")}
     assert "exp" not in ops and "tanh" not in ops and "abs" not in ops
     assert "align" in ops["sigmoid"].condition
-    # the helper's parameter: both branches, the one this call does not take as not steady
-    assert ops["relu"].steady and "square" in ops and not ops["square"].steady
+    # the helper's parameter is bound to the call's literal None: only the `residual is None` branch runs
+    assert ops["relu"].steady and "square" not in ops
