@@ -68,9 +68,13 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
     norm, cache write, attention kernel and batched matmul is an op at its mla_v1.py call line; the kv norm +
     RoPE + cache write is reported fused by npu_kv_rmsnorm_rope_cache."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
-    # the preset's layers are two kinds (dense first_k_dense_replace = 3, then MoE): both run the MLA layer
-    assert [kd["differs"] for kd in a.walk.layer_kinds] == [{"mlp": "DeepseekV2MLP"}, {"mlp": "DeepseekV2MoE"}]
-    for k in (0, 1):
+    # the preset's layers are two kinds (dense first_k_dense_replace = 3, then MoE), the first layer (no residual
+    # yet) walked apart: all three run the MLA layer
+    first, after = "the loop's initial value (the first layer)", "the previous layer's output"
+    assert [kd["differs"] for kd in a.walk.layer_kinds] == [
+        {"mlp": "DeepseekV2MLP", "residual": first}, {"mlp": "DeepseekV2MLP", "residual": after}, {"mlp": "DeepseekV2MoE"}]
+    assert [kd["layers"] for kd in a.walk.layer_kinds] == [[0], [1, 2], list(range(3, 61))]
+    for k in (0, 1, 2):
         mla = [op for op in a.walk.ops if op.file == "vllm_ascend/attention/mla_v1.py" and op.attrs.get("layer_kind") == k]
         by_name = {}
         for op in mla:
@@ -93,7 +97,7 @@ def test_mla_is_walked_op_by_op_in_the_ascend_implementation(session, hf):
         # the modules are the model's: DeepseekV2MLAAttention's, handed down through MLAModules and **kwargs
         assert by_name["kv_b_proj"].layer_class == "ColumnParallelLinear"
         assert by_name["o_proj"].layer_class == "RowParallelLinear"
-    assert {op.attrs.get("layer_kind") for op in a.walk.ops if op.kind == "mla_attention"} == {0, 1}
+    assert {op.attrs.get("layer_kind") for op in a.walk.ops if op.kind == "mla_attention"} == {0, 1, 2}
     fused = [o for o in a.opportunities if o.scenario == "rmsnorm_rope" and o.scope.startswith("AscendMLAImpl.")]
     assert fused and all(o.status.value == "fused_by_ascend_kernel" for o in fused)
     assert all("npu_kv_rmsnorm_rope_cache" in str(o.evidence) for o in fused)
@@ -209,11 +213,13 @@ def test_a_native_activation_inside_the_experts_is_walked(session, hf):
     activation step, each at its line in vLLM's activation.py, and the chain on them is open with a note."""
     a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
     # the preset's layers are two kinds, told apart by the sliding window (`if self.layer_idx % 2 == 0`):
-    # every layer is a MoE layer
+    # every layer is a MoE layer; the first layer (no residual yet) walked apart
     kinds = a.walk.layer_kinds
-    assert [kd["layers"] for kd in kinds] == [list(range(0, 36, 2)), list(range(1, 36, 2))]
-    assert [list(kd["differs"]) for kd in kinds] == [["attn.attn.sliding_window"]] * 2
-    for k in (0, 1):
+    assert [kd["layers"] for kd in kinds] == [[0], list(range(1, 36, 2)), list(range(2, 36, 2))]
+    assert [sorted(kd["differs"]) for kd in kinds] == [["attn.attn.sliding_window", "residual"],
+                                                       ["attn.attn.sliding_window"],
+                                                       ["attn.attn.sliding_window", "residual"]]
+    for k in (0, 1, 2):
         ops = [op for op in a.walk.ops if op.attrs.get("layer_kind") == k]
         i = next(i for i, op in enumerate(ops) if op.kind == "expert_act")
         native = [op for op in ops if op.attrs.get("native_of") == "act (SwigluOAIAndMul)"]
@@ -226,7 +232,7 @@ def test_a_native_activation_inside_the_experts_is_walked(session, hf):
         # the experts part is at the runner's call of the comm method, not at a kernel of one of its steps
         (experts,) = [op for op in ops if op.kind == "moe_experts"]
         assert "fused_experts(" in _text(session, experts.file, experts.line)
-    assert len([op for op in a.walk.ops if op.kind == "moe_experts"]) == 2  # one per kind, none outside them
+    assert len([op for op in a.walk.ops if op.kind == "moe_experts"]) == 3  # one per kind, none outside them
 
 
 def test_the_cuda_column_reads_what_vllm_runs_for_a_moe_layer(session, hf):
@@ -244,8 +250,9 @@ def test_the_cuda_column_reads_what_vllm_runs_for_a_moe_layer(session, hf):
     assert set(gate.cuda["kernels"]) <= {"torch.ops._moe_C.topk_softmax", "torch.ops._moe_C.topk_sigmoid"}
     assert gate.cuda["runs"] == "FusedTopKRouter._compute_routing"
     assert 'torch.ops._moe_C.topk_softmax runs when scoring_func == "softmax"' in gate.cuda["conditions"]
-    (router,) = [op for op in a.walk.ops if op.kind == "moe_gating"]
-    assert router.layer_class == "AscendFusedTopKRouter"  # the Ascend walk is unchanged
+    routers = [op for op in a.walk.ops if op.kind == "moe_gating"]  # one per kind (the first layer walked apart)
+    assert len(routers) == len(a.walk.layer_kinds) == 2
+    assert {r.layer_class for r in routers} == {"AscendFusedTopKRouter"}  # the Ascend walk is unchanged
     for oid in ("router_experts@Qwen3MoeSparseMoeBlock.forward", "shared_routed@Qwen3MoeMLP.forward"):
         assert rows[oid].cuda["status"] == "open" and "separate kernels" in rows[oid].cuda["note"]
     act = rows["silu_mul@Qwen3MoeSparseMoeBlock.forward"]
@@ -260,9 +267,11 @@ def test_the_cuda_column_on_a_cuda_walk_reads_the_ops_kernels(real_tree, hf):
 
     cuda = Session.open(str(real_tree("vllm==0.30.0")), None)
     a = analyze_in(cuda, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    (router,) = [op for op in a.walk.ops if op.kind == "moe_gating"]
-    assert "torch.ops._moe_C.topk_softmax" in {k.name for k in router.kernels}
-    assert "topk_softmax(" in (cuda.vllm.root / router.file).read_text().splitlines()[router.line - 1]
+    routers = [op for op in a.walk.ops if op.kind == "moe_gating"]  # one per kind (the first layer walked apart)
+    assert len(routers) == len(a.walk.layer_kinds) == 2
+    for router in routers:
+        assert "torch.ops._moe_C.topk_softmax" in {k.name for k in router.kernels}
+        assert "topk_softmax(" in (cuda.vllm.root / router.file).read_text().splitlines()[router.line - 1]
     (gate,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
     assert gate.cuda["status"] == "fused_by_kernel" and gate.cuda["kernels"][0] == "torch.ops._moe_C.topk_softmax"
 

@@ -722,8 +722,9 @@ def native_span(model: StepModel, ops: list[Op]) -> list[Op]:
     if len(layers) != 1 or None in layers:
         return ops
     (layer,) = layers
+    kinds = {o.attrs.get("layer_kind") for o in ops}  # the forward of that layer in the match's kind of layer
     span = [o for o in model.ops if o.attrs.get("native_of") == layer and o.steady and not o.attrs.get("other_branch")
-            and not o.condition and o.kind != "cast"]
+            and not o.condition and o.kind != "cast" and o.attrs.get("layer_kind") in kinds]
     return span if {o.id for o in ops} <= {o.id for o in span} else ops
 
 
