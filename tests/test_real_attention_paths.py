@@ -11,6 +11,7 @@ from fusion_analyze.analysis.pipeline import Options, analyze_in
 from fusion_analyze.analysis.session import Session
 
 from .conftest import validate_report
+from .layers import after_first
 
 
 def _source(session, ev) -> str:
@@ -34,16 +35,19 @@ def test_a_decoder_cites_the_fused_infer_kernel_of_its_default_path(session, hf)
     assert "torch_npu.npu_fused_infer_attention_score(" in _source(session, ev)
     assert not any("unified_attention" in e["what"] or "npu_fusion_attention" in e["what"] for e in o.evidence)
     assert not any("sinks" in c for c in o.conditions)  # Qwen3's Attention is built without sinks: decided
-    (attn,) = [op for op in a.walk.ops if op.kind == "attention"]
+    (attn,) = [op for op in after_first(a.walk.ops) if op.kind == "attention"]
     by_line = {(k.name, k.line): k for k in attn.kernels}
     encoder = by_line[("torch_npu.npu_fusion_attention", 1136)]  # _forward_encoder_attention: a pooling model's
     assert "_forward_encoder_attention" in "".join(
         (session.ascend.root / encoder.file).read_text().splitlines()[1080:1136])
     assert encoder.paths == ()  # runs on no path of a generate runner
     validate_report(a.report)
-    (encoder_json,) = [k for op in a.report["ops"] if op["kind"] == "attention" for k in op["kernels"]
-                       if (k["name"], k["line"]) == ("torch_npu.npu_fusion_attention", 1136)]
-    assert encoder_json["paths"] == {}
+    # one attention op per kind of layer (the first layer walked apart), each with the encoder's kernel on no path
+    encoder_json = [k for op in a.report["ops"] if op["kind"] == "attention" for k in op["kernels"]
+                    if (k["name"], k["line"]) == ("torch_npu.npu_fusion_attention", 1136)]
+    assert len(encoder_json) == len(a.walk.layer_kinds) == 2
+    assert all(k["paths"] == {} for k in encoder_json)
+
 
 def test_a_model_with_attention_sinks_cites_the_sink_kernel(session, hf):
     """GPT-OSS builds its Attention with sinks=self.sinks (a torch.nn.Parameter: never None), so the backend

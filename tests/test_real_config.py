@@ -10,12 +10,14 @@ import pytest
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 
 from .conftest import FIXTURES, validate_report
+from .layers import after_first
 
 LLAMA31 = FIXTURES / "configs" / "llama-3.1-8b.json"
 
 
 def _ops(a, pred):
-    return [op for op in a.walk.ops if pred(op)]
+    """The ops of what every layer after the first runs (the first layer, walked apart, runs the same module)."""
+    return [op for op in after_first(a.walk.ops) if pred(op)]
 
 
 def test_llama31_rope_type_builds_llama3_rope_which_runs_native_on_ascend(session, hf):

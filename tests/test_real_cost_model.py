@@ -146,8 +146,9 @@ def test_readable_choices_blocks_and_alternatives(session, hf):
 
     d = analyze_in(session, "DeepSeek-V3", Options(hf_root=hf))
     text = render_data(d.report, lang="en")
-    # the MoE layers' sequence block (layers 3-60: the first three are dense, a kind of their own)
-    seq = text.split("Decoder layer, kind 2: layers 3–60", 1)[1].split("```", 2)[1]
+    # the MoE layers' sequence block (layers 3-60: the first three are dense, a kind of their own, and the first
+    # layer walked apart)
+    seq = text.split("Decoder layer, kind 3: layers 3–60", 1)[1].split("```", 2)[1]
     assert sum(1 for t in seq.splitlines() if t.startswith("moe ")) == 1  # one MoE block on the walked path
     # `use_sequence_parallel_moe` is decided (false at TP 1): no other side of the MoE block is listed
     assert not any(not o["on_path"] and o["kind"] == "moe" for o in d.report["ops"])
