@@ -37,6 +37,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not m
 # so a file nested beyond what Python accepts is reported instead of parsed.
 MAX_NESTING = 250
 _BRACKETS = re.compile(rb"[()\[\]{}]")
+# `obj.attr = value` (or `a.b.attr = value`) at the start of a statement, `obj` not `self`/`cls`: one target
+_OUTSIDE_SET = re.compile(rb"^[ \t]*(?!(?:self|cls)\.)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 
 
 def _check_nesting(source: bytes) -> None:
@@ -67,6 +69,8 @@ class ModuleIndex:
         self.facts: dict = {}  # FactTable -> its entries for the session (index/facts.py)
         self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> module_path's answer
         self._unsaved: list[tuple[ModuleInfo, Chunk]] = []  # chunks parsed since the last save_lines
+        self._sources: dict[str, list[tuple[Path, bytes]]] = {}  # package -> its files' bytes (sources)
+        self._setters: dict[str, dict[str, list[tuple[str, int]]]] = {}  # package -> outside_setters
 
     # -- files -------------------------------------------------------------------------------
     def tree_for(self, module: str) -> SourceTree | None:
@@ -117,6 +121,47 @@ class ModuleIndex:
         if base.is_dir():  # namespace package
             return base, True
         return None
+
+    def sources(self, package: str) -> list[tuple[Path, bytes]]:
+        """Every `.py` file of a tree's package with its bytes, in path order, read once for the session (the
+        scans for registrations, patch triggers and attribute setters each read the whole package: text tests
+        on bytes cost less than one parse)."""
+        try:
+            return self._sources[package]
+        except KeyError:
+            pass
+        tree = self.trees.get(package)
+        found = []
+        for path in sorted(tree.package_dir.rglob("*.py")) if tree is not None else ():
+            try:
+                found.append((path, path.read_bytes()))
+            except OSError:
+                continue
+        self._sources[package] = found
+        return found
+
+    def outside_setters(self, package: str) -> dict[str, list[tuple[str, int]]]:
+        """Private attribute name -> (file, line) of each statement of the package that assigns it on an object
+        other than `self` (`layer._ascend_kda_state_copy = plan`, kda_state_copy_plan.py): state another object
+        sets after the owner's `__init__` (a class's or a module's attribute is a patch: not these). A text scan,
+        kept for the session."""
+        try:
+            return self._setters[package]
+        except KeyError:
+            pass
+        tree = self.trees.get(package)
+        out: dict[str, list[tuple[str, int]]] = {}
+        for path, data in self.sources(package):
+            if b"." not in data:
+                continue
+            rel = path.relative_to(tree.root).as_posix() if tree is not None else path.name
+            for m in _OUTSIDE_SET.finditer(data):
+                owner, attr = m.group(1).rsplit(b".", 1)[-1], m.group(2)
+                # an object's private state (`layer._x = ...`), not a class's or module's attribute (a patch)
+                if attr.startswith(b"_") and not attr.startswith(b"__") and owner[:1].islower():
+                    out.setdefault(attr.decode(), []).append((rel, data.count(b"\n", 0, m.start()) + 1))
+        self._setters[package] = out
+        return out
 
     def module_name_for(self, path: Path) -> str | None:
         for tree in self.trees.values():

@@ -1146,7 +1146,12 @@ class Evaluator:
                 return self.attrs.self_value(held, name, self, depth)
             if has == Known(False) and len(args) == 3 and self._module_has(args[0], Known(name), scope) == Known(False):
                 # getattr(self, "g_proj", None) where none is built (of `self` or `self.x` only: another object
-                # may be given the attribute from outside, at load time)
+                # may be given the attribute from outside, at load time), unless the plugin's code sets it so
+                # (`layer._kda_state_copy_ready = True`: Constructor.set_from_outside)
+                outside = getattr(self.attrs, "set_from_outside", None)
+                where = outside(name) if outside is not None else None
+                if where is not None:
+                    return Unknown(f"{name} is set on the object from outside its class ({where})")
                 return self.infer(args[2], scope, depth)
             if name is not None and isinstance(base, NotNone) and isinstance(args[0], (cst.Name, cst.Attribute)):
                 # getattr(mla_modules, "topk_indices_buffer", None): a field the built dataclass declares

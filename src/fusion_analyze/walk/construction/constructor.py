@@ -101,6 +101,9 @@ class Replaced:
 _NO_BINDINGS = Bindings()
 
 
+# packages whose private attributes set from outside are not scanned (Constructor.set_from_outside)
+_NOT_SCANNED_FOR_SETTERS = frozenset({"vllm", "transformers"})
+
 class Constructor(AttrSources, OtherChoices):
     def __init__(self, index: ModuleIndex, env: Environment, load_time=None):
         self.index = index
@@ -656,6 +659,10 @@ class Constructor(AttrSources, OtherChoices):
         again = self._set_at_load(inst, name, result) if assigned else None
         if again is not None:  # the loader's hook assigns it again after __init__: __init__'s value is not it
             result = Unknown(f"self.{name} is assigned again once the weights are loaded ({again})")
+        elif assigned:
+            outside = self.set_from_outside(name)
+            if outside is not None:  # another object sets it after __init__ (the worker's cache set-up)
+                result = Unknown(f"self.{name} is set on the object from outside its class ({outside})")
         self._values[key] = (inst, result)
         return result
 
@@ -697,6 +704,21 @@ class Constructor(AttrSources, OtherChoices):
                     literal(v) == value and type(literal(v).value) is type(value.value) for v, _c, _p in assigned):
                 continue
             return f"{found[0].name}.{hook} ({found.module.rel}:{found.module.line_of(found[1])})"
+        return None
+
+    def set_from_outside(self, name: str) -> str | None:
+        """`file:line` of a statement of the backend's plugin package that assigns the private attribute `name` on
+        another object (`layer._ascend_kda_state_copy = plan` in vllm-ascend's kda_state_copy_plan.py, once the KV
+        cache is allocated): __init__'s value is not what the forward reads. The plugin trees only: vLLM's own
+        package is not scanned (its text scan costs more than a model's walk)."""
+        if not name.startswith("_"):
+            return None
+        for package in sorted(self.index.trees):
+            if package in _NOT_SCANNED_FOR_SETTERS:
+                continue
+            found = self.index.outside_setters(package).get(name)
+            if found:
+                return f"{found[0][0]}:{found[0][1]}"
         return None
 
     def _object_value(self, inst: Instance, name: str, evaluator, depth: int):
