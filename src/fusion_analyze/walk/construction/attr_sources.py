@@ -29,7 +29,6 @@ class AttrSources:
 
         from ...index.modules import ModuleIndex
         from ...semantics.evaluator import Evaluator
-        from .constructor import Method
 
         index: ModuleIndex
         evaluator: Evaluator
@@ -42,8 +41,6 @@ class AttrSources:
         def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]: ...
 
         def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]: ...
-
-        def method(self, cls: Definition, name: str) -> Method | None: ...
 
         def mro(self, cls: Definition) -> list[Definition]: ...
 
