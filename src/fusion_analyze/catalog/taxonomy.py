@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from . import COLLECTIVES, catalog
 from .schema import LeafClass, LeafOps
 
@@ -67,7 +69,7 @@ def function_kind(dotted: str | None) -> str | None:
     return None
 
 
-def is_kernel(dotted: str | None) -> bool:
+def is_kernel(dotted: str | None) -> TypeGuard[str]:
     return bool(dotted) and any(dotted.startswith(p) for p in leaf_ops().kernel_prefixes)
 
 

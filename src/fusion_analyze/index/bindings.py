@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from types import SimpleNamespace
 
 import libcst as cst
 
@@ -123,7 +124,9 @@ def all_import_from_bindings(info: ModuleInfo) -> list[tuple[str, tuple[str, str
             for n in nodes for alias in n.names if alias.name != "*"]
 
 
-def _absolute(info: ModuleInfo, level: int, module: str | None) -> str:
+def _absolute(info: ModuleInfo | SimpleNamespace, level: int, module: str | None) -> str:
+    """`module` imported at `level` (`from ..m import x`: 2) in the module `info` names (its `name` and
+    `is_package`: a ModuleInfo, or a namespace of the two where the module is not parsed), made absolute."""
     if level == 0:
         return module or ""
     parts = info.name.split(".")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 
@@ -80,10 +80,11 @@ class Evaluator:
     # -- truth ----------------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, module, env: Bindings | None = None, scope=None) -> Truth:
         env = env or _EMPTY
-        kind = type(expr)
-        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
-            return self.truth(expr.expression, module, env, scope).negate()
+        kind = type(expr)  # (the dispatch on it as in `infer`; each branch's node type cast, not tested again)
+        if kind is cst.UnaryOperation and type(cast(cst.UnaryOperation, expr).operator) is cst.Not:
+            return self.truth(cast(cst.UnaryOperation, expr).expression, module, env, scope).negate()
         if kind is cst.BooleanOperation:
+            expr = cast(cst.BooleanOperation, expr)
             left, right = self.truth(expr.left, module, env, scope), self.truth(expr.right, module, env, scope)
             return left.and_(right) if type(expr.operator) is cst.And else left.or_(right)
         decided = none_test(expr, env)
@@ -340,15 +341,19 @@ class Evaluator:
             if got is not None:  # kwargs["q_lora_rank"], kwargs.get("g_proj"): what the caller passed by that name
                 value, where = got
                 return self.infer(value, where, step)
+        # each branch casts `expr` to the node class `kind` is (libcst's classes are not subclassed)
         if kind is cst.Name:
-            return self._name(expr.value, scope, step)
+            return self._name(cast(cst.Name, expr).value, scope, step)
         if kind is cst.Attribute:
-            return self._attribute(expr, scope, step)
+            return self._attribute(cast(cst.Attribute, expr), scope, step)
         if kind is cst.Call:
-            return self._call(expr, scope, step)
-        if kind is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
-            return self._subscript(expr, scope, step)
+            return self._call(cast(cst.Call, expr), scope, step)
+        if kind is cst.Subscript:
+            expr = cast(cst.Subscript, expr)
+            if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
+                return self._subscript(expr, scope, step)
         if kind is cst.Comparison:  # a < b <= c: each pair, all must hold
+            expr = cast(cst.Comparison, expr)
             left, out = self.infer(expr.left, scope, step), None
             for comp in expr.comparisons:
                 right = self.infer(comp.comparator, scope, step)
@@ -357,13 +362,15 @@ class Evaluator:
                     return got
                 out = got if out is None or not isinstance(got, Known) else out
                 left = right
+            assert out is not None  # (a Comparison has at least one comparison)
             return out
-        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
-            t = truth_of(self.infer(expr.expression, scope, step))
+        if kind is cst.UnaryOperation and type(cast(cst.UnaryOperation, expr).operator) is cst.Not:
+            t = truth_of(self.infer(cast(cst.UnaryOperation, expr).expression, scope, step))
             return Known(t is Truth.FALSE) if t is not Truth.UNKNOWN else Unknown("not of an unknown value")
         if kind is cst.BooleanOperation:
-            return self._boolean(expr, scope, step)
-        if kind is cst.BinaryOperation and type(expr.operator) in _ARITH:
+            return self._boolean(cast(cst.BooleanOperation, expr), scope, step)
+        if kind is cst.BinaryOperation and type(cast(cst.BinaryOperation, expr).operator) in _ARITH:
+            expr = cast(cst.BinaryOperation, expr)
             left, right = self.infer(expr.left, scope, step), self.infer(expr.right, scope, step)
             return _arith(type(expr.operator), left, right)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
@@ -373,6 +380,7 @@ class Evaluator:
         if kind is cst.NamedExpr and isinstance(expr, cst.NamedExpr):  # `(x := value)` is value
             return self.infer(expr.value, scope, step)
         if kind is cst.IfExp:
+            expr = cast(cst.IfExp, expr)
             t = truth_of(self.infer(expr.test, scope, step))
             if t is Truth.UNKNOWN:
                 t = self.branch_that_cannot_run(expr, scope, step)
@@ -383,6 +391,7 @@ class Evaluator:
             body, orelse = self.infer(expr.body, scope, step), self.infer(expr.orelse, scope, step)
             return body if _same(body, orelse) else OneOf((body, orelse))  # (the same value either way)
         if kind is cst.Tuple or kind is cst.List:
+            expr = cast("cst.Tuple | cst.List", expr)
             items = []
             for e in expr.elements:
                 got = self.infer(e.value, scope, step)
@@ -395,6 +404,7 @@ class Evaluator:
             if all(isinstance(i, Known) for i in items):
                 return Known(tuple(i.value for i in items))
         if kind is cst.Dict:
+            expr = cast(cst.Dict, expr)
             pairs = []
             for e in expr.elements:
                 if type(e) is cst.StarredDictElement:  # `{**config.rope_parameters, "rope_theta": t}`: its items
@@ -403,7 +413,8 @@ class Evaluator:
                         pairs = None
                         break
                     pairs += [(Known(k), v if isinstance(v, Unknown) else Known(v)) for k, v in spread.value.items()]
-                else:
+                else:  # (a DictElement: the other kind of element)
+                    e = cast(cst.DictElement, e)
                     pairs.append((self.infer(e.key, scope, step), self.infer(e.value, scope, step)))
             if pairs is not None and all(isinstance(k, Known) for k, _v in pairs):
                 try:  # an item whose value is not known stays Unknown inside (`"rope_type": "yarn"` still reads)
@@ -469,19 +480,22 @@ class Evaluator:
             values = [item] if type(target) is cst.Name else list(item) if isinstance(item, tuple) else None
             if values is None or len(values) != len(names) or not all(_writable(v) for v in values):
                 return None
-            def placed(node):
-                for name, v in zip(names, values):
-                    node = node.visit(_Substitute(name, cst.parse_expression(repr(v))))
+            named = list(zip(cast("list[str]", names), values))  # (no None among the names: tested above)
+
+            def placed(node: cst.BaseExpression) -> cst.BaseExpression:
+                for name, v in named:  # (a name replaced by an expression: an expression still)
+                    node = cast(cst.BaseExpression, node.visit(_Substitute(name, cst.parse_expression(repr(v)))))
                 return node
             if any(truth_of(self.infer(placed(c.test), scope, depth + 1)) is not Truth.TRUE for c in fin.ifs):
                 if all(truth_of(self.infer(placed(c.test), scope, depth + 1)) is not Truth.UNKNOWN for c in fin.ifs):
                     continue  # an element its `if` leaves out
                 return None
-            parts = [expr.key, expr.value] if type(expr) is cst.DictComp else [expr.elt]
+            parts = [expr.key, expr.value] if isinstance(expr, cst.DictComp) else [expr.elt]
             got = [self.infer(placed(p), scope, depth + 1) for p in parts]
-            if not all(isinstance(g, Known) for g in got):
+            known = [g.value for g in got if isinstance(g, Known)]
+            if len(known) != len(got):
                 return None
-            out.append(tuple(g.value for g in got) if type(expr) is cst.DictComp else got[0].value)
+            out.append(tuple(known) if type(expr) is cst.DictComp else known[0])
         if type(expr) is cst.DictComp:
             try:
                 return Known(dict(out))
@@ -590,7 +604,7 @@ class Evaluator:
         or an outside library's listed constant (`torch.bfloat16`), as the module of `scope` sees it."""
         module = getattr(scope, "module", None)
         index = getattr(module, "_index", None)
-        if index is None:
+        if index is None or module is None:
             return _NOT_GLOBAL
         text = _dotted_text(expr)
         key = (module.name, text)
@@ -1142,7 +1156,7 @@ class Evaluator:
             held = self._instance_of(args[0], scope, depth) if name is not None else None
             has = self._has_attr(held, name) if held is not None and name is not None and self.attrs is not None \
                 else None
-            if has == Known(True):  # getattr(self, "ascend_shared_experts", None)
+            if has == Known(True) and self.attrs is not None:  # getattr(self, "ascend_shared_experts", None)
                 return self.attrs.self_value(held, name, self, depth)
             if has == Known(False) and len(args) == 3 and self._module_has(args[0], Known(name), scope) == Known(False):
                 # getattr(self, "g_proj", None) where none is built (of `self` or `self.x` only: another object
@@ -1207,16 +1221,19 @@ class Evaluator:
         if type(func) is cst.Name and func.value in ("max", "min") and len(args) >= 2 and len(args) == len(call.args) \
                 and not _bound_here(func.value, scope):
             got = [self.infer(a, scope, depth) for a in args]  # max(layer_id - offset + 1, 0): known numbers only
-            if all(isinstance(g, Known) and type(g.value) in (int, float) for g in got):
-                return Known((max if func.value == "max" else min)(g.value for g in got))
+            numbers = [g.value for g in got if isinstance(g, Known) and isinstance(g.value, (int, float))
+                       and type(g.value) in (int, float)]
+            if len(numbers) == len(got):
+                return Known((max if func.value == "max" else min)(numbers))
             return Unknown(f"{func.value}() of a value not known")
         if len(args) == 1 and len(call.args) == 1 and isinstance(func, (cst.Name, cst.Attribute)) \
                 and _dotted_of(func, scope) in ("copy.copy", "copy.deepcopy"):
             return self.infer(args[0], scope, depth)  # a copy holds what the original holds
         if type(func) is cst.Name and func.value in ("range", "enumerate") and 1 <= len(args) == len(call.args) <= 3:
             got = [self.infer(a, scope, depth) for a in args]  # a loop's values: a tuple of few known items
-            if func.value == "range" and all(isinstance(g, Known) and type(g.value) is int for g in got):
-                values = range(*(g.value for g in got))
+            ints = [g.value for g in got if isinstance(g, Known) and type(g.value) is int]
+            if func.value == "range" and len(ints) == len(got):
+                values = range(*ints)
                 return Known(tuple(values)) if len(values) <= _MAX_ITEMS else Unknown("a range of many values")
             if func.value == "enumerate" and len(got) == 1 and isinstance(got[0], Known) \
                     and isinstance(got[0].value, (tuple, list)) and len(got[0].value) <= _MAX_ITEMS:
@@ -1363,7 +1380,8 @@ class Evaluator:
             if kind == "function":
                 self._too_deep += 1
             return Unknown("the result of a call")
-        fn = target.node
+        target = cast(Definition, target)  # (a function of the trees)
+        fn = cast(cst.FunctionDef, target.node)
         table = tables(fn, target.module)
         if item is None:
             got = self._config_setter(target, call, scope, depth)
@@ -1435,7 +1453,7 @@ class Evaluator:
         last = fn.body.body[-1] if fn.body.body else None  # (ending in a raise: it returns one of them or none)
         if returns and type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Return, cst.Raise):
             got = [self.infer(v, inner, depth) for v, _c in returns]
-            if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got}) == 1:
+            if all(isinstance(g, Known) for g in got) and len({repr(g.value) for g in got if isinstance(g, Known)}) == 1:
                 return got[0]
             one = self._one_configuration(got)
             if one is not None:  # `return config.text_config` / `return config`: the text configuration either way

@@ -7,6 +7,8 @@ anything else runs, nothing is said (None). Never a guess: the loop runs as Pyth
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from ..index.facts import FactTable
@@ -104,7 +106,7 @@ def _statement(ev, stmt, scope: Scope, depth: int):
         items = _items(ev, stmt.iter, scope, depth)
         if items is None:
             raise _Undecided()
-        name = stmt.target.value
+        name = cast(cst.Name, stmt.target).value  # (a name: _readable)
         for item in items:
             _set(scope, name, item)
             got = _block(ev, stmt.body.body, scope, depth)

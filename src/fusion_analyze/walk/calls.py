@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import libcst as cst
 
@@ -118,7 +119,7 @@ class Calls(WalkerState):
                 return self._op(frame, function_kind(bound), bound.rsplit(".", 1)[-1], None, s.stmt, _flat(args, kwargs),
                                 s.hint, s.cond, s.steady)
             leaf = leaf_for_class_names([external.rsplit(".", 1)[-1]]) if external else None
-            if leaf is not None:
+            if leaf is not None and external:
                 return self._op(frame, leaf[1]["kind"], name, external.rsplit(".", 1)[-1], s.stmt, _flat(args, kwargs),
                                 s.hint, s.cond, s.steady,
                                 attrs={"external": external, **self._external_values(frame.inst, name, leaf[0])},
@@ -191,7 +192,7 @@ class Calls(WalkerState):
         """`<held>.m(...)` on a module (or object) the instance holds as `self.<held>`: a submodule m of it run as a
         module, or its method m walked with it as self; `forward`: `.forward(...)` runs the module too. None where
         it has no method m."""
-        frame, name = s.frame, s.func.attr.value
+        frame, name = s.frame, cast(cst.Attribute, s.func).attr.value  # (its callers' `<held>.m(...)`)
         path = f"{frame.path}.{held}".lstrip(".")
         sub = self.ctor.attr(owner, name)
         if sub is not None and sub.cls is not None:
@@ -234,12 +235,14 @@ class Calls(WalkerState):
     def _loop_layer_call(self, s: CallSite):
         """layer(...) inside a layer loop: the decoder layer (or a leaf held in a list)."""
         func, frame = s.func, s.frame
-        held = frame.loop_vars[func.value.value].cls if (type(func) is cst.Attribute and type(func.value) is cst.Name
-                                                        and func.value.value in frame.loop_vars) else None
-        if held is not None and type(func) is cst.Attribute and self.ctor.method(held, func.attr.value) is not None:
+        local = func.value.value if (type(func) is cst.Attribute and type(func.value) is cst.Name
+                                     and func.value.value in frame.loop_vars) else None
+        held = frame.loop_vars[local].cls if local is not None else None
+        if local is not None and held is not None and type(func) is cst.Attribute \
+                and self.ctor.method(held, func.attr.value) is not None:
             # layer.forward_input_norm(...): a method of the decoder layer, called by the model's loop
             args, kwargs = self._site_args(s)
-            return self._expand(frame.loop_vars[func.value.value], func.attr.value, args, kwargs,
+            return self._expand(frame.loop_vars[local], func.attr.value, args, kwargs,
                                 path=f"{frame.path}.layers" if frame.path else "layers", facts=frame.facts, cond=s.cond)
         if not (type(func) is cst.Name and func.value in frame.loop_vars):
             return None
@@ -378,7 +381,7 @@ class Calls(WalkerState):
                 self.ops[-1].kernels += self.backends.kernels_of_function(target, Bindings(), impl)
             return out
         kind = function_kind(dotted)
-        if kind:
+        if kind and dotted:  # (a kind is only given to a name)
             return self._op(frame, kind, dotted.rsplit(".", 1)[-1], None, stmt, inputs, hint, cond, steady)
         target = s.callee.named
         if isinstance(target, Definition) and _not_walked(target.module.name):
@@ -439,7 +442,7 @@ class Calls(WalkerState):
         submodule's method given the layer). A body of another shape, or one that tests what nothing decides
         (`if use_aiter:`), is left to the kernel reader: the reason (str), said on the op. A call of another
         form, or a submodule the walk does not know, is a replacement not followed (None)."""
-        fn, module = target.node, target.module
+        fn, module = cast(cst.FunctionDef, target.node), target.module  # (a custom op's registered function)
         read = self._custom_op_body(fn.body.body, module)
         if isinstance(read, str):
             return read
@@ -507,7 +510,7 @@ class Calls(WalkerState):
                     if (type(value) is cst.Subscript and type(value.value) is cst.Attribute
                             and value.value.attr.value == "no_compile_layers"):
                         layer = small.targets[0].target.value
-                elif type(small) in (cst.Expr, cst.Return) and type(small.value) is cst.Call:
+                elif isinstance(small, (cst.Expr, cst.Return)) and type(small.value) is cst.Call:
                     calls.append(small.value)  # (`return layer.m(...)`: what the op returns is the layer's)
                 elif type(small) is cst.AnnAssign and type(small.value) is cst.Call:
                     continue  # forward_context: ForwardContext = get_forward_context()

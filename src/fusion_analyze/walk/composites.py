@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 
@@ -670,7 +670,7 @@ class Composites(WalkerState):
         module = fn_def.module
         scope = Scope(module=module, values={k: Known(v) for k, v in values.items()})
         out: list[Definition] = []
-        for stmt, cond in tables(fn_def.node, module).statements:
+        for stmt, cond in tables(cast(cst.FunctionDef, fn_def.node), module).statements:  # (kind function)
             if not type(stmt) is cst.SimpleStatementLine or self.ctor.evaluator.condition_truth(cond, scope=scope) is Truth.FALSE:
                 continue
             for call in find_all(stmt, cst.Call):

@@ -3,6 +3,8 @@ markers of arguments that are not tensors, and small readers of call and assignm
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
 from ..catalog import catalog
@@ -32,7 +34,7 @@ class _Frame:
         # a local bound to a submodule of the instance (`attn_hc = self.attn_hyper_connection`) -> its name under
         # self (`a.b` for `self.a.b`): a call of it, or of one of its methods, runs that module (calls.py)
         self.aliases: dict[str, str] = {}
-        self.partials: dict[str, object] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
+        self.partials: dict[str, Definition] = {}  # `f = partial(g, ...)`: f -> g's Definition (f(x) runs g(x))
         self.returns: list[str] = []
         self.entry = None  # the path condition the walk entered this function under (set where its body is walked)
         self.host: set[str] = set()  # names bound to a host package's values (numpy arrays): walk/host.py
@@ -128,7 +130,7 @@ def _flat(args, kwargs) -> list[str]:
     return out
 
 
-def _self_attr(expr) -> bool:
+def _self_attr(expr) -> TypeGuard[cst.Attribute]:
     return type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self"
 
 
@@ -256,7 +258,7 @@ class WalkerState:
 
         def _module_at(self, rel: str): ...
 
-        def _forward_of(self, cls, method: str, inst=None): ...
+        def _forward_of(self, cls, method: str, inst=None) -> tuple | None: ...
 
         def _role_for_submodule(self, frame, name, sub, kind=None) -> None: ...
 
@@ -303,3 +305,29 @@ class WalkerState:
         def _forward_raise(self, frame, small, stmt, cond, steady: bool) -> None: ...
 
         def _construction_raises(self, inst, path: str) -> None: ...
+
+        # walk/walker.py
+        patch_modules: dict
+        _walked_lists: set
+
+        def _unknown_op(self, frame, stmt, name, inputs, hint, cond, steady, reason) -> list[str]: ...
+
+        # walk/statements.py
+        def _is_leaf(self, inst) -> bool: ...
+
+        def _eval(self, frame: "_Frame", expr, cond, steady, stmt, hint=None, quiet=False) -> list[str]: ...
+
+        def _args(self, frame: "_Frame", call, cond, steady, stmt) -> tuple[list, dict]: ...
+
+        # walk/calls.py
+        def _call(self, frame: "_Frame", call, cond, steady, stmt, hint) -> list[str]: ...
+
+        # walk/layers.py
+        def _module_call(self, frame, sub, name, call, args, kwargs, cond, steady, stmt, hint) -> list[str]: ...
+
+        # walk/composites.py
+        def _op_in_method(self, frame, kind, name, cls_name, module, fn, inputs, hint, cond, steady, attrs,
+                          path) -> Op: ...
+
+        # walk/roles.py
+        def _layer_role(self, element, path: str = "layers") -> None: ...

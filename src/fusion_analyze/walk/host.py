@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -119,9 +119,10 @@ class HostValues(WalkerState):
         if t is cst.Subscript or t is cst.Attribute:
             return not _self_attr(expr) and self._host_expr(frame, expr.value)
         if t is cst.UnaryOperation:
-            return self._host_expr(frame, expr.expression)
+            return self._host_expr(frame, cast(cst.UnaryOperation, expr).expression)
         if t is cst.BinaryOperation:  # host on one side, a host value or a literal on the other
-            sides = (expr.left, expr.right)
+            binary = cast(cst.BinaryOperation, expr)
+            sides = (binary.left, binary.right)
             return any(self._host_expr(frame, s) for s in sides) and all(
                 self._host_expr(frame, s) or isinstance(s, (cst.Integer, cst.Float)) for s in sides)
         return False

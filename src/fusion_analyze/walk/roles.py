@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from ..catalog import catalog
 from .construction.constructor import Instance
-from .frame import _Frame
+from .frame import WalkerState, _Frame
 from ..ir.ops import RoleLocation
 from ..semantics.values import selecting
 from ..ir.conditions import as_text
 
 
-class Roles:
+class Roles(WalkerState):
     """Mixin of Walker: role locations."""
 
     def _role(self, role: str, inst: Instance, method: str = "forward") -> None:
@@ -61,6 +61,7 @@ class Roles:
         layer = self.locations.get("decoder_layer")
         if layer is None or frame.inst.cls is None or frame.inst.cls.name != layer.cls or kind is not None:
             return
+        assert sub.cls is not None  # a module the walk calls (layers.py) or walks a method of (calls.py): its class known
         lname = sub.cls.name.lower()
         for role, attr, cls in catalog().roles:  # patterns/catalog/walk.yaml
             if attr.search(name) or cls.search(lname):

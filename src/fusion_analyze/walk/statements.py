@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 
 from contextlib import contextmanager
+from typing import TypeGuard
 
 import libcst as cst
 
 from .frame import MAX_OPS, _EXACT_NONE, _NONE, WalkerState, _Exact, _Frame, _InstanceValue, _Literal, _MaybeNone, literal_argument, _OP_SYMBOL, _assigned_names, _self_attr, _target_names
+from ..index.modules import Definition
 from ..index.nodes import find_all
 from .construction.constructor import Instance
 from ..catalog.taxonomy import leaf_for_class_names, operator_kind
@@ -30,7 +32,7 @@ _TENSOR_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "re
 class Statements(WalkerState):
     """Mixin of Walker: the statement walk."""
 
-    def _block(self, frame: _Frame, stmts, cond: str | None, steady: bool) -> None:
+    def _block(self, frame: _Frame, stmts, cond: Condition | None, steady: bool) -> None:
         stmts = list(stmts)
         for i, stmt in enumerate(stmts):
             if len(self.ops) > MAX_OPS:
@@ -523,7 +525,7 @@ class Statements(WalkerState):
             value = small.value
             if value is None:
                 return
-            targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
             hint = _target_names(targets[0])
             reads = frame.transient.intersection(n.value for n in find_all(value, cst.Name)) if frame.transient else ()
             for t in targets:  # a name assigned from one whose None-ness is the call's follows it
@@ -638,7 +640,7 @@ class Statements(WalkerState):
             return False
         first = value.args[0].value
         target = self.index.resolve_expr(frame.module, first) if isinstance(first, (cst.Name, cst.Attribute)) else None
-        if getattr(target, "kind", None) != "function":
+        if not isinstance(target, Definition) or target.kind != "function":
             return False
         frame.partials[name] = target
         return True
@@ -766,7 +768,7 @@ def _differs(kind: dict, plan: list[dict]) -> dict:
     return {**kind["differs"], **{name: shown for name in entry}}
 
 
-def _may_be_none(value) -> bool:
+def _may_be_none(value) -> TypeGuard[cst.IfExp]:
     """An `a if test else b` one of whose branches is None."""
     return type(value) is cst.IfExp and any(type(b) is cst.Name and b.value == "None"
                                                 for b in (value.body, value.orelse))

@@ -4,6 +4,8 @@ factory's tuple. A mixin of constructor.Constructor (its `attr`, `evaluate`, `in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from ...catalog import catalog
@@ -21,6 +23,32 @@ _NO_BINDINGS = Bindings()
 
 class AttrSources:
     """Mixin of Constructor: the other sources of `self.<name>`."""
+
+    if TYPE_CHECKING:  # what Constructor (constructor.py) gives it, declared for the type checker only
+        from collections.abc import Callable
+
+        from ...index.modules import ModuleIndex
+        from ...semantics.evaluator import Evaluator
+
+        index: ModuleIndex
+        evaluator: Evaluator
+        load_time: Callable[..., object] | None
+        unbuilt: dict[int, str]
+        _hf: object
+
+        def attr(self, inst: Instance, name: str, depth: int = 0) -> Instance | None: ...
+
+        def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]: ...
+
+        def init_scopes(self, inst: Instance) -> list[tuple[Definition, cst.FunctionDef, Scope]]: ...
+
+        def mro(self, cls: Definition) -> list[Definition]: ...
+
+        def external_call(self, inst: Instance, name: str) -> tuple[str, cst.Call, Scope] | None: ...
+
+        def _fill_locals(self, fn: cst.FunctionDef, scope: Scope, module, before: int) -> None: ...
+
+        def _traced(self, cond: Condition, scope: Scope) -> Condition: ...
 
     @property
     def hf(self):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import libcst as cst
 
@@ -266,7 +266,7 @@ class Constructor(AttrSources, OtherChoices):
             order = Truth.FALSE if reader is None else read_first(self.index, p.module, reader)
             if (module.name == p.module if reader is None else order is Truth.TRUE):
                 return target, None  # read before the patch ran: the original
-            if order is Truth.UNKNOWN:
+            if order is Truth.UNKNOWN and reader is not None:  # (a reader's order alone is open)
                 got = self._order_open(name, got, reader)
             self._met(name, got)
             self._applied(name)
@@ -670,6 +670,7 @@ class Constructor(AttrSources, OtherChoices):
         """`self.<name>` that no __init__ of the chain assigns but a method it calls does
         (`self._init_ffn_block()`: `self.num_experts = getattr(self.config, "num_experts", 0)`, minicpm.py): its
         assignments read in that method, its parameters bound to the call; None where no such method assigns it."""
+        assert inst.cls is not None  # (asked of an instance of a known class only)
         for c, fn, scope, pos, call in self._init_self_calls(inst):
             found = self.method(inst.cls, call.func.attr.value)  # the most derived override
             if found is None or found[1].name.value == "__init__":
@@ -700,8 +701,9 @@ class Constructor(AttrSources, OtherChoices):
         for hook in catalog().typed.walk.runtime.load_hooks:
             found = self.method(inst.cls, hook)
             assigned = tables(found[1], found.module).self_assignments.get(name) if found is not None else None
-            if not assigned or isinstance(value, Known) and all(
-                    literal(v) == value and type(literal(v).value) is type(value.value) for v, _c, _p in assigned):
+            if found is None or not assigned or isinstance(value, Known) and all(
+                    isinstance(lit := literal(v), Known) and lit == value and type(lit.value) is type(value.value)
+                    for v, _c, _p in assigned):
                 continue
             return f"{found[0].name}.{hook} ({found.module.rel}:{found.module.line_of(found[1])})"
         return None
@@ -1220,10 +1222,10 @@ class Constructor(AttrSources, OtherChoices):
             return []
         mod, _, name = str(qualname).rpartition(".")
         cls = self.index.lookup(mod, name)
-        if getattr(cls, "kind", None) != "class" or not _assigned_by_methods(cls).get(node.attr.value):
+        if not isinstance(cls, Definition) or cls.kind != "class" or not _assigned_by_methods(cls).get(node.attr.value):
             return []
         out = []
-        for fn in (st for st in cls.node.body.body if type(st) is cst.FunctionDef):
+        for fn in (st for st in cast(cst.ClassDef, cls.node).body.body if type(st) is cst.FunctionDef):
             table = tables(fn, cls.module)
             for value, _cond, _pos in table.self_assignments.get(node.attr.value, ()):
                 inner = Scope(module=cls.module)
@@ -1318,7 +1320,8 @@ class Constructor(AttrSources, OtherChoices):
         statement `before` (FunctionTables.kwarg_fills), each under a test decided here; None where it is not
         (Scope.kwarg_fills). A dict the body changes another way says nothing of its keys."""
         fills = tables(fn, module).kwarg_fills
-        if not fills:
+        star = fn.params.star_kwarg  # (there where the body fills `kwargs[...]`)
+        if not fills or star is None:
             return {}
         out: dict = {}
         for pos, cond, key, value in fills:
@@ -1328,7 +1331,7 @@ class Constructor(AttrSources, OtherChoices):
             if truth is Truth.FALSE:
                 continue
             out[key] = (value, scope) if truth is Truth.TRUE else None
-        return {fn.params.star_kwarg.name.value: out} if out else {}
+        return {star.name.value: out} if out else {}
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Instance]:
@@ -1752,7 +1755,7 @@ class Constructor(AttrSources, OtherChoices):
 
     def _factory(self, fn_def: Definition, call: cst.Call, scope: Scope, depth: int, owner=None,
                  skip_self: bool = False, item: int | None = None) -> list[Instance]:
-        fn = fn_def.node
+        fn = cast(cst.FunctionDef, fn_def.node)  # (a function of the trees, or a method)
         inner = Scope(module=fn_def.module, owner=owner)
         bind_params(fn, call, scope, inner, skip_self=skip_self)
         out: list[Instance] = []
