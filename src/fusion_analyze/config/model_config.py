@@ -544,9 +544,8 @@ def _with_base(cls: ConfigClass, trees: list) -> ConfigClass:
                          set(base.declared) | cls.declared, set(cls.computed), dict(cls.attribute_map),
                          cls.model_type, cls.text, cls.wrapper, cls.registered, cls.over, cls.inits,
                          set(cls.elsewhere), {**base.fields, **cls.fields}, dict(cls.methods),
-                         set(base.class_attrs) | cls.class_attrs, cls.bases)
+                         set(base.class_attrs) | cls.class_attrs, rope_late=cls.rope_late, bases=cls.bases)
     merged.defaults.update(cls.defaults)
-    merged.rope_late = cls.rope_late
     for name in cls.computed:
         merged.defaults.pop(name, None)
     return merged
@@ -801,6 +800,7 @@ def load_facts(architecture: str, stem: str, trees: list, config_spec: str | Non
                                      dict(text.defaults), set(text.declared), set(text.computed),
                                      dict(text.attribute_map), text.model_type, None, cls.name,
                                      cls.registered, cls.over, text.inits, set(text.elsewhere),
-                                     dict(text.fields), dict(text.methods), set(text.class_attrs), text.bases), trees)
+                                     dict(text.fields), dict(text.methods), set(text.class_attrs),
+                                     rope_late=text.rope_late, bases=text.bases), trees)
         model_type = text.model_type or model_type
     return ConfigFacts(values, source, complete, cls, model_type, left_out)
