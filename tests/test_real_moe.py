@@ -6,12 +6,15 @@ comm method setup_moe_comm_method registers without expert parallelism."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fusion_analyze.analysis.pipeline import Options, analyze_in, render
 from fusion_analyze.analysis.session import Session
 
 from .conftest import FIXTURES, validate_report
+from .layers import after_first
 
 
 def _line(session, op_or_ev) -> str:
@@ -21,7 +24,7 @@ def _line(session, op_or_ev) -> str:
 
 
 def _moe(a, block):
-    ops = a.walk.ops
+    ops = after_first(a.walk.ops)
     i = next(i for i, op in enumerate(ops) if op.kind == "moe" and op.scope.startswith(block))
     return ops[i], ops[i + 1:i + 3]
 
@@ -34,7 +37,7 @@ def test_moe_layer_is_followed_by_its_router_and_experts(session, hf, arch, bloc
     moe, parts = _moe(a, block)
     assert moe.layer_class == "MoERunner" and moe.attrs["ascend_class"] == "AscendMoERunner"
     # the join of the shared experts' output only where the model hands the runner shared experts
-    shared = [op for op in a.walk.ops if op.attrs.get("role") == "shared_expert" and op.path.startswith(moe.path + ".")]
+    shared = [op for op in after_first(a.walk.ops) if op.attrs.get("role") == "shared_expert" and op.path.startswith(moe.path + ".")]
     assert moe.attrs["expanded"] == ["router", "experts"] + (["join"] if shared else [])
     router, experts = parts
     assert router.path == f"{moe.path}.router" and router.kind == "moe_gating" and router.attrs["part"] == "router"
@@ -73,7 +76,7 @@ def test_the_routed_experts_are_the_steps_they_run_in_order_at_their_kernels_lin
     (npu_moe_init_routing_v2), gate/up grouped GEMM (the quant method's apply_gmm1), SwiGLU, down grouped GEMM
     (apply_gmm2), unpermute with the routing weights, reduce-scatter; each at the line that calls its kernel."""
     a = analyze_in(session, arch, Options(hf_root=hf))
-    ops = a.walk.ops
+    ops = after_first(a.walk.ops)
     moe, (_router, experts) = _moe(a, block)
     i = ops.index(experts)
     steps = ops[i + 1:i + 1 + len(_STEPS)]
@@ -102,7 +105,7 @@ def test_the_shared_experts_join_the_routed_output_in_the_runners_multi_tensor_a
     launch), when the layer runs shared experts: the MoE layer's last part, its only kernel that add."""
     a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     moe, _parts = _moe(a, "Qwen3MoeSparseMoeBlock")
-    (join,) = [op for op in a.walk.ops if op.kind == "moe_join"]
+    (join,) = [op for op in after_first(a.walk.ops) if op.kind == "moe_join"]
     assert join.path == f"{moe.path}.join" and join.attrs["part"] == "join"
     assert join.attrs["ascend_class"] == "AscendMoERunner" and "torch._foreach_add(" in _line(session, join)
     (k,) = join.kernels
@@ -124,7 +127,7 @@ def test_where_one_function_runs_the_experts_mlp_it_is_one_step(hf, real_tree):
     are not told apart by the method that runs them, so they stay one `mlp` step, not a guessed gemm1/gemm2."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    ops = a.walk.ops
+    ops = after_first(a.walk.ops)
     i = next(i for i, op in enumerate(ops) if op.kind == "moe_experts")
     steps = [op.name for op in ops[i + 1:] if op.attrs.get("step")][:5]
     assert steps == ["prepare", "dispatch", "mlp", "combine", "finalize"]
@@ -141,7 +144,7 @@ def test_the_router_gemm_a_moe_layer_is_given_is_where_the_ascend_runner_runs_it
     it, an FP32 `F.linear` on the gate's pre-cast weight when it has one, else the gate's own forward; the op is
     there, each GEMM under its test (whether the weight was pre-cast is load-time state: not decided)."""
     a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    (gate,) = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    (gate,) = [op for op in after_first(a.walk.ops) if op.attrs.get("role") == "router"]
     assert gate.path.endswith("mlp.experts.gate") and gate.file == "vllm_ascend/ops/fused_moe/fused_moe.py"
     assert "F.linear(router_input, gate.weight_fp32)" in _line(session, gate)  # the GEMM's call
     assert gate.attrs["runs"] == "AscendMoERunner._apply_router_linear" and gate.attrs["inside"] == "MoERunner"
@@ -163,7 +166,7 @@ def test_an_ascend_gate_linear_builds_fp32_router_weights(session, hf):
     """DeepSeek-V3's GateLinear is AscendGateLinear on Ascend, whose __init__ passes params_dtype=torch.float32:
     the router op says so, read from the class's construction."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
-    gates = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    gates = [op for op in after_first(a.walk.ops) if op.attrs.get("role") == "router"]
     assert gates and all(op.attrs["ascend_class"] == "AscendGateLinear" for op in gates)
     assert all(op.attrs["params_dtype"] == "torch.float32" for op in gates)
     md = render(a, "md", lang="en")
@@ -202,7 +205,7 @@ def test_on_cuda_the_router_is_vllms_own(hf, real_tree):
     assert router.layer_class == "FusedTopKRouter"
     assert experts.layer_class == "RoutedExperts" and "def forward_modular" in _line(s, experts)
     # the gate it is handed runs inline in MoERunner._forward_impl (`router_logits, _ = self.gate(hidden_states)`)
-    (gate,) = [op for op in a.walk.ops if op.attrs.get("role") == "router"]
+    (gate,) = [op for op in after_first(a.walk.ops) if op.attrs.get("role") == "router"]
     assert gate.attrs["runs"] == "MoERunner._forward_impl" and "def _forward_impl" in _line(s, gate)
     assert not any(k.name.endswith("functional.linear") for k in gate.kernels)  # no shared expert gate to fuse
 
@@ -221,21 +224,22 @@ def test_a_module_called_under_a_test_runs_under_it(session, hf):
     (`config.model_type == "deepseek" or all(dim == 0 for dim in (qk_nope_head_dim, qk_rope_head_dim))` is
     false for DeepSeek-V3), so the MLA layer is walked once, in the arm that runs."""
     a = analyze_in(session, "DeepseekV3ForCausalLM", Options(hf_root=hf))
-    # the preset's layers are two kinds: dense (first_k_dense_replace = 3), then MoE; each runs the MLA layer once
-    assert [kd["differs"] for kd in a.walk.layer_kinds] == [{"mlp": "DeepseekV2MLP"}, {"mlp": "DeepseekV2MoE"}]
+    # the preset's layers are two kinds: dense (first_k_dense_replace = 3), then MoE, the first layer (no residual
+    # yet) walked apart; each runs the MLA layer once
+    assert [kd["differs"].get("mlp") for kd in a.walk.layer_kinds] == ["DeepseekV2MLP", "DeepseekV2MLP", "DeepseekV2MoE"]
     layer = [op for op in a.walk.ops if op.section == "layer"]
-    for k in (0, 1):
+    for k in (0, 1, 2):
         attn = [op for op in layer if op.kind == "mla_attention" and op.attrs.get("layer_kind") == k]
         assert len(attn) == 1 and "self.use_mha" not in (attn[0].condition or ""), k
-    assert {op.attrs.get("layer_kind") for op in layer if op.kind == "mla_attention"} == {0, 1}
-    moe = [op for op in layer if op.path.startswith("model.layers.mlp") and op.attrs.get("layer_kind") == 1]
+    assert {op.attrs.get("layer_kind") for op in layer if op.kind == "mla_attention"} == {0, 1, 2}
+    moe = [op for op in layer if op.path.startswith("model.layers.mlp") and op.attrs.get("layer_kind") == 2]
     # `self.use_sequence_parallel_moe` is decided at vLLM's defaults (it needs expert parallelism: vllm-ascend's
     # patch_parallel_config.py): only its false arm runs, and no op carries the test
     assert moe and not any("use_sequence_parallel_moe" in (op.condition or "") for op in moe)
     kinds = [op.kind for op in moe]  # the arm that runs runs the whole MoE layer: the runner and both of its parts
     assert kinds.count("moe") == 1 and "moe_gating" in kinds and "moe_experts" in kinds
     # the dense kind runs no MoE op
-    assert not [op for op in layer if op.kind.startswith("moe") and op.attrs.get("layer_kind") != 1]
+    assert not [op for op in layer if op.kind.startswith("moe") and op.attrs.get("layer_kind") != 2]
 
 
 def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf):
@@ -244,7 +248,7 @@ def test_routed_experts_grouped_gemm_and_swiglu_are_separate_kernels(session, hf
     a = analyze_in(session, "Qwen3MoeForCausalLM", Options(hf_root=hf))
     (o,) = [o for o in a.opportunities if o.id == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
     assert str(o.status) == "open" and o.evidence[0]["what"] == "experts (AllGatherCommImpl)"
-    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    (part,) = [op for op in after_first(a.walk.ops) if op.kind == "moe_experts"]
     names = [k.name for k in part.kernels]
     assert "torch_npu.npu_grouped_matmul" in names and "torch_npu.npu_swiglu" in names
     assert "torch_npu.npu_grouped_matmul_swiglu_quant" not in names  # the W8A8 method is not this checkpoint's
@@ -265,18 +269,17 @@ def test_the_experts_activation_kernel_is_the_one_the_layers_activation_selects(
     a = analyze_in(session, arch, Options(hf_root=hf))
     # one experts part per kind of decoder layer (GPT-OSS: two, by the sliding window; Qwen3-MoE: one), each
     # with the same kernels
+    # (the first layer, handed no residual yet, walked apart)
     kinds = [kd["differs"] for kd in a.walk.layer_kinds]
     if arch == "Qwen3MoeForCausalLM":
-        assert kinds == []
+        assert [list(k) for k in kinds] == [["residual"]] * 2
     else:  # the sliding layers' window, and the others' engine window: GptOssConfig's `layer_types` alternate,
         # so EngineArgs leaves `cache_config.sliding_window` None (vllm/engine/arg_utils.py:2083-2087)
-        assert [list(k) for k in kinds] == [["attn.attn.sliding_window"]] * 2, kinds
-        assert kinds[0]["attn.attn.sliding_window"] == "128"
-        assert kinds[1]["attn.attn.sliding_window"] == "None", kinds
-    parts = [op for op in a.walk.ops if op.kind == "moe_experts"]
-    acts = [op for op in a.walk.ops if op.attrs.get("step") == "act"]  # the experts' activation step
+        assert [k.get("attn.attn.sliding_window") for k in kinds] == ["128", "None", "128"], kinds
+    parts = [op for op in after_first(a.walk.ops) if op.kind == "moe_experts"]
+    acts = [op for op in after_first(a.walk.ops) if op.attrs.get("step") == "act"]  # the experts' activation step
     assert [op.attrs.get("layer_kind") for op in parts] == [op.attrs.get("layer_kind") for op in acts] == (
-        [None] if not kinds else list(range(len(kinds))))
+        [None] if not kinds else list(range(1, len(kinds))))  # (the first layer's apart)
     for part, act in zip(parts, acts):
         by = {k.name: k for k in part.kernels}
         assert never not in by
@@ -308,7 +311,7 @@ def test_shared_experts_run_by_the_moe_layer_are_still_separate_kernels_on_ascen
     for name in ("torch_npu.npu_grouped_matmul", "torch_npu.npu_swiglu", "torch._foreach_add"):
         assert name in o.note, name
     (m, *_) = o.matches
-    seq = [op for op in a.walk.ops if op.path.startswith(m.op_list[0].path + ".") and op.steady
+    seq = [op for op in after_first(a.walk.ops) if op.path.startswith(m.op_list[0].path + ".") and op.steady
            and op.attrs.get("layer_kind") == m.op_list[0].attrs.get("layer_kind")]
     shared = [i for i, op in enumerate(seq) if op.attrs.get("role") == "shared_expert"]
     combine = [i for i, op in enumerate(seq) if op.kind == "moe_combine"]
@@ -327,7 +330,7 @@ def test_older_releases_read_the_moe_layer_vllm_ascend_registers_for_that_vllm_v
     gating kernel of the default path is the evidence."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    moe = next(op for op in a.walk.ops if op.kind == "moe")
+    moe = next(op for op in after_first(a.walk.ops) if op.kind == "moe")
     assert moe.attrs["ascend_class"] == "AscendFusedMoE"
     assert moe.attrs["ascend_file"] == "vllm_ascend/ops/fused_moe/fused_moe_0_23_0.py"
     s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
@@ -346,7 +349,7 @@ def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_p
     chosen at run time, and the part is an unknown callee that names them, not a guess."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    ops = a.walk.ops
+    ops = after_first(a.walk.ops)
     i = next(i for i, op in enumerate(ops) if op.kind == "moe")
     moe, experts = ops[i], ops[i + 1]
     assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
@@ -360,12 +363,14 @@ def test_the_routed_experts_of_vllm_ascends_own_moe_layer_are_the_comm_methods_p
     assert str(o.status) == "fused_by_ascend_kernel"  # the layer's own gating kernel, as before
     # GEMM + SwiGLU of the experts is one scenario at the part (not the part and the layer counted twice)
     (sw,) = [o for o in a.report["opportunities"] if o["id"] == "matmul_swiglu@Qwen3MoeSparseMoeBlock.forward"]
-    assert sw["ops"] == [experts.id]
+    kinds = {op.id: op for op in a.walk.ops}  # one experts part per kind of layer (the first layer walked apart)
+    assert experts.id in sw["ops"] and {kinds[i].kind for i in sw["ops"]} == {"moe_experts"}
+    assert len(sw["ops"]) == len(a.walk.layer_kinds)
     s13 = Session.open(str(real_tree("vllm==0.13.0")), str(real_tree("vllm-ascend==0.13.0")))
     a = analyze_in(s13, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    assert not any(op.kind == "moe_experts" for op in a.walk.ops)
-    (why,) = [u for u in a.report["unknown_callees"] if u["name"].endswith(".experts.experts")]
-    assert "AllGatherCommImpl" in why["reason"] and "MC2CommImpl" in why["reason"]
+    assert not any(op.kind == "moe_experts" for op in after_first(a.walk.ops))
+    whys = [u for u in a.report["unknown_callees"] if u["name"].endswith(".experts.experts")]  # one per kind of layer
+    assert whys and all("AllGatherCommImpl" in why["reason"] and "MC2CommImpl" in why["reason"] for why in whys)
 
 
 def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forward_impl(hf, real_tree):
@@ -375,9 +380,9 @@ def test_vllm_ascends_own_moe_layer_before_the_runner_design_is_read_in_its_forw
     kernel (not the sqrtsoftplus hash variant), and the experts' GEMM + SwiGLU stays a scenario (open)."""
     s23 = Session.open(str(real_tree("vllm==0.23.0")), str(real_tree("vllm-ascend==0.23.0")))
     a = analyze_in(s23, "Qwen3MoeForCausalLM", Options(hf_root=hf))
-    moe = next(op for op in a.walk.ops if op.kind == "moe")
+    moe = next(op for op in after_first(a.walk.ops) if op.kind == "moe")
     assert moe.attrs["runs"] == "AscendFusedMoE.forward_impl" and "expanded" not in moe.attrs
-    assert {op.attrs["part"] for op in a.walk.ops if op.attrs.get("part")} == {"experts"}
+    assert {op.attrs["part"] for op in after_first(a.walk.ops) if op.attrs.get("part")} == {"experts"}
     (o,) = [o for o in a.opportunities if o.scenario == "gate_topk"]
     assert str(o.status) == "fused_by_ascend_kernel"
     assert o.evidence[0]["what"].startswith("torch.ops._C_ascend.moe_gating_top_k ")
@@ -416,7 +421,7 @@ def test_a_triton_helper_imported_inside_the_function_that_calls_it_is_followed(
     """AscendSwigluStepAndMul.swiglustep_forward imports its Triton wrapper inside the method, under
     `if HAS_TRITON:` (activation.py): the kernel walk reads that import and reaches the kernel's launch."""
     a = analyze_in(session, "Step3p5ForCausalLM", Options(hf_root=hf))
-    (part,) = [op for op in a.walk.ops if op.kind == "moe_experts"]
+    (part,) = [op for op in after_first(a.walk.ops) if op.kind == "moe_experts"]
     (k,) = [k for k in part.kernels if k.name == "triton:vllm_ascend.ops.triton.activation.swiglustep._swiglustep_kernel"]
     assert _line(session, k).strip().startswith("_swiglustep_kernel[")
     assert k.condition.endswith("activation == MoEActivation.SWIGLUSTEP and HAS_TRITON")
@@ -503,7 +508,7 @@ def test_an_ascend_gate_linears_own_forward_casts_the_activations_to_fp32(sessio
     every layer (the activations are in the model's dtype, never fp32 under --dtype auto), the router GEMM reads
     its output and is costed in fp32, and the router + experts interface gives the router weight as fp32."""
     a = analyze_in(session, "MiniMaxM2ForCausalLM", Options(config=str(MINIMAX), hf_root=hf))
-    ops = a.walk.ops
+    ops = after_first(a.walk.ops)
     (gate,) = [op for op in ops if op.attrs.get("role") == "router"]
     assert gate.attrs["ascend_class"] == "AscendGateLinear" and gate.attrs["params_dtype"] == "torch.float32"
     (cast,) = [op for op in ops if op.kind == "cast" and op.path == gate.path]
@@ -530,11 +535,11 @@ def test_a_router_the_model_builds_in_fp32_is_costed_in_fp32(session, hf):
     (`hidden_states.to(self.gate_dtype)`): the cast shows in the sequence, the GEMM's sizes and dtype come from
     the constructor's arguments (so the router + experts saving is costed), and the interface says fp32."""
     a = analyze_in(session, "MiMoV2FlashForCausalLM", Options(config=str(MIMO), hf_root=hf))
-    gates = [op for op in a.walk.ops if op.path.endswith("mlp.gate") and op.kind == "matmul"]
+    gates = [op for op in after_first(a.walk.ops) if op.path.endswith("mlp.gate") and op.kind == "matmul"]
     h, e = a.shapes.dims["hidden_size"], a.shapes.dims["num_experts"]
     assert gates and all(g.attrs["params_dtype"] == "torch.float32" for g in gates)
     assert all(g.attrs["values"] == {"input_size": h, "output_size": e} for g in gates)
-    casts = [op for op in a.walk.ops if op.kind == "cast" and op.file.endswith("mimo_v2.py")]
+    casts = [op for op in after_first(a.walk.ops) if op.kind == "cast" and op.file.endswith("mimo_v2.py")]
     assert casts and all(c.attrs.get("dtype") == "torch.float32" and "gate_input = hidden_states.to(self.gate_dtype)"
                          in _line(session, c) for c in casts)
     md = render(a, "md", lang="en")
@@ -580,5 +585,9 @@ def test_shared_and_routed_experts_read_the_same_input(session, hf, arch, config
     row only where that branch's first GEMM reads what the experts read (dataflow, views and copies looked
     through) and the add takes what the branch computes from it (its GEMMs, activation, gate)."""
     a = analyze_in(session, arch, Options(hf_root=hf, config=str(FIXTURES / "configs" / config) if config else None))
+    # each kind of layer numbers its copy of an op (`experts#2`): the ops by name, whatever the kinds
+    def names(ids):
+        return sorted({re.sub(r"#\d+$", "", i) for i in ids})
+
     got = {o.id: [i.split(":")[1] for i in o.ops] for o in a.opportunities if o.scenario == "shared_routed"}
-    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in rows.items()}
+    assert {k: names(v) for k, v in got.items()} == {k: names(v) for k, v in rows.items()}

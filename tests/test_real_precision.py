@@ -5,6 +5,7 @@ attrs of the ops (from constructor arguments and configuration values)."""
 from __future__ import annotations
 
 from fusion_analyze.analysis.pipeline import Options, analyze_in
+from .layers import after_first
 
 
 def _opp(a, scenario):
@@ -26,7 +27,7 @@ def test_a_full_width_qk_norm_is_not_the_per_head_pass(session, hf):
     assert "it normalises over self.head_dim" in o.note and "q_norm normalises 2048 values, the rotary head size is 128" in o.note
     # the tensor-parallel split after the norm: `splitter = partial(split_tensor_along_last_dim, ...)` then
     # splitter(q) runs split_tensor_along_last_dim (vllm/distributed/utils.py), under the test that guards it
-    splits = [op for op in a.walk.ops if op.kind == "split" and op.file == "vllm/distributed/utils.py"]
+    splits = [op for op in after_first(a.walk.ops) if op.kind == "split" and op.file == "vllm/distributed/utils.py"]
     assert len(splits) == 2 and all(op.condition == "self.tp_size > 1" for op in splits)
     assert not any(op.name in ("functools.partial", "splitter") for op in a.walk.ops)
 
@@ -96,7 +97,7 @@ def test_a_linear_built_with_reduce_results_false_has_no_all_reduce(session, hf)
     shared = [op for op in a.walk.ops if op.path.startswith("model.layers.mlp.experts.shared_experts")]
     assert any(op.name == "down_proj" for op in shared)
     assert not any(op.kind == "allreduce" for op in shared)
-    reduces = [op for op in a.walk.ops if op.kind == "allreduce"]
+    reduces = [op for op in after_first(a.walk.ops) if op.kind == "allreduce"]
     assert [op.attrs["inside"] for op in reduces] == ["o_proj"]  # the attention's row-parallel all-reduce only
     assert [o.id for o in a.opportunities if o.scenario == "matmul_allreduce"] == ["matmul_allreduce@Qwen2MoeAttention.forward"]
     printed = [op.condition or "" for op in a.walk.ops] + [c for o in a.opportunities for c in o.conditions]
@@ -150,10 +151,11 @@ def test_gpt_oss_rope_is_yarn_from_its_own_dict_literal(session, hf):
     """gpt_oss.py passes get_rope a rope_parameters dict whose "rope_type" is the literal "yarn" (its other
     items are configuration values): YaRNScalingRotaryEmbedding, AscendYaRNRotaryEmbedding on Ascend."""
     a = analyze_in(session, "GptOssForCausalLM", Options(hf_root=hf))
-    # one rope op per kind of decoder layer (the preset's two: sliding-window layers and the others), the same
-    assert [kd["layers"] for kd in a.walk.layer_kinds] == [list(range(0, 36, 2)), list(range(1, 36, 2))]
+    # one rope op per kind of decoder layer (the preset's two: sliding-window layers and the others, the first
+    # layer walked apart), the same
+    assert [kd["layers"] for kd in a.walk.layer_kinds] == [[0], list(range(1, 36, 2)), list(range(2, 36, 2))]
     ropes = [op for op in a.walk.ops if op.kind == "rope"]
-    assert [op.attrs.get("layer_kind") for op in ropes] == [0, 1]
+    assert [op.attrs.get("layer_kind") for op in ropes] == [0, 1, 2]
     for rope in ropes:
         assert rope.layer_class == "YaRNScalingRotaryEmbedding" and rope.attrs["ascend_class"] == "AscendYaRNRotaryEmbedding"
         assert rope.condition is None

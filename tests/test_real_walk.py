@@ -197,12 +197,16 @@ def test_layer_idioms_of_newer_models(v34, arch, layer, mixer):
     assert mixer in {op.kind for op in a.walk.ops if op.section == "layer"}
 
 
-def test_a_conditional_expression_keeps_its_test(ascend):
-    """`shared = self.shared_expert(h) if self.replicate_shared_expert and ... else None` with the test undecided:
-    `shared` may be None, so the add under `if shared is not None:` keeps that test (Qwen3-Next, qwen3_next.py:261)."""
+def test_a_conditional_expression_decided_by_its_test(ascend):
+    """`shared = self.shared_expert(h) if self.replicate_shared_expert and ... else None` (Qwen3-Next,
+    qwen3_next.py:252-256): `replicate_shared_expert` is `_should_replicate_misaligned_shared_expert(...)`
+    (:161), False without a quantisation group size (:103-104, no quant_config), so `shared` is None and the add
+    under `if shared is not None:` (:261) is not walked; the test is no undecided one. (An undecided conditional
+    expression keeps its test on what it guards: tests/test_walk_maybe_none.py.)"""
     a = analyze_in(ascend, "Qwen3NextForCausalLM")
     adds = [op for op in a.walk.ops if op.kind == "add" and op.file.endswith("qwen3_next.py") and op.line == 261]
-    assert adds and all(op.condition.endswith("replicated_shared_output is not None") for op in adds)
+    assert not adds
+    assert not [e for e in a.report["undecided"] if "replicate" in e["test"] or "replicated_shared_output" in e["test"]]
 
 
 def test_an_early_return_conditions_what_follows_and_picks_the_module_built_for_that_path(v34):

@@ -198,7 +198,7 @@ def _measured_slower(pattern_id: str, models: dict, device: dict) -> dict:
 
 
 def _saving(opp, model: StepModel) -> dict | None:
-    from .cost import counted
+    from .cost import counted, crossing_kind
 
     step = model.step
     found = []
@@ -214,9 +214,14 @@ def _saving(opp, model: StepModel) -> dict | None:
         branches = dict(sides)
         if len(branches) < len(sides):  # ops on two sides of one test: they never run together
             continue
-        if step.kind_counts and len({o.attrs.get("layer_kind") for o in ops} - {None}) > 1:
-            continue  # ops of two kinds of decoder layer: no layer runs them all
-        found.append((r, ids, branches, all(counted(o) for o in m.op_list), all(o.section == "layer" for o in m.op_list)))
+        if step.kind_counts and len({o.attrs.get("layer_kind") for o in ops} - {None}) > 1 \
+                and crossing_kind(ops) is None:
+            continue  # ops of two kinds of decoder layer: no layer runs them all (unless across the boundary)
+        # a match across the layer boundary holds other layers' instances of its ops than a match in one kind
+        # (layer 1's input norm fed by layer 0, not the one the later layers feed): it shares no op with those
+        key = frozenset((i, "across") for i in ids) if crossing_kind(ops) is not None else ids
+        found.append((r, ids, branches, all(counted(o) for o in m.op_list), all(o.section == "layer" for o in m.op_list),
+                      key))
     if not found:
         return None
     # each path once: the largest savings first (equal ones, to rounding, a layer's match before one of the
@@ -225,7 +230,7 @@ def _saving(opp, model: StepModel) -> dict | None:
     found.sort(key=lambda f: (-round(f[0].us, 6), not f[4], sorted(f[1])))
     taken: list = []
     for f in found:
-        if any(f[1] & t[1] or any(t[2].get(k, s) != s for k, s in f[2].items()) for t in taken):
+        if any(f[5] & t[5] or any(t[2].get(k, s) != s for k, s in f[2].items()) for t in taken):
             continue
         taken.append(f)
     layer = [f for f in taken if f[4]]
@@ -255,7 +260,9 @@ def _saving(opp, model: StepModel) -> dict | None:
         "model": {"bytes": int(in_layers("bytes") + sum(s.bytes for s in once)),
                   "launches": round(in_layers("launches")) + sum(s.launches for s in once),
                   "time_us": round(total, 1)},
-        "instances": len(taken), "off_path": sum(1 for f in taken if not f[3]),
+        # matches a layer runs (on average over the layers running any: one kind's and the boundary's alike),
+        # and those of the prologue or epilogue
+        "instances": (round(sum(counts) / n) if n else len(layer)) + len(once), "off_path": sum(1 for f in taken if not f[3]),
         "step_us": round(step.total_us, 1), "share_of_step": round(min(share, 1.0), 4),
     }
 

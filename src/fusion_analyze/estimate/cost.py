@@ -134,6 +134,9 @@ class Step:
         kinds, else the MoE layers for a MoE op, else every layer."""
         kinds = {o.attrs.get("layer_kind") for o in ops} - {None}
         if self.kind_counts and len(kinds) > 1:
+            across = crossing_kind(ops)
+            if across is not None and across < len(self.kind_counts):
+                return self.kind_counts[across]  # once per layer of the kind that hands its output on
             return 0  # ops of several kinds: no one layer holds them all (each kind is walked on its own)
         if self.kind_counts and kinds:
             return sum(self.kind_counts[k] for k in kinds if k < len(self.kind_counts))
@@ -711,6 +714,18 @@ def fused_saving(model: StepModel, ops: list[Op], parts: dict | None = None, ove
     after = min((max(work, link) if overlap else work + link) + launch_us(device, mode), before)
     saved = sum(min(removed[o.id], c.bytes) for o, c in pairs)
     return Saving(before, after, saved, max(sum(c.launches for _o, c in pairs) - 1, 0))
+
+
+def crossing_kind(ops) -> int | None:
+    """The kind of layer whose output a match of two kinds' ops reads across the layer boundary (the first
+    layer's down_proj all-reduce feeding the second layer's input norm: the producer's value is what the loop
+    carries, Op.carried): the match runs once per layer of that kind. None for any other mix of kinds."""
+    kinds = {o.attrs.get("layer_kind") for o in ops}
+    producers = {o.attrs.get("layer_kind") for o in ops if o.carried}
+    if None in kinds or len(kinds) != 2 or len(producers) != 1:
+        return None
+    (kind,) = producers
+    return kind
 
 
 def native_span(model: StepModel, ops: list[Op]) -> list[Op]:
