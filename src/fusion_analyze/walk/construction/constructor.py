@@ -951,10 +951,12 @@ class Constructor(AttrSources, OtherChoices):
                 try:
                     for expr, cond, pos in found:
                         self._fill_locals(fn, scope, c.module, before=pos)
-                        code(expr, scope, left - 1)
+                        # the tests it is assigned under first: they decide which value it holds, and a value's
+                        # own sources (a factory's whole body) may fill the budget
                         for term in (cond.terms if cond is not None else ()):
                             if term.expr is not None:
                                 code(term.expr, scope, left - 1)
+                        code(expr, scope, left - 1)
                         out.extend(self._optional_imports(fn, c.module, expr))
                 finally:
                     _put_back(scope, saved)
