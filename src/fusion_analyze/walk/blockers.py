@@ -48,13 +48,19 @@ class Blockers(WalkerState):
         except Exception:  # noqa: BLE001 - a construction the tool cannot bind says nothing here
             return
         for c, fn, scope in chain:
-            self._init_block(c, fn, scope, fn.body.body, path)
+            last = _last_raise_line(fn, scope.module)
+            if last is None:
+                continue  # no raise in this __init__: nothing to find, no test to decide
+            self._init_block(c, fn, scope, fn.body.body, path, last)
 
-    def _init_block(self, cls, fn, scope, stmts, path: str) -> bool:
+    def _init_block(self, cls, fn, scope, stmts, path: str, last: int) -> bool:
         """Walk an `__init__`'s statements in order as far as every test on the way is decided; a raise reached is
-        a blocker. False once the walk stops (a return, a raise, a test left open); True to go on."""
+        a blocker. False once the walk stops (a return, a raise, a test left open, or past `last`, the line of
+        the __init__'s last raise: nothing is left to find); True to go on."""
         module = scope.module
         for stmt in stmts:
+            if module.line_of(stmt) > last:
+                return False
             if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if type(small) is cst.Raise:
@@ -75,7 +81,7 @@ class Blockers(WalkerState):
                 branch = self._decided_branch(module, scope, stmt)
                 if branch is None:
                     return False  # a test left open: what follows is not surely reached the same way
-                if branch and not self._init_block(cls, fn, scope, branch, path):
+                if branch and not self._init_block(cls, fn, scope, branch, path, last):
                     return False
             else:  # a loop, try or with body may not run (or catches): not read, what it assigns not known
                 forget_assigned(scope, stmt)
@@ -105,3 +111,19 @@ class Blockers(WalkerState):
         if self.section == "layer" and self.layer_kind is not None:
             entry["layer_kind"] = self.layer_kind
         self.blockers.append(entry)
+
+
+def _last_raise_line(fn: cst.FunctionDef, module) -> int | None:
+    """The line of the last statement with a `raise` in the function's body (nested functions' included: a
+    bound, never short), None where it has none; kept per function."""
+    from ..index.nodes import find_all
+
+    found = _LAST_RAISE.get(id(fn))
+    if found is None or found[0] is not fn:
+        lines = [module.line_of(stmt) for stmt in find_all(fn.body, cst.SimpleStatementLine)
+                 if any(type(small) is cst.Raise for small in stmt.body)]
+        found = _LAST_RAISE[id(fn)] = (fn, max(lines) if lines else None)
+    return found[1]
+
+
+_LAST_RAISE: dict[int, tuple] = {}  # id(__init__ node) -> (the node, its last raise's line)
