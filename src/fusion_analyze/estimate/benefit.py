@@ -263,6 +263,9 @@ def _saving(opp, model: StepModel) -> dict | None:
         # matches a layer runs (on average over the layers running any: one kind's and the boundary's alike),
         # and those of the prologue or epilogue
         "instances": (round(sum(counts) / n) if n else len(layer)) + len(once), "off_path": sum(1 for f in taken if not f[3]),
+        # every match taken saves the same (one shape in every kind of layer: the first layer's copy of the
+        # others'): a layer's figures are one match's, which a generated kernel's benchmark recomputes
+        "uniform": not once and len({round(f[0].us, 2) for f in layer}) <= 1,
         "step_us": round(step.total_us, 1), "share_of_step": round(min(share, 1.0), 4),
     }
 
