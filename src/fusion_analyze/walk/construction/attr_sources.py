@@ -86,6 +86,22 @@ class AttrSources:
             for pos, call in tables(fn, c.module).self_calls:
                 yield c, fn, scope, pos, call
 
+    def _init_helpers(self, inst: Instance, name: str):
+        """(the method found, its scope, its assignments of `self.<name>`, the calling __init__'s scope) of each
+        method the __init__ chain calls (`self._init_layers(...)`: the most derived override, not __init__) that
+        assigns `self.<name>`; the __init__'s locals filled up to the call, the method's parameters bound to it."""
+        for c, fn, scope, pos, call in self._init_self_calls(inst):
+            found = self.method(inst.cls, call.func.attr.value)
+            if found is None or found[1].name.value == "__init__":
+                continue
+            assigned = tables(found[1], found.module).self_assignments.get(name, ())
+            if not assigned:
+                continue
+            self._fill_locals(fn, scope, c.module, before=pos)
+            hscope = Scope(module=found.module, owner=inst)
+            bind_params(found[1], call, scope, hscope, skip_self=True)
+            yield found, hscope, assigned, scope
+
     def _filled_container(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.x = nn.ModuleList()` then `self.x.append(M(...))` or `self.x[k] = M(...)`: a list of M."""
         for c, fn, scope in self.init_scopes(inst):
@@ -100,17 +116,8 @@ class AttrSources:
 
     def _helper_attr(self, inst: Instance, name: str, depth: int) -> Instance | None:
         """`self.<name>` assigned in a method that __init__ calls: self._init_layers(...), self._build(...)."""
-        for c, fn, scope, pos, call in self._init_self_calls(inst):
-            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
-            if found is None or found[1].name.value == "__init__":
-                continue
-            owner, helper = found
-            assigned = tables(helper, found.module).self_assignments.get(name, ())
-            if not assigned:
-                continue
-            self._fill_locals(fn, scope, c.module, before=pos)
-            hscope = Scope(module=found.module, owner=inst)
-            bind_params(helper, call, scope, hscope, skip_self=True)
+        for found, hscope, assigned, _scope in self._init_helpers(inst, name):
+            helper = found[1]
             options = []
             for expr, cond, hpos in assigned:
                 self._fill_locals(helper, hscope, found.module, before=hpos)

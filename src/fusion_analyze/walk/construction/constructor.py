@@ -671,20 +671,10 @@ class Constructor(AttrSources, OtherChoices):
         (`self._init_ffn_block()`: `self.num_experts = getattr(self.config, "num_experts", 0)`, minicpm.py): its
         assignments read in that method, its parameters bound to the call; None where no such method assigns it."""
         assert inst.cls is not None  # (asked of an instance of a known class only)
-        for c, fn, scope, pos, call in self._init_self_calls(inst):
-            found = self.method(inst.cls, call.func.attr.value)  # the most derived override
-            if found is None or found[1].name.value == "__init__":
-                continue
-            helper = found[1]
-            assigned = tables(helper, found.module).self_assignments.get(name, ())
-            if not assigned:
-                continue
-            self._fill_locals(fn, scope, c.module, before=pos)
-            hscope = Scope(module=found.module, owner=inst)
-            bind_params(helper, call, scope, hscope, skip_self=True)
+        for found, hscope, assigned, scope in self._init_helpers(inst, name):
             try:
                 return self._read_assignments(inst, name, evaluator, depth, _in_module(found[0], found.module),
-                                              helper, hscope, assigned)
+                                              found[1], hscope, assigned)
             finally:
                 scope.version += 1
         return None
@@ -963,16 +953,7 @@ class Constructor(AttrSources, OtherChoices):
                     for s_, state in outer:
                         _put_back(s_, state)
                 return
-            for c, fn, scope, pos, call in self._init_self_calls(owner):  # a method __init__ calls assigns it
-                met = self.method(owner.cls, call.func.attr.value)
-                if met is None or met[1].name.value == "__init__":
-                    continue
-                found = tables(met[1], met.module).self_assignments.get(attr_name, ())
-                if not found:
-                    continue
-                self._fill_locals(fn, scope, c.module, before=pos)
-                hscope = Scope(module=met.module, owner=owner)
-                bind_params(met[1], call, scope, hscope, skip_self=True)
+            for met, hscope, found, _scope in self._init_helpers(owner, attr_name):  # a method __init__ calls
                 for expr, cond, hpos in found:
                     self._fill_locals(met[1], hscope, met.module, before=hpos)
                     code(expr, hscope, left - 1)
