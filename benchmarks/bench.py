@@ -72,7 +72,7 @@ def main() -> None:
     # holding only classes and functions is left out, which only lowers the floor. Each distinct file
     # content once, as the tool reads it. Also the parse of exactly the chunks (b) parsed, for comparison.
     floor = (f"import hashlib, os, time, libcst, gc\nfrom fusion_analyze.index.modules import split_chunks\n"
-             f"from fusion_analyze.index.chunks import method_text\n"
+             f"from fusion_analyze.index.chunks import method_text, skeleton_text\n"
              f"from fusion_analyze.index.trusted_parse import parse_module as trusted\nkeys = set()\n"
              f"for root, _, files in os.walk({env['FUSION_ANALYZE_PARSE_CACHE']!r}):\n"
              f"    keys |= {{f[:-4] for f in files if f.endswith('.pkl')}}\n"
@@ -84,9 +84,12 @@ def main() -> None:
              f"                b = open(os.path.join(r, f), 'rb').read()\n"
              f"                split = split_chunks(b)[0]\n"
              f"                cs = [(hashlib.sha256(c.text).hexdigest(), c.text, c.lazy) for c in split]\n"
-             f"                for c in split:\n"  # a class's methods parsed alone
+             f"                for c in split:\n"  # a class's methods parsed alone, and its fields alone
              f"                    for name in c.lone:\n"
              f"                        m = method_text(c, name)[0]\n"
+             f"                        cs.append((hashlib.sha256(m).hexdigest(), m, True))\n"
+             f"                    m = skeleton_text(c)\n"
+             f"                    if m is not None and m != c.text:\n"
              f"                        cs.append((hashlib.sha256(m).hexdigest(), m, True))\n"
              f"                if any(k in keys for k, _, _ in cs) and all(k in keys for k, _, lazy in cs if not lazy):\n"
              f"                    srcs[hashlib.sha256(b).hexdigest()] = b\n"

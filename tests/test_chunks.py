@@ -281,3 +281,39 @@ def test_a_method_libcst_rejects_alone_is_read_from_its_class(tmp_path, monkeypa
     assert info.code(fwd.body.body[0].body[0].value) == "torch.tanh(x)" and info.line_of(fwd) == 18
     errors = info._index.errors_touched()
     assert [(e.file, e.reason) for e in errors] == [("vllm/m.py", "syntax error at line 18: made up")]
+
+
+def test_a_class_is_read_for_its_fields_without_its_methods_at_its_file_lines(tmp_path):
+    """Definition.skeleton: a configuration class is read for its fields (VllmConfig: 135 kB, a few of them
+    fields), so those are parsed without the methods the body defines; what it keeps (fields, if-blocks, with
+    their file lines) is the class's own, and nothing of it is the class parsed whole."""
+    from fusion_analyze.index.nodes import find_all
+
+    info = _index(tmp_path, METHODS).get("vllm.m")
+    b = info.defs["B"][-1]
+    skeleton = b.skeleton
+    assert info.chunks[1].module is None  # the class itself is not parsed
+    kept = [type(s).__name__ for s in skeleton.body.body]
+    assert kept == ["SimpleStatementLine", "SimpleStatementLine", "If"]  # doc, `scale = 2`, the if-block
+    scale = skeleton.body.body[1].body[0]
+    assert info.code(scale).strip() == "scale = 2" and info.line_of(scale) == 7
+    assert info.line_of(skeleton.body.body[2]) == 21 and b.skeleton is skeleton  # parsed once
+    # the parts of a class that hold a text: the methods that do, alone, and the skeleton for the rest
+    import re
+
+    parts = b.nodes_with(re.compile(rb"self\.(n|late) ="))
+    assert [p.name.value for p in parts] == ["__init__", "update"] and info.chunks[1].module is None
+    both = b.nodes_with(re.compile(rb"scale|self\.late"))
+    assert [type(p).__name__ for p in both] == ["FunctionDef", "ClassDef"] and both[1] is skeleton
+    assert [info.line_of(a) for a in find_all(both[0], cst.Assign)] == [26]
+    assert b.nodes_with(re.compile(rb"nowhere")) == [] and info.chunks[1].module is None
+    # once the class is parsed, the same nodes as before: readers compare what two calls give
+    assert b.node is not None and b.nodes_with(re.compile(rb"self\.(n|late) =")) == parts
+
+
+def test_a_class_of_methods_only_keeps_a_statement_and_its_decorators():
+    from fusion_analyze.index.chunks import skeleton_text
+
+    text = b"@dataclass\nclass C:\n    @staticmethod\n    def f():\n        pass\n    def g(self): pass\n"
+    chunk = [c for c in split_chunks(text)[0] if c.kind == "class"][0]
+    assert skeleton_text(chunk) == b"@dataclass\nclass C:\n    pass\n\n\n\n"

@@ -145,6 +145,44 @@ def method_text(chunk: Chunk, name: str) -> tuple[bytes, int, ast.ClassDef] | No
     return b"class _:\n" + b"".join(lines), head, wrapper
 
 
+def skeleton_text(chunk: Chunk) -> bytes | None:
+    """A class chunk's text with the methods its body defines directly left out, each of their lines kept
+    empty so the lines stay the file's: what a reader of the class body's assignments, annotations and
+    decorators parses (a configuration class is mostly methods: VllmConfig's 135 kB hold a few kB of fields).
+    None for a chunk that is no class."""
+    stmt = chunk.statements[0] if chunk.kind == "class" and chunk.statements else None
+    if not isinstance(stmt, ast.ClassDef):
+        return None
+    lines = chunk.text.splitlines(keepends=True)
+    methods = [x for x in stmt.body if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not methods:
+        return chunk.text
+    for x in methods:
+        first = min([x.lineno] + [d.lineno for d in x.decorator_list])
+        if first <= stmt.lineno:
+            return chunk.text  # a method on the header's line: parse the class
+        for i in range(first - chunk.start, (x.end_lineno or x.lineno) - chunk.start + 1):
+            lines[i] = b"\n"
+    if len(methods) == len(stmt.body):  # a body of methods only keeps one statement
+        at = min([methods[0].lineno] + [d.lineno for d in methods[0].decorator_list]) - chunk.start
+        line = chunk.text.splitlines(keepends=True)[at]
+        lines[at] = line[: len(line) - len(line.lstrip(b" \t"))] + b"pass\n"
+    return b"".join(lines)
+
+
+def skeleton_statements(text: bytes, start: int) -> list | None:
+    """The `ast` statements of a skeleton (skeleton_text) at file lines, to pair its lines with; None where
+    `ast` cannot read it (its lines then come from libcst's positions)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    ast.increment_lineno(tree, start - 1)
+    return tree.body
+
+
 def ast_statements(stmts: list):
     """Every `ast` statement among stmts and in their blocks, without visiting expressions: ast.walk visits
     every node, and costs more than the parse when only statements are wanted."""

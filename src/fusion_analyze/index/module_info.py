@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import libcst as cst
 
 from .facts import FactTable
-from .chunks import Chunk, method_text
+from .chunks import Chunk, method_text, skeleton_statements, skeleton_text
 
+SKELETONS = FactTable("skeleton", "class chunk -> that class parsed without the methods its body defines")
 METHODS_ALONE = FactTable("method alone", "(chunk, name) -> the chunk of that method parsed alone")
 LINE_ALIASES = FactTable("aliases", "a node built from this module's code -> the node whose line it reports")
 CODE = FactTable("code", "a node -> its source text")
@@ -96,6 +97,27 @@ class Definition:
             return None
         return self.module.method_alone(self._chunk, method)
 
+    @property
+    def skeleton(self) -> cst.ClassDef:
+        """The class without the methods its body defines directly (its decorators, bases, assignments,
+        annotations, if-blocks and nested classes as they stand, at their file lines): the node itself once the
+        class is parsed, else that much parsed alone, once. For readers of the body's fields, never of its
+        methods."""
+        if self._node is not None or self._chunk is None or self.kind != "class":
+            return cast(cst.ClassDef, self.node)
+        found = self.module.skeleton(self._chunk)
+        return found if found is not None else cast(cst.ClassDef, self.node)
+
+    def nodes_with(self, needle: "re.Pattern") -> list[cst.CSTNode]:
+        """What of the class holds a match of the needle: the methods its body defines directly, each parsed
+        alone, and its skeleton, or else the class node; [] where its text has no match
+        (ModuleInfo.chunk_nodes_with)."""
+        if self._chunk is None:
+            return [self.node] if needle.search(self.module.code(self.node).encode()) else []
+        if not needle.search(self._chunk.text):
+            return []
+        return self.module.chunk_nodes_with(self._chunk, needle)
+
     def may_assign(self, name: str) -> bool:
         """False when `ast` saw no `name = ...` in the class's body, so looking for one need not parse it."""
         return self._node is not None or self._chunk is None or name in self._chunk.assigned
@@ -150,6 +172,21 @@ class ModuleInfo:
         node = sub.module.body[0].body.body[0] if sub is not None else None
         return node if type(node) is cst.FunctionDef else None  # libcst rejected it: read it with its class
 
+    def skeleton(self, chunk: Chunk) -> cst.ClassDef | None:
+        """A class chunk parsed without its methods (see chunks.skeleton_text), once; None where that text is
+        the class's own (parse the class then)."""
+        found = SKELETONS.of(self).get(chunk)
+        if found is None:
+            text = skeleton_text(chunk)
+            if text is None or text == chunk.text:
+                return None
+            found = SKELETONS.of(self)[chunk] = Chunk(chunk.start, text, True)
+            found.kind, found.name = "class", chunk.name
+            found.statements = skeleton_statements(text, chunk.start)
+            self.chunk_tree(found)
+        node = found.module.body[0] if found.module is not None and found.module.body else None
+        return node if type(node) is cst.ClassDef else None
+
     def method_chunk(self, chunk: Chunk, name: str) -> Chunk | None:
         """The parsed chunk of method_alone (the batch's prefetch stores it in the parse cache)."""
         key = (chunk, name)
@@ -177,6 +214,35 @@ class ModuleInfo:
         regex): a scan for what only such text can match need not parse the rest of the file."""
         found = needle.search if isinstance(needle, re.Pattern) else (lambda text: needle in text)
         return [s for c in self.chunks if found(c.text) for s in self.chunk_tree(c).body]
+
+    def nodes_with(self, needle: "bytes | re.Pattern") -> list[cst.CSTNode]:
+        """As statements_with, but a class gives only its parts that hold a match (chunk_nodes_with): a setter of
+        VllmConfig need not parse its 135 kB."""
+        if not isinstance(needle, re.Pattern):
+            needle = re.compile(re.escape(needle))
+        return [n for c in self.chunks if needle.search(c.text) for n in self.chunk_nodes_with(c, needle)]
+
+    def chunk_nodes_with(self, c: Chunk, needle: "re.Pattern") -> list[cst.CSTNode]:
+        """nodes_with for one chunk that holds the needle. A class gives the methods its body defines directly
+        that hold a match, each parsed alone, and its skeleton (ModuleInfo.skeleton) where a match lies
+        elsewhere in it; any other chunk gives its top-level statements. The same nodes whether or not the
+        class is parsed by then: readers compare what two calls give."""
+        if c.kind == "class" and c.lone:
+            names: list[str] = []
+            rest = False
+            for m in needle.finditer(c.text):
+                line = c.start + c.text.count(b"\n", 0, m.start())
+                name = next((n for n, (first, last, _x) in c.lone.items() if first <= line <= last), None)
+                if name is None:
+                    rest = True
+                else:
+                    names.append(name)
+            methods = [self.method_alone(c, n) for n in dict.fromkeys(names)]
+            skeleton = self.skeleton(c) if rest else None
+            if all(m is not None for m in methods) and (skeleton is not None or not rest):
+                parts: list[cst.CSTNode] = [m for m in methods if m is not None]
+                return parts + ([skeleton] if skeleton is not None else [])
+        return list(self.chunk_tree(c).body)
 
     def alias_lines(self, origin: dict) -> None:
         """Nodes built from this module's code (a rewritten forward) report the lines of the nodes they replace."""

@@ -535,7 +535,7 @@ def _field_default(index: ModuleIndex, info, flag: str) -> tuple | None:
     if key in FIELD_DEFAULTS.of(index):
         return FIELD_DEFAULTS.of(index)[key]
     declared, got = None, None
-    for stmt in info.statements_with(flag.encode()):
+    for stmt in info.nodes_with(flag.encode()):
         for n in find_all(stmt, (cst.AnnAssign, cst.FunctionDef, cst.Call)):
             if isinstance(n, cst.AnnAssign):
                 t = n.target

@@ -191,7 +191,7 @@ def _levels(index: ModuleIndex) -> tuple[dict[str, tuple[str, Cite]], str | None
                     member = _member(el.value, "CUDAGraphMode")
                     if member:
                         levels["O" + name[-1]] = (member, Cite(info.rel, info.line_of(el), _text(info, el)))
-    for stmt in info.statements_with(b"optimization_level:"):
+    for stmt in info.nodes_with(b"optimization_level:"):
         for n in find_all(stmt, cst.AnnAssign):
             if _target_name(n.target) == "optimization_level" and n.value is not None:
                 default = _member(n.value, "OptimizationLevel")
@@ -207,7 +207,7 @@ def _eager_site(index: ModuleIndex) -> Cite | None:
     info = index.get(VLLM_CONFIG)
     if info is None:
         return None
-    for stmt in info.statements_with(b"enforce_eager"):
+    for stmt in info.nodes_with(b"enforce_eager"):
         for node in find_all(stmt, cst.If):
             if "enforce_eager" not in _text(info, node.test):
                 continue
@@ -232,7 +232,7 @@ def _chains(info: ModuleInfo) -> tuple[list[tuple[cst.If, str | None, str]], lis
     and the branches of the `if/elif` chain on cudagraph_mode that sets enable_npugraph_ex."""
     rewrites: list[tuple[cst.If, str | None, str]] = []
     chain: list[_Branch] = []
-    for stmt in info.statements_with(OPTION.encode()):
+    for stmt in info.nodes_with(OPTION.encode()):
         for node in find_all(stmt, cst.If):
             if "cudagraph_mode" not in _text(info, node.test):
                 continue
@@ -353,7 +353,7 @@ def registries(index: ModuleIndex, module: str) -> dict[str, Cite]:
             seen.add(mod)
             todo.append(other)
     for m in todo:
-        for stmt in m.statements_with(b"register_replacement"):
+        for stmt in m.nodes_with(b"register_replacement"):
             for call in find_all(stmt, cst.Call):
                 f = call.func
                 if not (isinstance(f, cst.Attribute) and f.attr.value == "register_replacement"):

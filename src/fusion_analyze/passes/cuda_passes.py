@@ -54,7 +54,7 @@ def _level_table(index: ModuleIndex, info) -> dict[str, cst.DictElement]:
             return n.value
         return None
 
-    for stmt in info.statements_with(_LEVEL_TEXT):
+    for stmt in info.nodes_with(_LEVEL_TEXT):
         for n in iter_nodes(stmt, lambda n: level_value(n) is not None):
             value = level_value(n)
             if value is not None:
@@ -155,7 +155,7 @@ def _inductor_default(index: ModuleIndex) -> dict | None:
         info = index.get(name)
         if info is None:
             continue
-        for stmt in info.statements_with(_NONE_TEXT):
+        for stmt in info.nodes_with(_NONE_TEXT):
             for test_if in find_all(stmt, cst.If):
                 if '"inductor"' not in info.code(test_if.test):
                     continue

@@ -122,7 +122,7 @@ def _scan_registered(index, spec, enum, packages: tuple) -> dict:
             info = index.get(name) if name else None
             if info is None:
                 continue
-            for stmt in info.statements_with(needle):
+            for stmt in info.nodes_with(needle):
                 decorated = {id(d.decorator): stmt for d in getattr(stmt, "decorators", ())
                              if type(stmt) is cst.ClassDef}
                 for call in find_all(stmt, cst.Call):

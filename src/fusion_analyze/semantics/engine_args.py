@@ -590,7 +590,8 @@ def _platform_supported(index: Any) -> tuple | None:
     cls = index.lookup(mod, name)
     if getattr(cls, "kind", None) != "class":
         return None
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+    node = cls.skeleton
+    for stmt in node.body.body if type(node.body) is cst.IndentedBlock else []:
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
             if isinstance(small, cst.AnnAssign):
                 target, value = small.target, small.value
@@ -678,7 +679,8 @@ def _kwargs_key(call) -> str | None:
 
 def _fields(cls: Any) -> dict:
     out = {}
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+    node = cls.skeleton
+    for stmt in node.body.body if type(node.body) is cst.IndentedBlock else []:
         for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
             if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                 out[small.target.value] = small.annotation.annotation

@@ -1081,7 +1081,7 @@ class Evaluator:
             if got is None:
                 return None
             expr, scope = got
-        if cls is None or not any("dataclass" in code_of(cls.module, d.decorator) for d in cls.node.decorators):
+        if cls is None or not any("dataclass" in code_of(cls.module, d.decorator) for d in cls.skeleton.decorators):
             return None
         got = dataclass_argument(cls, expr, attr)
         if got is None:

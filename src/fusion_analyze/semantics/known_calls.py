@@ -53,14 +53,15 @@ def _is_unbound_chain(expr: cst.Attribute, scope) -> bool:
 
 def _class_constant(cls, name: str) -> Value:
     """`NAME = <literal>` in a class body (an Enum's member: a str Enum's member equals its string)."""
-    found = [s.body[0].value for s in cls.node.body.body
+    body = cls.skeleton.body.body
+    found = [s.body[0].value for s in body
              if type(s) is cst.SimpleStatementLine and len(s.body) == 1 and type(s.body[0]) is cst.Assign
              and len(s.body[0].targets) == 1 and type(s.body[0].targets[0].target) is cst.Name
              and s.body[0].targets[0].target.value == name]
     value = literal(found[0]) if len(found) == 1 else None
     is_enum = len(found) == 1 and any("Enum" in _base_text(b) for b in cls.bases)
     if not found:  # `cache_dtype: CacheDType = "auto"`: a (dataclass) class attribute with a literal default
-        annotated = [s.body[0].value for s in cls.node.body.body
+        annotated = [s.body[0].value for s in body
                      if type(s) is cst.SimpleStatementLine and len(s.body) == 1 and type(s.body[0]) is cst.AnnAssign
                      and type(s.body[0].target) is cst.Name and s.body[0].target.value == name
                      and s.body[0].value is not None]
@@ -71,7 +72,8 @@ def _class_constant(cls, name: str) -> Value:
         from .values import EnumMember
 
         return Known(EnumMember(value.value, cls, name))  # its string, knowing which member it is
-    if not found and any(type(s) is cst.FunctionDef and s.name.value == name for s in cls.node.body.body):
+    if not found and cls.may_define(name) and any(
+            type(s) is cst.FunctionDef and s.name.value == name for s in cls.node.body.body):
         from .values import NotNone
 
         return NotNone(f"{cls.name}.{name}")  # a method read off the class (custom_routing_function=Cls.fn)

@@ -13,14 +13,15 @@ from .function_bodies import class_method, tables
 
 def is_dataclass(mro) -> bool:
     """The class (first of `mro`) is a `@dataclass` whose fields no `__init__` of the trees replaces."""
-    return bool(mro) and any("dataclass" in code_of(mro[0].module, d.decorator) for d in mro[0].node.decorators) \
+    return bool(mro) and any("dataclass" in code_of(mro[0].module, d.decorator) for d in mro[0].skeleton.decorators) \
         and not any(class_method(c, "__init__") is not None for c in mro)
 
 
 def field_order(cls) -> list[str]:
     """The fields of a dataclass in their order: its annotated names, ClassVar ones left out."""
     out = []
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+    node = cls.skeleton
+    for stmt in node.body.body if type(node.body) is cst.IndentedBlock else []:
         for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
             if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                 if "ClassVar" in code_of(cls.module, small.annotation.annotation):

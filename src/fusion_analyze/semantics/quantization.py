@@ -197,7 +197,8 @@ def _class_mapping(cls, attr: str) -> dict[str, list[str]]:
     """The class body's `attr = {...}` and its `__init__`'s `self.<attr>["k"] = [...]` (every one of them: an
     entry for a layer the model does not build is never asked for)."""
     out: dict[str, list[str]] = {}
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+    node = cls.skeleton
+    for stmt in node.body.body if type(node.body) is cst.IndentedBlock else []:
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []:
             if isinstance(small, cst.Assign) and small.targets:
                 target, value = small.targets[0].target, small.value

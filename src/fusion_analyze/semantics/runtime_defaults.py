@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import libcst as cst
 
 from ..index.facts import FactTable
-from ..index.nodes import find_all
+from ..index.nodes import children, find_all
 from .known_calls import _dotted_text
 from .scope import Scope
 from .values import Defaults, Known, OneOf, Unknown, Value, literal
@@ -35,23 +36,30 @@ def version_calls(index) -> dict:
     return {name: holds for name in catalog().typed.walk.runtime.vllm_version_test}
 
 
-def _assigned_by_methods(cls) -> dict[str, list]:
-    """name -> values of each `self.<name> = value` in the class's methods (a validator deriving the field)."""
+def _assigned_by_methods(cls, name: str) -> list:
+    """Values of each `self.<name> = value` in the class's methods (a validator deriving the field); only the
+    methods whose text assigns it are parsed (alone, while the class is not)."""
+    import re
+
     module = cls.module
-    key = cls.node
-    if key not in DERIVED_FIELDS.of(module):
-        names: dict[str, list] = {}
-        for node in find_all(cls.node, cst.Assign):
-            for t in node.targets:
-                t = t.target
-                if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
-                    names.setdefault(t.attr.value, []).append(node.value)
-        DERIVED_FIELDS.of(module)[key] = names
-        _GUARDS.update(_guards(cls))
-    return DERIVED_FIELDS.of(module)[key]
+    key = (cls.identity, name)
+    table = DERIVED_FIELDS.of(module)
+    if key not in table:
+        found: list = []
+        tops = cls.nodes_with(re.compile(rb"\bself\.%s\s*=(?!=)" % re.escape(name).encode()))
+        for top in tops:
+            for node in find_all(top, cst.Assign):
+                for t in node.targets:
+                    t = t.target
+                    if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self" \
+                            and t.attr.value == name:
+                        found.append(node.value)
+            _GUARDS.update(_guards(top))
+        table[key] = found
+    return table[key]
 
 
-def _guards(cls) -> dict:
+def _guards(top) -> dict:
     """An assignment's value node (in a method of `cls`) -> the `if self.x == <literal>` / `self.x in (...)`
     tests around it, as (field, the literals that make it run): `elif self.enable_fused_mc2 == 2:
     self.enable_fused_mc2 = 1` runs only when the field is 2."""
@@ -73,7 +81,9 @@ def _guards(cls) -> dict:
             elif hasattr(stmt, "body") and hasattr(stmt.body, "body"):
                 visit(stmt.body.body, guards)
 
-    for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+    if type(top) is cst.FunctionDef:  # a method parsed alone
+        visit(top.body.body, [])
+    for stmt in top.body.body if type(top) is cst.ClassDef and type(top.body) is cst.IndentedBlock else []:
         if type(stmt) is cst.FunctionDef:
             visit(stmt.body.body, [])
     return out
@@ -160,14 +170,14 @@ def config_default(defaults, name: str, infer) -> Value:
             nested = _declared_default(defaults, name, infer)
             if isinstance(nested, Known) and isinstance(nested.value, Defaults):
                 return Known(Defaults(nested.value.definition, given))
-        gated = [v for v in _assigned_by_methods(cls).get(name) or ()
+        gated = [v for v in _assigned_by_methods(cls, name)
                  if _gates(name, v) and not _ruled_out(defaults, v, infer)]
         if given and gated:  # `self.x = self.x and <other settings>`: the user's value holds only where they do
             return Unknown(f"{cls.name}.{name} is the user's value only where other settings allow it "
                            "(a validator gates it when the configuration is built)")
         return Known(given)
     found = _declared_default(defaults, name, infer)
-    derived = [v for v in _assigned_by_methods(cls).get(name) or () if not _ruled_out(defaults, v, infer)]
+    derived = [v for v in _assigned_by_methods(cls, name) if not _ruled_out(defaults, v, infer)]
     if isinstance(found, Unknown) and derived:  # older classes: `self.x = additional_config.get("x", False)`
         gets = [v for v in derived if _dict_get_default(v) is not None]
         if gets:
@@ -195,7 +205,8 @@ def _derived_keeps(defaults, name: str, default: Value, derived: list, infer) ->
     wanted = {id(v) for v in derived}
     _DERIVING.add((cls.qualname, name))
     try:
-        for fn in find_all(cls.node, cst.FunctionDef):
+        pattern = re.compile(rb"\bself\.%s\s*=(?!=)" % re.escape(name).encode())
+        for fn in (f for top in cls.nodes_with(pattern) for f in find_all(top, cst.FunctionDef)):
             table = tables(fn, cls.module)
             for value, _cond, _pos in table.self_assignments.get(name, ()):
                 if id(value) not in wanted:
@@ -224,11 +235,12 @@ def _dict_get_default(value) -> cst.BaseExpression | None:
 
 def _declared(cls) -> dict:
     """name -> the value the class body gives it (`x: int = 1`, `x = 1`; the last wins), read once per class."""
-    key = cls.node
+    key = cls.identity
     found = DECLARED_DEFAULTS.of(cls.module).get(key)
     if found is None:
         found = DECLARED_DEFAULTS.of(cls.module)[key] = {}
-        for stmt in cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []:
+        node = cls.skeleton
+        for stmt in node.body.body if type(node.body) is cst.IndentedBlock else []:
             for small in stmt.body if type(stmt) is cst.SimpleStatementLine else []:
                 if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                     found[small.target.value] = small.value  # a bare annotation: no default
@@ -398,10 +410,19 @@ def engine_field_starts_none(index, name: str) -> bool:
                                                or literal(own) == Known(None)))
 
 
+FIELD_SETTERS = FactTable("field setters", "a configuration field's name -> (module, function, statement) of each "
+                          "assignment `<x>.<name> = ...` of the setter modules, or None (one runs on import)")
+
+
 def field_setters(index, name: str) -> list[tuple] | None:
     """(module, function, statement) of every assignment `<x>.<name> = ...` in the code that may change vLLM's
     configuration at start-up (the setter modules and folders: VllmConfig, EngineArgs, the platforms, vllm-ascend's
-    platform and its patches); None where one stands outside a function (it runs on import)."""
+    platform and its patches); None where one stands outside a function (it runs on import). Read once per
+    session."""
+    return FIELD_SETTERS.get(index, name, lambda: _field_setters(index, name))
+
+
+def _field_setters(index, name: str) -> list[tuple] | None:
     import re
 
     pattern = re.compile(rb"\.%s\s*=(?!=)" % re.escape(name).encode())
@@ -417,7 +438,7 @@ def field_setters(index, name: str) -> list[tuple] | None:
         info = index.get(module)
         if info is None:
             continue
-        for top in info.statements_with(pattern):
+        for top in info.nodes_with(pattern):
             if not _setters_in(top, None, name, info, out):
                 return None
     return out
@@ -437,7 +458,7 @@ def _setters_in(node, fn, name: str, info, out: list) -> bool:
                     return False
                 out.append((info, fn, node))
         return True
-    return all(_setters_in(child, fn, name, info, out) for child in node.children)
+    return all(_setters_in(child, fn, name, info, out) for child in children(node))
 
 
 def _unset_returns_none(engine, method: cst.FunctionDef) -> bool:
@@ -648,7 +669,8 @@ def _setters(info, holder: str, name: str) -> list | None:
     from .function_bodies import tables
 
     out = []
-    for fn in find_all(info.tree, cst.FunctionDef):
+    pattern = re.compile(rb"\b%s\.%s\s*=(?!=)" % (re.escape(holder).encode(), re.escape(name).encode()))
+    for fn in (f for top in info.nodes_with(pattern) for f in find_all(top, cst.FunctionDef)):
         for target, value, cond, _pos in tables(fn, info).assignments:
             if type(target) is cst.Attribute and target.attr.value == name and (
                     (type(target.value) is cst.Name and target.value.value == holder)

@@ -184,7 +184,8 @@ class AttrSources:
         for c in self.mro(inst.cls):
             if not c.may_assign(name):
                 continue  # `ast` saw no such assignment: its body need not be parsed
-            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
+            node = c.skeleton
+            body = node.body.body if type(node.body) is cst.IndentedBlock else []
             for stmt in body:
                 if not type(stmt) is cst.SimpleStatementLine:
                     continue

@@ -1205,7 +1205,7 @@ class Constructor(AttrSources, OtherChoices):
             return []
         mod, _, name = str(qualname).rpartition(".")
         cls = self.index.lookup(mod, name)
-        if not isinstance(cls, Definition) or cls.kind != "class" or not _assigned_by_methods(cls).get(node.attr.value):
+        if not isinstance(cls, Definition) or cls.kind != "class" or not _assigned_by_methods(cls, node.attr.value):
             return []
         out = []
         for fn in (st for st in cast(cst.ClassDef, cls.node).body.body if type(st) is cst.FunctionDef):
