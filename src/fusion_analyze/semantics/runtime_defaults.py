@@ -385,11 +385,19 @@ def _engine_built(index, name: str) -> Value | None:
     return NotNone(str(getattr(built, "name", ""))) if getattr(built, "kind", None) == "class" else None
 
 
+STARTS_NONE = FactTable("starts none", "a VllmConfig field's name -> whether it starts as None in the engine")
+
+
 def engine_field_starts_none(index, name: str) -> bool:
     """VllmConfig's field `name` starts as None in the engine the tool models: VllmConfig declares it `= None`,
     EngineArgs' `create_engine_config` passes it `<name>=self.<name>` (or not at all), EngineArgs declares its own
     `<name>` as VllmConfig's default (`engram_config: ... = VllmConfig.engram_config`) or None, and the tool reads
-    no `--<name>` option. Whether start-up code sets it later is `field_setters`'s question."""
+    no `--<name>` option. Whether start-up code sets it later is `field_setters`'s question. Read once per
+    session."""
+    return STARTS_NONE.get(index, name, lambda: _engine_field_starts_none(index, name))
+
+
+def _engine_field_starts_none(index, name: str) -> bool:
     from ..ir.deployment import READ
     from .function_bodies import class_method
 
@@ -435,6 +443,13 @@ def _field_setters(index, name: str) -> list[tuple] | None:
                 names.append(f"{package}.{'.'.join(folder)}{stem}")
     out: list[tuple] = []
     for module in dict.fromkeys(names):
+        found = index.module_path(module)
+        path = found[0] / "__init__.py" if found is not None and found[0].is_dir() else found[0] if found else None
+        try:
+            if path is None or not pattern.search(path.read_bytes()):
+                continue  # no such text: the module need not be read
+        except OSError:
+            pass
         info = index.get(module)
         if info is None:
             continue

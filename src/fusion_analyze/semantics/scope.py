@@ -138,23 +138,24 @@ def _keys_set_on(fn: cst.FunctionDef, name: str) -> set | None:
     from ..index.nodes import find_all
 
     out: set = set()
-    for node in find_all(fn, cst.Subscript):
-        if type(node.value) is not cst.Name or node.value.value != name:
-            continue
-        element = node.slice[0].slice if len(node.slice) == 1 else None
-        if type(element) is cst.Index and type(element.value) is cst.SimpleString:
-            out.add(element.value.evaluated_value)  # (a read as well as a write: the key is only maybe there)
-        else:
-            return None
-    for node in find_all(fn, cst.Call):
-        f = node.func
-        if type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value == name and f.attr.value in _MUTATORS:
-            return None
-    for node in find_all(fn, cst.AugAssign):
-        if type(node.target) is cst.Name and node.target.value == name:
-            return None
-    for node in find_all(fn, cst.Del):
-        if name in cst.Module([]).code_for_node(node):
+    for node in find_all(fn, (cst.Subscript, cst.Call, cst.AugAssign, cst.Del)):  # one pass over the body
+        t = type(node)
+        if t is cst.Subscript:
+            if type(node.value) is not cst.Name or node.value.value != name:
+                continue
+            element = node.slice[0].slice if len(node.slice) == 1 else None
+            if type(element) is cst.Index and type(element.value) is cst.SimpleString:
+                out.add(element.value.evaluated_value)  # (a read as well as a write: the key is only maybe there)
+            else:
+                return None
+        elif t is cst.Call:
+            f = node.func
+            if type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value == name and f.attr.value in _MUTATORS:
+                return None
+        elif t is cst.AugAssign:
+            if type(node.target) is cst.Name and node.target.value == name:
+                return None
+        elif name in cst.Module([]).code_for_node(node):
             return None
     return out
 
