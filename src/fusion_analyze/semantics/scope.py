@@ -39,6 +39,32 @@ class Scope:
     # read (`upstream_config.mla_use_output_gate = use_output_gate` on a copy of the configuration)
     attr_sets: dict = field(default_factory=dict)
     loops: dict = field(default_factory=dict)  # name a loop binds -> (iterable, item) (FunctionTables.loop_names)
+    # `*args` param -> [(expr, Scope it is read in)] of the positional arguments past the named ones it collected,
+    # where the call wrote every positional argument out (a wrapper passing them on: `f(*args, ...)` binds them)
+    star_args: dict = field(default_factory=dict)
+    # the TypeError the call bound here raises before its body runs (a keyword naming a parameter a positional
+    # argument already took: `f(*args, num_experts=n)` where args holds the caller's positionals)
+    raises: str | None = None
+
+
+def _spread(call: cst.Call, call_scope: Scope) -> list[tuple] | None:
+    """The call's positional arguments in order as (expr, the scope it is read in), a `*name` spread where
+    `name` is the calling function's `*args` with what it collected known (star_args); None where the call
+    spreads nothing so known (or nothing at all: call_arguments reads it)."""
+    if not any(a.star == "*" for a in call.args if a.keyword is None):
+        return None
+    out: list[tuple] = []
+    for a in call.args:
+        if a.keyword is not None or a.star == "**":
+            continue
+        if a.star == "*":
+            found = call_scope.star_args.get(a.value.value) if type(a.value) is cst.Name else None
+            if found is None:
+                return None
+            out += found
+        else:
+            out.append((a.value, call_scope))
+    return out
 
 
 def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | None, scope: Scope, skip_self: bool) -> None:
@@ -51,6 +77,9 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     if call is None or call_scope is None:
         return
     args, keywords = call_arguments(call)
+    spread = _spread(call, call_scope)
+    if spread is not None:  # `f(*args, ...)` of a wrapper whose own call wrote its positionals out
+        args = [e for e, _w in spread]
     given = {k: (v, call_scope) for k, v in keywords.items()}
     for a in call.args:  # f(..., **kwargs) inside a function that collected them: the caller's own keywords
         if a.star == "**" and type(a.value) is cst.Name:
@@ -64,10 +93,20 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
                 else:  # `kwargs["k"] = v` before the call: v, whatever the caller gave
                     given[k] = found
     bound = set()
+    where = {id(e): w for e, w in spread or ()}
+    taken = {p.name.value for p in positional[:len(args)]} if not any(
+        a.star == "*" for a in call.args if a.keyword is None) or spread is not None else set()
+    twice = [k for k in keywords if k in taken]
+    if twice:  # Python refuses the call: the positional arguments took that parameter already
+        scope.raises = f"TypeError: {fn.name.value}() got multiple values for argument '{twice[0]}'"
     for name, expr in bind_arguments(fn, args, {k: v for k, (v, _w) in given.items()}, skip_self=skip_self):
-        scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (expr, call_scope)
+        scope.params[name] = (expr, given[name][1]) if name in given and given[name][0] is expr else (
+            expr, where.get(id(expr), call_scope))
         bound.add(name)
     scope.function = fn
+    star_arg = fn.params.star_arg
+    if type(star_arg) is cst.Param and (spread is not None or not any(a.star == "*" for a in call.args)):
+        scope.star_args[star_arg.name.value] = [(e, where.get(id(e), call_scope)) for e in args[len(positional):]]
     star = fn.params.star_kwarg
     if type(star) is cst.Param:  # the keywords no parameter takes, for a `**kwargs` passed on
         scope.star_kwargs[star.name.value] = {k: w for k, w in given.items() if k not in bound}

@@ -43,6 +43,10 @@ class Blockers(WalkerState):
         if key in self._inits_checked:
             return
         self._inits_checked.add(key)
+        if inst.raises is not None:  # a call on the way that builds it, refused by Python before it runs
+            module, call, message = inst.raises
+            self._add_blocker(module, call, message, inst.factory or inst.cls.name, path, "construction")
+            return
         try:  # the class the backend builds (on Ascend the one vllm-ascend registers for a vLLM layer)
             chain = self.ctor.init_scopes(self.ctor.running_instance(inst))
         except Exception:  # noqa: BLE001 - a construction the tool cannot bind says nothing here
@@ -102,12 +106,14 @@ class Blockers(WalkerState):
         return list(orelse.body.body)
 
     def _blocker(self, module, stmt, small: cst.Raise, where: str, path: str, when: str) -> None:
-        line = module.line_of(stmt)
+        self._add_blocker(module, stmt, " ".join(module.code(small.exc).split()), where, path, when)
+
+    def _add_blocker(self, module, node, raises: str, where: str, path: str, when: str) -> None:
+        line = module.line_of(node)
         key = (module.rel, line, path)
         if any((b["file"], b["line"], b["path"]) == key for b in self.blockers):
             return
-        entry = {"file": module.rel, "line": line, "raises": " ".join(module.code(small.exc).split()),
-                 "in": where, "path": path, "when": when}
+        entry = {"file": module.rel, "line": line, "raises": raises, "in": where, "path": path, "when": when}
         if self.section == "layer" and self.layer_kind is not None:
             entry["layer_kind"] = self.layer_kind
         self.blockers.append(entry)

@@ -1780,6 +1780,8 @@ class Constructor(AttrSources, OtherChoices):
             for alt in self.evaluate(ret, inner, depth + 1):
                 alt.condition = join(cond, alt.condition)
                 alt.factory = fn_def.qualname
+                if inner.raises is not None and alt.raises is None:  # the call never reaches this return
+                    alt.raises = (scope.module, call, inner.raises)
                 out.append(alt)
         out = _prefer_plain(_dedupe(out))
         if ruled_out and out:

@@ -45,6 +45,9 @@ class Instance:
     # attr_name and condition (`self.q_proj = kwargs["q_proj"] if self.q_lora_rank is None else kwargs["q_b_proj"]`)
     holds: tuple = ()
     value_chain: list | None = None  # its own copy of that chain, read for the values of self.<name>
+    # (module, call, TypeError) of a call on the way that builds it which Python refuses before it runs (a wrapper's
+    # `f(*args, num_experts=n)` where args holds the caller's positionals: scope.bind_params)
+    raises: tuple | None = None
 
     @property
     def name(self) -> str:
