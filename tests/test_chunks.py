@@ -317,3 +317,16 @@ def test_a_class_of_methods_only_keeps_a_statement_and_its_decorators():
     text = b"@dataclass\nclass C:\n    @staticmethod\n    def f():\n        pass\n    def g(self): pass\n"
     chunk = [c for c in split_chunks(text)[0] if c.kind == "class"][0]
     assert skeleton_text(chunk) == b"@dataclass\nclass C:\n    pass\n\n\n\n"
+
+
+def test_a_match_in_a_method_another_of_its_name_replaces_reads_the_class_whole(tmp_path):
+    """A property's setter is a method of the body that `chunk.lone` does not keep (its getter's name): a text in
+    it is read with the class, so no method that holds it is missed (Definition.methods_with)."""
+    import re
+
+    source = (b"class P:\n    @property\n    def x(self):\n        return self._x\n\n    @x.setter\n"
+              b"    def x(self, v):\n        self._x = v\n\n    def other(self):\n        pass\n")
+    p = _index(tmp_path, source).get("vllm.m").defs["P"][-1]
+    methods = p.methods_with(re.compile(rb"self\._x ="))
+    assert [m.name.value for m in methods] == ["x", "x", "other"]  # the whole class's methods, setter included
+    assert [m.name.value for m in p.methods_with(re.compile(rb"return self\._x"))] == ["x"]  # the getter, alone

@@ -6,6 +6,7 @@ These are the records that name resolution (modules.py) hands out and the walker
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,17 @@ class Definition:
             return []
         return self.module.chunk_nodes_with(self._chunk, needle)
 
+    def methods_with(self, needle: "re.Pattern") -> list[cst.FunctionDef]:
+        """The methods its body defines directly that may hold the needle: those whose text does, each parsed
+        alone, or every one of them where the class is read whole (nodes_with; a skeleton defines none)."""
+        out: list[cst.FunctionDef] = []
+        for part in self.nodes_with(needle):
+            if type(part) is cst.FunctionDef:
+                out.append(part)
+            elif type(part) is cst.ClassDef and type(part.body) is cst.IndentedBlock:
+                out += [f for f in part.body.body if type(f) is cst.FunctionDef]
+        return out
+
     def may_assign(self, name: str) -> bool:
         """False when `ast` saw no `name = ...` in the class's body, so looking for one need not parse it."""
         return self._node is not None or self._chunk is None or name in self._chunk.assigned
@@ -227,16 +239,21 @@ class ModuleInfo:
         that hold a match, each parsed alone, and its skeleton (ModuleInfo.skeleton) where a match lies
         elsewhere in it; any other chunk gives its top-level statements. The same nodes whether or not the
         class is parsed by then: readers compare what two calls give."""
-        if c.kind == "class" and c.lone:
+        top = c.statements[0] if c.statements else None
+        if c.kind == "class" and c.lone and isinstance(top, ast.ClassDef):
             names: list[str] = []
             rest = False
+            spans = [(min([x.lineno] + [d.lineno for d in x.decorator_list]), x.end_lineno or x.lineno, x)
+                     for x in top.body if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))]
             for m in needle.finditer(c.text):
                 line = c.start + c.text.count(b"\n", 0, m.start())
-                name = next((n for n, (first, last, _x) in c.lone.items() if first <= line <= last), None)
-                if name is None:
+                held = next((x for first, last, x in spans if first <= line <= last), None)
+                if held is None:
                     rest = True
-                else:
-                    names.append(name)
+                elif c.lone.get(held.name, (0, 0, None))[2] is held:
+                    names.append(held.name)
+                else:  # a method another of its name replaces (a property's setter): read with its class
+                    return list(self.chunk_tree(c).body)
             methods = [self.method_alone(c, n) for n in dict.fromkeys(names)]
             skeleton = self.skeleton(c) if rest else None
             if all(m is not None for m in methods) and (skeleton is not None or not rest):

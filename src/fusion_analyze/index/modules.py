@@ -68,6 +68,7 @@ class ModuleIndex:
         self.touched: set[str] = set()  # rels of unreadable files asked for since the last reset
         self.facts: dict = {}  # FactTable -> its entries for the session (index/facts.py)
         self._paths: dict[str, tuple[Path, bool] | None] = {}  # module -> module_path's answer
+        self._dirs: dict[Path, dict[str, bool]] = {}  # folder -> {entry: is a folder}, listed once (_entries)
         self._unsaved: list[tuple[ModuleInfo, Chunk]] = []  # chunks parsed since the last save_lines
         self._sources: dict[str, list[tuple[Path, bytes]]] = {}  # package -> its files' bytes (sources)
         self._setters: dict[str, dict[str, list[tuple[str, int]]]] = {}  # package -> outside_setters
@@ -113,14 +114,33 @@ class ModuleIndex:
         if tree is None:
             return None
         base = tree.root.joinpath(*module.split("."))
-        if (base / "__init__.py").is_file():
-            return base / "__init__.py", True
-        py = base.with_suffix(".py")
-        if py.is_file() or py.is_symlink():  # a broken or looping link is reported when parsed
-            return py, False
-        if base.is_dir():  # namespace package
-            return base, True
+        entries = self._entries(base.parent)
+        if entries.get(base.name) is True:
+            if self._entries(base).get("__init__.py") is False:
+                return base / "__init__.py", True
+            return base, True  # namespace package
+        if f"{base.name}.py" in entries:  # (a broken or looping link too: it is reported when parsed)
+            return base.with_suffix(".py"), False
         return None
+
+    def _entries(self, folder: Path) -> dict[str, bool]:
+        """The names in a folder of the trees, each with whether it is a folder, listed once for the session:
+        module_path is asked for every name a module imports (`from m import a, b`: is `a` a submodule?), and
+        four file tests a name cost more than the walk of what it imports."""
+        found = self._dirs.get(folder)
+        if found is None:
+            found = {}
+            try:
+                with os.scandir(folder) as it:
+                    for e in it:
+                        try:
+                            found[e.name] = e.is_dir()
+                        except OSError:
+                            found[e.name] = False
+            except OSError:
+                pass
+            self._dirs[folder] = found
+        return found
 
     def sources(self, package: str) -> list[tuple[Path, bytes]]:
         """Every `.py` file of a tree's package with its bytes, in path order, read once for the session (the

@@ -5,6 +5,8 @@ walk built (`FusedMoEConfig(...)` in vLLM's MoE factory, its `moe_parallel_confi
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ..ir.conditions import code_of
@@ -60,13 +62,10 @@ def dataclass_argument(cls, call: cst.Call, attr: str):
 def rebound(mro, name: str) -> bool:
     """A method of these classes assigns `self.<name>` (a `__post_init__`, a setter): what the call passed or
     the class declares may not be what it holds."""
-    for c in mro:
-        if not c.mentions(f"self.{name}".encode()):
-            continue
-        body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
-        for fn in body:
-            if type(fn) is cst.FunctionDef and name in tables(fn, c.module).self_assignments:
-                return True
+    needle = re.compile(rb"self\.%s\b" % re.escape(name).encode())
+    for c in mro:  # only the methods whose text names it are parsed (alone, Definition.nodes_with)
+        if any(name in tables(f, c.module).self_assignments for f in c.methods_with(needle)):
+            return True
     return False
 
 

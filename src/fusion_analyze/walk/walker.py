@@ -276,7 +276,7 @@ class Walker(Statements, Calls, Layers, InputCasts, Composites, NativeFallbacks,
                 text = c._chunk.text if c._chunk is not None else (c.module.source or b"")
                 if not any(n.encode() in text for n in names):  # the class's code never names one: nothing to read
                     continue
-                for d in getattr(c.node, "decorators", ()):
+                for d in getattr(c.skeleton if c.kind == "class" else c.node, "decorators", ()):
                     expr = d.decorator.func if type(d.decorator) is cst.Call else d.decorator
                     name = expr.attr.value if type(expr) is cst.Attribute else expr.value if type(expr) is cst.Name else None
                     if name in names:

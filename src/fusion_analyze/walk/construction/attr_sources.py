@@ -4,6 +4,7 @@ factory's tuple. A mixin of constructor.Constructor (its `attr`, `evaluate`, `in
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -159,12 +160,12 @@ class AttrSources:
         """`self.x = None` in __init__, set by another method of the class its owner calls
         (`update_attrs()`: `self.quant_method = self.layer.quant_method`): the module it then holds."""
         options = []
+        needle = re.compile(rb"self\.%s\b" % re.escape(name).encode())
         for c in self.mro(inst.cls):
-            if not c.mentions(f"self.{name}".encode()):
-                continue  # no method of it can set the attribute: its body need not be parsed
-            body = c.node.body.body if type(c.node.body) is cst.IndentedBlock else []
-            for fn in body:
-                if not type(fn) is cst.FunctionDef or fn.name.value == "__init__":
+            # only the methods whose text names it are parsed (alone: Definition.nodes_with); a class that names
+            # it nowhere is not parsed at all
+            for fn in c.methods_with(needle):
+                if fn.name.value == "__init__":
                     continue
                 for expr, _cond, _pos in tables(fn, c.module).self_assignments.get(name, ()):
                     options += [i for i in self.evaluate(expr, Scope(module=c.module, owner=inst), depth + 1)
