@@ -130,6 +130,14 @@ class Definition:
                 out += [f for f in part.body.body if type(f) is cst.FunctionDef]
         return out
 
+    @property
+    def ast_node(self):
+        """Its `ast` statement while its libcst node is not parsed (what `ast` can answer: decorators, a
+        signature), else None."""
+        if self._node is not None or self._chunk is None or not self._chunk.statements:
+            return None
+        return self._chunk.statements[0]
+
     def may_assign(self, name: str) -> bool:
         """False when `ast` saw no `name = ...` in the class's body, so looking for one need not parse it."""
         return self._node is not None or self._chunk is None or name in self._chunk.assigned

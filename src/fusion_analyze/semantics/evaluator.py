@@ -11,6 +11,7 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, cast
@@ -1585,7 +1586,9 @@ class Evaluator:
                 return Known(True) if decided is Truth.TRUE else None
         if any(c.module.name.split(".")[0] not in ("vllm", "vllm_ascend", "transformers") for c in mro[:-1]):
             return None  # a base outside the trees may give it
-        if any(name in tables(fn, c.module).self_assignments for c in mro for fn in _methods(c)):
+        needle = re.compile(rb"self\.%s\b" % re.escape(name).encode())  # only the methods that name it are parsed
+        if any(name in tables(fn, c.module).self_assignments for c in mro for fn in c.methods_with(needle)
+               if fn.name.value != "__init__"):
             return None  # a method other than __init__ (a weight loader, a setter) may set it later
         return Known(False)
 
@@ -1873,12 +1876,6 @@ class _SelfAs(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         return updated.with_changes(value=self.name) if original.value == "self" else updated
-
-
-def _methods(cls) -> list:
-    """The methods a class body defines other than __init__."""
-    body = cls.node.body.body if type(cls.node.body) is cst.IndentedBlock else []
-    return [st for st in body if type(st) is cst.FunctionDef and st.name.value != "__init__"]
 
 
 def _dotted_of(func, scope) -> str | None:

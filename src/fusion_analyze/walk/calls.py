@@ -302,7 +302,7 @@ class Calls(WalkerState):
         if not (type(func) is cst.Subscript and isinstance(func.value, (cst.Name, cst.Attribute))):
             return None
         target = s.callee.launched
-        if not (isinstance(target, Definition) and target.kind == "function" and _triton_jit(target.node)):
+        if not (isinstance(target, Definition) and target.kind == "function" and _triton_jit_def(target)):
             return None
         args, kwargs = self._site_args(s)
         out = self._op(frame, "kernel", target.name, None, s.stmt, _flat(args, kwargs), s.hint, s.cond, s.steady,
@@ -628,6 +628,24 @@ def _triton_jit(fn) -> bool:
                 and type(expr.value) is cst.Name and expr.value.value in ("triton", "tl"):
             return True
         if type(expr) is cst.Name and expr.value in ("jit", "triton_jit"):
+            return True
+    return False
+
+
+def _triton_jit_def(target: Definition) -> bool:
+    """_triton_jit of a function of the trees, read from `ast` while it is not parsed (a launch site needs only its
+    decorators, and a Triton kernel's body is long)."""
+    import ast
+
+    stmt = target.ast_node
+    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return _triton_jit(target.node)
+    for d in stmt.decorator_list:
+        expr = d.func if isinstance(d, ast.Call) else d
+        if isinstance(expr, ast.Attribute) and expr.attr in ("jit", "autotune", "heuristics") \
+                and isinstance(expr.value, ast.Name) and expr.value.id in ("triton", "tl"):
+            return True
+        if isinstance(expr, ast.Name) and expr.id in ("jit", "triton_jit"):
             return True
     return False
 
