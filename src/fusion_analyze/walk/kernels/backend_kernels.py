@@ -92,8 +92,15 @@ class Backends:
         # memo: per implementation, the walks already done, each with what it read of its instance (self.x
         # values, submodules' classes); one whose reads give the same for this instance has its kernels
         entries = self._by_instance.setdefault((impl.qualname, method, facts.key(), collectives is not None, own_calls, own_only), [])
+        now: dict = {}  # what this instance gives for a read, asked once however many entries ask it
+
+        def read(key, again):
+            if key not in now:
+                now[key] = again(self.ctor, inst)
+            return now[key]
+
         for reads, kernels, found, replay in entries:
-            if all(again(self.ctor, inst) == seen for again, seen in reads.values()):
+            if all(read(key, again) == seen for key, (again, seen) in reads.items()):
                 if collectives is not None:
                     collectives.extend(found)
                 self.ctor.made_again(inst, replay)  # what its undecided calls wait on, said for this walk
