@@ -39,14 +39,12 @@ def version_calls(index) -> dict:
 def _assigned_by_methods(cls, name: str) -> list:
     """Values of each `self.<name> = value` in the class's methods (a validator deriving the field); only the
     methods whose text assigns it are parsed (alone, while the class is not)."""
-    import re
-
     module = cls.module
     key = (cls.identity, name)
     table = DERIVED_FIELDS.of(module)
     if key not in table:
         found: list = []
-        tops = cls.nodes_with(re.compile(rb"\bself\.%s\s*=(?!=)" % re.escape(name).encode()))
+        tops = cls.nodes_with(_self_assigns(name))
         for top in tops:
             for node in find_all(top, cst.Assign):
                 for t in node.targets:
@@ -57,6 +55,11 @@ def _assigned_by_methods(cls, name: str) -> list:
             _GUARDS.update(_guards(top))
         table[key] = found
     return table[key]
+
+
+def _self_assigns(name: str) -> re.Pattern:
+    """The text of an assignment `self.<name> = ...`: only the methods that hold it can derive the field."""
+    return re.compile(rb"\bself\.%s\s*=(?!=)" % re.escape(name).encode())
 
 
 def _guards(top) -> dict:
@@ -205,8 +208,7 @@ def _derived_keeps(defaults, name: str, default: Value, derived: list, infer) ->
     wanted = {id(v) for v in derived}
     _DERIVING.add((cls.qualname, name))
     try:
-        pattern = re.compile(rb"\bself\.%s\s*=(?!=)" % re.escape(name).encode())
-        for fn in (f for top in cls.nodes_with(pattern) for f in find_all(top, cst.FunctionDef)):
+        for fn in (f for top in cls.nodes_with(_self_assigns(name)) for f in find_all(top, cst.FunctionDef)):
             table = tables(fn, cls.module)
             for value, _cond, _pos in table.self_assignments.get(name, ()):
                 if id(value) not in wanted:
@@ -431,8 +433,6 @@ def field_setters(index, name: str) -> list[tuple] | None:
 
 
 def _field_setters(index, name: str) -> list[tuple] | None:
-    import re
-
     pattern = re.compile(rb"\.%s\s*=(?!=)" % re.escape(name).encode())
     names: list[str] = list(_SETTERS)
     for package, folder in _SETTER_FOLDERS:
@@ -531,8 +531,6 @@ def _held_class(index, vllm_config, holder: str):
 
 
 def _vllm_config_default(index, holder: str, name: str, infer) -> Value | None:
-    import re
-
     vllm_config = index.lookup(*VLLM_CONFIG)
     if getattr(vllm_config, "kind", None) != "class":
         return None
@@ -628,8 +626,6 @@ def engine_local(index, holder: str, name: str) -> EngineLocal | None:
 
 
 def _engine_passed_values(index, holder: str, name: str) -> EngineLocal | None:
-    import re
-
     from .function_bodies import class_method, tables
 
     vllm_config = index.lookup(*VLLM_CONFIG)
@@ -679,8 +675,6 @@ def _setters(info, holder: str, name: str) -> list | None:
     """[(value, condition)] of each `<holder>.<name> = value` in a function of module `info` (its methods
     included), its `if` tests kept; None where the text names one the functions do not hold (module level, a
     nested form not read)."""
-    import re
-
     from .function_bodies import tables
 
     out = []

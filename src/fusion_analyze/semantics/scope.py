@@ -80,6 +80,8 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
     spread = _spread(call, call_scope)
     if spread is not None:  # `f(*args, ...)` of a wrapper whose own call wrote its positionals out
         args = [e for e, _w in spread]
+    # every positional argument known: none spread, or each spread one's items known
+    written_out = spread is not None or not any(a.star == "*" for a in call.args if a.keyword is None)
     given = {k: (v, call_scope) for k, v in keywords.items()}
     for a in call.args:  # f(..., **kwargs) inside a function that collected them: the caller's own keywords
         if a.star == "**" and type(a.value) is cst.Name:
@@ -94,8 +96,7 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
                     given[k] = found
     bound = set()
     where = {id(e): w for e, w in spread or ()}
-    taken = {p.name.value for p in positional[:len(args)]} if not any(
-        a.star == "*" for a in call.args if a.keyword is None) or spread is not None else set()
+    taken = {p.name.value for p in positional[:len(args)]} if written_out else set()
     twice = [k for k in keywords if k in taken]
     if twice:  # Python refuses the call: the positional arguments took that parameter already
         scope.raises = f"TypeError: {fn.name.value}() got multiple values for argument '{twice[0]}'"
@@ -105,7 +106,7 @@ def bind_params(fn: cst.FunctionDef, call: cst.Call | None, call_scope: Scope | 
         bound.add(name)
     scope.function = fn
     star_arg = fn.params.star_arg
-    if type(star_arg) is cst.Param and (spread is not None or not any(a.star == "*" for a in call.args)):
+    if type(star_arg) is cst.Param and written_out:
         scope.star_args[star_arg.name.value] = [(e, where.get(id(e), call_scope)) for e in args[len(positional):]]
     star = fn.params.star_kwarg
     if type(star) is cst.Param:  # the keywords no parameter takes, for a `**kwargs` passed on
