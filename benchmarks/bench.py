@@ -68,7 +68,7 @@ def main() -> None:
     c = _child(every.replace("OUT", repr(os.path.join(work, "warm"))), env, ok=(0, 1))
     failed = [r["architecture"] for r in json.load(open(os.path.join(work, "cold", "index.json"))) if not r["ok"]]
     # (d): the files (b) read, found again through the cache: a file counts when its eager chunks (parsed
-    # whenever a file is read) and at least one chunk are cache entries; a file read for its names only and
+    # whenever a file is read: the `if` blocks its name index reads) and at least one chunk are cache entries; a file read for its names only and
     # holding only classes and functions is left out, which only lowers the floor. Each distinct file
     # content once, as the tool reads it. Also the parse of exactly the chunks (b) parsed, for comparison.
     floor = (f"import hashlib, os, time, libcst, gc\nfrom fusion_analyze.index.modules import split_chunks\n"
@@ -83,7 +83,7 @@ def main() -> None:
              f"            if f.endswith('.py'):\n"
              f"                b = open(os.path.join(r, f), 'rb').read()\n"
              f"                split = split_chunks(b)[0]\n"
-             f"                cs = [(hashlib.sha256(c.text).hexdigest(), c.text, c.lazy) for c in split]\n"
+             f"                cs = [(hashlib.sha256(c.text).hexdigest(), c.text, c.lazy or not c.tested) for c in split]\n"
              f"                for c in split:\n"  # a class's methods parsed alone, and its fields alone
              f"                    for name in c.lone:\n"
              f"                        m = method_text(c, name)[0]\n"

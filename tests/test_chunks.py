@@ -41,9 +41,10 @@ Y = helper(2)
 
 def test_split_groups_statements_and_keeps_lines():
     chunks, fmt = split_chunks(SOURCE)
-    assert [(c.start, c.lazy, c.name) for c in chunks] == [(1, False, ""), (8, True, "A"), (20, True, "helper"), (23, False, "")]
-    assert chunks[1].text.startswith(b"@decorate(1)\nclass A") and chunks[1].def_line == 9
-    assert chunks[1].methods == {"forward", "extra"}
+    assert [(c.start, c.lazy, c.name) for c in chunks] == [
+        (1, False, ""), (2, False, ""), (3, False, ""), (5, False, ""), (8, True, "A"), (20, True, "helper"), (23, False, "")]
+    assert chunks[4].text.startswith(b"@decorate(1)\nclass A") and chunks[4].def_line == 9
+    assert chunks[4].methods == {"forward", "extra"}
     assert fmt.default_indent == "    " and fmt.default_newline == "\n"
 
 
@@ -66,11 +67,11 @@ def test_lazy_definitions_parse_on_demand_with_file_lines(tmp_path):
     a = info.defs["A"][-1]
     assert a.line == 9 and [cst.Module([]).code_for_node(b.value) for b in a.bases] == ["nn.Module", "Generic[...]"]
     assert not a.may_define("__init__") and a.may_define("forward")
-    assert info.chunks[1].module is None  # line, bases and methods came from ast: nothing parsed yet
+    assert info.chunks[4].module is None  # line, bases and methods came from ast: nothing parsed yet
     call = a.node.body.body[1].body.body[0].body[0].value  # torch.relu(x)
     assert info.code(call) == "torch.relu(x)" and info.line_of(call) == 13
     assert info.line_of(a.node) == 9 and a.line == 9
-    assert info.chunks[2].module is None  # helper is still unparsed
+    assert info.chunks[5].module is None  # helper is still unparsed
     assert index.lookup("vllm.m", "Y").kind == "assign" and info.line_of(index.lookup("vllm.m", "Y").node) == 23
     assert info.line_of(info.defs["helper"][-1].node) == 20
     assert [type(s).__name__ for s in info.tree.body][-3:] == ["ClassDef", "FunctionDef", "SimpleStatementLine"]
@@ -141,7 +142,7 @@ def test_a_line_no_statement_or_call_holds_matches_positionprovider_and_reads_on
 def test_statements_with_parses_only_matching_chunks(tmp_path):
     info = _index(tmp_path, SOURCE).get("vllm.m")
     assert [type(s).__name__ for s in info.statements_with(b"y + 1")] == ["FunctionDef"]
-    assert info.chunks[1].module is None
+    assert info.chunks[4].module is None
 
 
 def _reject(monkeypatch, prefix: bytes) -> None:
@@ -179,7 +180,100 @@ def test_reports_do_not_depend_on_what_was_parsed_before(tmp_path, monkeypatch):
 
 def _eager(chunk):
     chunk.lazy = False
+    chunk.tested = True  # parsed when the file is read, its names read by libcst
     return chunk
+
+
+RUNS = b'''import os.path
+import numpy as np, a.b
+from . import sibling
+from ..pkg import (x as y,
+                   z)
+from star import *
+A = B = 1; C: int = 2
+D: int
+(E, F) = 3, 4
+try:
+    from fast import kernel
+    class Cls:
+        pass
+except ImportError:
+    def kernel(*args):
+        pass
+    G = None
+if TYPE_CHECKING:
+    H = 1
+else:
+    H = 2
+I = {"k": lambda: os.getenv("K", "1")}
+'''
+
+
+def _names(info):
+    return ({k: [(b.module, b.name, str(b.condition)) for b in v] for k, v in info.imports.items()}, info.star_imports,
+            {k: [(d.kind, str(d.condition), info.code(d.node), info.line_of(d.node)) for d in v] for k, v in info.defs.items()})
+
+
+def test_a_run_is_read_by_ast_and_parsed_only_when_a_binding_is_asked_for(tmp_path, monkeypatch):
+    """A run of module-level statements holding no `if` the name index reads gives the same names, conditions,
+    nodes and lines from `ast` as from libcst, without being parsed when the file is read; an `if` is parsed
+    at once (its tests' code), and asking for one binding parses that statement only."""
+    index = tree_index(tmp_path, {"pkg/m.py": RUNS})
+    info = index.get("vllm.pkg.m")
+    parsed = [c.start for c in info.chunks if c.module is not None]
+    assert parsed == [18]  # the `if` only
+    i = info.defs["I"][-1]
+    assert info.code(i.node).startswith('{"k": lambda') and info.line_of(i.node) == 22
+    assert [c.start for c in info.chunks if c.module is not None] == [18, 22]
+    import fusion_analyze.index.modules as modules
+
+    real = modules.split_chunks
+    monkeypatch.setattr(modules, "split_chunks", lambda source: ([_eager(c) if not c.lazy else c for c in real(source)[0]],
+                                                                 real(source)[1]))
+    eager = tree_index(tmp_path / "eager", {"pkg/m.py": RUNS}).get("vllm.pkg.m")
+    assert all(c.module is not None for c in eager.chunks)
+    assert _names(info) == _names(eager)
+    assert _names(info)[0]["y"] == [("vllm.pkg", "x", "None")] and _names(info)[1] == ["star"]
+    assert [d[:2] for d in _names(info)[2]["kernel"]] == [("function", "except")]
+    assert [d[:2] for d in _names(info)[2]["H"]] == [("assign", "TYPE_CHECKING"), ("assign", "not (TYPE_CHECKING)")]
+
+
+def test_a_run_libcst_rejects_stands_in_unknown_and_is_reported(tmp_path, monkeypatch):
+    index = tree_index(tmp_path, {"pkg/m.py": RUNS})
+    info = index.get("vllm.pkg.m")
+    _reject(monkeypatch, b"I = ")
+    assert info.code(info.defs["I"][-1].node) == "__unreadable__"
+    assert [(e.file, e.reason) for e in index.errors_touched()] == [("vllm/pkg/m.py", "syntax error at line 23: made up")]
+
+
+def test_the_names_of_real_files_read_from_ast_are_those_libcst_reads(real_tree, tmp_path, monkeypatch):
+    """Over the 0.30 pair's configuration, environment, registry and patch modules (module-level tables, try
+    imports, `if` blocks): the same imports, conditions, nodes and lines whether runs are read by `ast` or
+    parsed with the file."""
+    from fusion_analyze.index.modules import ModuleIndex
+    from fusion_analyze.semantics.for_backend import binding_decider
+    from fusion_analyze.sources.trees import open_tree
+    import fusion_analyze.index.modules as modules
+
+    vroot, aroot = real_tree("vllm==0.30.0"), real_tree("vllm-ascend==0.30.0rc2")
+    names = [f"vllm.config.{p.stem}" for p in sorted((vroot / "vllm/config").glob("*.py")) if p.stem != "__init__"]
+    names += ["vllm.envs", "vllm.model_executor.models.registry", "vllm.platforms.interface", "vllm.utils.import_utils"]
+    names += [f"vllm_ascend.patch.platform.{p.stem}" for p in sorted((aroot / "vllm_ascend/patch/platform").glob("patch_*.py"))]
+    names += [f"vllm_ascend.{p.stem}" for p in sorted((aroot / "vllm_ascend").glob("*.py")) if p.stem != "__init__"]
+
+    def index():
+        return ModuleIndex([open_tree(str(vroot), "vllm", required=True), open_tree(str(aroot), "vllm_ascend", required=True)],
+                           backend="ascend", decider=binding_decider)
+
+    lazy = index()
+    got = {n: _names(lazy.get(n)) for n in names if lazy.get(n) is not None}
+    real = modules.split_chunks
+    monkeypatch.setattr(modules, "split_chunks", lambda source: ([_eager(c) if not c.lazy else c for c in real(source)[0]],
+                                                                 real(source)[1]))
+    eager = index()
+    assert len(got) > 60
+    for n, want in got.items():
+        assert _names(eager.get(n)) == want, n
 
 
 def test_the_trusted_parse_gives_libcsts_tree_and_keeps_validation_outside_it():

@@ -147,8 +147,9 @@ def _prefetch(architectures: list[str]):
                         if sub is not None:
                             index.save_chunk(sub)
                     continue
-                info.chunk_tree(chunk)
-                index.save_chunk(chunk)
+                if chunk.lazy:  # a run is parsed with its file where the name index needs it, else rarely asked for
+                    info.chunk_tree(chunk)
+                    index.save_chunk(chunk)
     return run
 
 

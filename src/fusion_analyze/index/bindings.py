@@ -53,6 +53,69 @@ def _add_def(info: ModuleInfo, kind: str, name: str, node: cst.CSTNode | None, c
     info.defs.setdefault(name, []).append(Definition(kind, name, info, node, condition, chunk))
 
 
+def collect_ast(info: ModuleInfo, chunk: Chunk) -> None:
+    """_collect for a run of statements that holds no `if` it reads (Chunk.tested), from the run's `ast`
+    statements: the same imports and definitions in the same order, each definition's node left to be parsed
+    when first asked for (the run is parsed then, and the node is the n-th of binding_nodes). Most of the
+    module-level text a model's files hold is never asked for: imports, registries, tables of constants."""
+    count = 0
+
+    def walk(stmts, condition: Condition | None) -> None:
+        nonlocal count
+        for stmt in stmts:
+            kind = type(stmt)
+            if kind is ast.ClassDef or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                info.defs.setdefault(stmt.name, []).append(Definition(
+                    "class" if kind is ast.ClassDef else "function", stmt.name, info, None, condition, at=(chunk, count)))
+                count += 1
+            elif kind is ast.Try:
+                walk(stmt.body, condition)
+                for handler in stmt.handlers:
+                    walk(handler.body, join(condition, Condition.note("except")))
+            elif kind is ast.Import:
+                for alias in stmt.names:
+                    if alias.asname is not None:
+                        info.imports.setdefault(alias.asname, []).append(ImportBinding(alias.name, None, 0, condition))
+                    else:
+                        head = alias.name.split(".")[0]
+                        info.imports.setdefault(head, []).append(ImportBinding(head, None, 0, condition))
+            elif kind is ast.ImportFrom:
+                absolute = _absolute(info, stmt.level, stmt.module)
+                if stmt.names and stmt.names[0].name == "*":
+                    info.star_imports.append(absolute)
+                    continue
+                for alias in stmt.names:
+                    info.imports.setdefault(alias.asname or alias.name, []).append(
+                        ImportBinding(absolute, alias.name, 0, condition))
+            elif (kind is ast.Assign or kind is ast.AnnAssign) and stmt.value is not None:
+                for target in (stmt.targets if kind is ast.Assign else [stmt.target]):
+                    if type(target) is ast.Name:
+                        info.defs.setdefault(target.id, []).append(
+                            Definition("assign", target.id, info, None, condition, at=(chunk, count)))
+                        count += 1
+
+    walk(chunk.statements or [], None)
+
+
+def binding_nodes(body) -> list[cst.CSTNode]:
+    """The nodes _collect gives definitions under `body` (a class's or function's node; an assignment's
+    value, once per name it assigns), in its order: collect_ast's definitions are their n-th."""
+    out: list[cst.CSTNode] = []
+    for stmt in body:
+        if type(stmt) is cst.ClassDef or type(stmt) is cst.FunctionDef:
+            out.append(stmt)
+        elif type(stmt) is cst.Try:
+            out += binding_nodes(stmt.body.body)
+            for handler in stmt.handlers:
+                out += binding_nodes(handler.body.body)
+        elif type(stmt) is cst.SimpleStatementLine:
+            for small in stmt.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+                    out += [small.value for t in targets if type(t) is cst.Name]
+    return out
+
+
 def _dotted_name(node) -> str:
     if type(node) is cst.Name:
         return node.value

@@ -24,7 +24,7 @@ class Chunk:
     touches, and a libcst parse costs about ten times CPython's `ast.parse`, which finds the pieces."""
 
     __slots__ = ("start", "text", "lazy", "module", "lines", "key", "name", "kind", "def_line", "_bases", "methods",
-                 "statements", "lone", "assigned", "stored")
+                 "statements", "lone", "assigned", "stored", "tested", "bound")
 
     def __init__(self, start: int, text: bytes, lazy: bool):
         self.start = start  # the file line of the chunk's first line
@@ -43,6 +43,11 @@ class Chunk:
         # node) of the last definition, which can be parsed alone (see ModuleInfo.method_alone)
         self.lone: dict = {}
         self.assigned: frozenset = frozenset()  # names its class body assigns (`x = ...`, `x: T = ...`)
+        # a run of other statements that holds an `if` the name index reads (see tests_names): parsed at once,
+        # for its tests' code; any other run is read by `ast` for the name index and parsed when a binding's
+        # node is first asked for (bindings.collect_ast)
+        self.tested = False
+        self.bound: list | None = None  # the libcst nodes of a run's bindings, in bindings.collect_ast's order
 
     @property
     def bases(self) -> list[cst.Arg]:
@@ -77,28 +82,28 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return whole
     lines = source.splitlines(keepends=True)
-    spans: list[list] = []  # [start, end, lazy, stmt]
+    spans: list[list] = []  # [start, end, lazy, stmt, tested]
     stmts: dict[int, list] = {}  # chunk start -> its ast statements
     indent = None
     for stmt in tree.body:
         start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
         lazy = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        tested = not lazy and tests_names(stmt)
         body = getattr(stmt, "body", None)
         if indent is None and isinstance(body, list) and body and body[0].lineno > stmt.lineno:
             line = lines[body[0].lineno - 1]
             indent = line[: len(line) - len(line.lstrip(b" \t"))].decode()
         if spans and start <= spans[-1][1]:  # `a = 1; b = 2` share a line: one chunk
             spans[-1][1], spans[-1][2] = max(spans[-1][1], stmt.end_lineno), False
-        elif not lazy and spans and not spans[-1][2]:
-            spans[-1][1] = stmt.end_lineno
-        else:
-            spans.append([start, stmt.end_lineno, lazy, stmt])
+            spans[-1][4] = spans[-1][4] or tested
+        else:  # each statement its own chunk: a binding asked for parses its statement only
+            spans.append([start, stmt.end_lineno, lazy, stmt, tested])
             stmts[start] = []
         stmts[spans[-1][0]].append(stmt)
     chunks = []
-    for start, end, lazy, stmt in spans:
+    for start, end, lazy, stmt, tested in spans:
         chunk = Chunk(start, b"".join(lines[start - 1:end]), lazy)
-        chunk.statements = stmts[start]
+        chunk.statements, chunk.tested = stmts[start], tested
         if lazy:
             chunk.name, chunk.kind = stmt.name, "class" if isinstance(stmt, ast.ClassDef) else "function"
             chunk.def_line = stmt.lineno
@@ -114,6 +119,15 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
                 chunk.assigned = frozenset(_assigned_names(inner))
         chunks.append(chunk)
     return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
+
+
+def tests_names(stmt) -> bool:
+    """The top-level statement holds an `if` whose test the module's name index records: bindings._collect reads
+    into if-blocks, and into the body and handlers of a `try`."""
+    if isinstance(stmt, ast.If):
+        return True
+    return isinstance(stmt, ast.Try) and (any(tests_names(s) for s in stmt.body)
+                                          or any(tests_names(s) for h in stmt.handlers for s in h.body))
 
 
 def _accessor(fn) -> bool:

@@ -45,21 +45,26 @@ class Definition:
     """A class, function or module-level assignment, with where it stands. The node of a top-level class or
     function is parsed when first asked for (see Chunk)."""
 
-    __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk")
+    __slots__ = ("kind", "name", "module", "_node", "condition", "_chunk", "_at")
 
     def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
-                 condition: "Condition | None" = None, chunk: "Chunk | None" = None):
+                 condition: "Condition | None" = None, chunk: "Chunk | None" = None,
+                 at: "tuple[Chunk, int] | None" = None):
         self.kind = kind  # "class" | "function" | "assign"
         self.name = name
         self.module = module
         self._node = node
         self.condition = condition
-        self._chunk = chunk
+        self._chunk = chunk  # the top-level class or function chunk it is
+        self._at = at  # or the run of statements it stands in, and which of its bindings it is (collect_ast)
 
     @property
     def node(self) -> cst.CSTNode:
         if self._node is None:
-            self._node = self.module.chunk_tree(self._chunk).body[0]
+            if self._at is not None:
+                self._node = self.module.bound_node(*self._at, self.kind, self.name)
+            else:
+                self._node = self.module.chunk_tree(self._chunk).body[0]
         return self._node
 
     def __eq__(self, other) -> bool:
@@ -185,6 +190,20 @@ class ModuleInfo:
             self._index._parse_chunk(self, chunk)
             self._parsed.append(chunk)
         return chunk.module
+
+    def bound_node(self, chunk: Chunk, n: int, kind: str, name: str) -> cst.CSTNode:
+        """The n-th binding's node of a run of statements (bindings.collect_ast), the run parsed now. Where libcst
+        cannot read a run `ast` read (the file's error is recorded), a stand-in that resolves to nothing."""
+        if chunk.bound is None:
+            from .bindings import binding_nodes
+
+            chunk.bound = binding_nodes(self.chunk_tree(chunk).body)
+        if n < len(chunk.bound):
+            return chunk.bound[n]
+        stub = (f"class {name}:\n    pass\n" if kind == "class" else f"def {name}(*args, **kwargs):\n    pass\n"
+                if kind == "function" else f"{name} = __unreadable__\n")
+        found = cst.parse_module(stub).body[0]
+        return found.body[0].value if kind == "assign" else found  # type: ignore[union-attr]
 
     def method_alone(self, chunk: Chunk, name: str) -> cst.FunctionDef | None:
         """A method of a class chunk parsed alone, once (see chunks.method_text); its lines are file lines."""

@@ -18,7 +18,7 @@ from ..sources.trees import SourceTree
 from ..ir.conditions import Truth
 from ..ir.texts import say
 from .facts import FactTable
-from .bindings import _add_def, _collect
+from .bindings import _add_def, _collect, collect_ast
 # split_chunks is looked up here when a file is read (tests replace modules.split_chunks)
 from .chunks import Chunk, split_chunks
 from .lines import LineTable
@@ -228,8 +228,8 @@ class ModuleIndex:
             _check_nesting(source)
             chunks, fmt = split_chunks(source)
             info = ModuleInfo(module, path, rel, is_pkg, self, source, chunks, fmt)
-            for chunk in chunks:
-                if not chunk.lazy:
+            for chunk in chunks:  # a run holding no `if` the name index reads is read from `ast` (below)
+                if not chunk.lazy and (chunk.tested or chunk.statements is None):
                     info.chunk_tree(chunk)
         except cst.ParserSyntaxError as exc:
             return self._unreadable(module, rel, say("syntax_error", line=str(exc.raw_line), message=exc.message))
@@ -238,8 +238,10 @@ class ModuleIndex:
         for chunk in chunks:
             if chunk.lazy:
                 _add_def(info, chunk.kind, chunk.name, None, None, chunk)
-            else:
+            elif chunk.module is not None:
                 _collect(info, chunk.module.body, None)
+            else:
+                collect_ast(info, chunk)
         return info
 
     def _parse_chunk(self, info: ModuleInfo, chunk: Chunk) -> None:
@@ -254,14 +256,15 @@ class ModuleIndex:
             try:
                 chunk.module = parse_module(chunk.text)
             except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-                if not chunk.lazy:
+                if not chunk.lazy and (chunk.tested or chunk.statements is None):
                     raise  # the file's name index needs it: the file is unreadable
                 # `ast` read this class or function but libcst cannot: report the file, walk on without its body
                 reason = (say("syntax_error", line=exc.raw_line + chunk.start - 1, message=exc.message)
                           if isinstance(exc, cst.ParserSyntaxError) else _reason(exc))
                 self.errors[info.rel] = FileError(info.rel, reason)
                 self.touched.add(info.rel)
-                stub = f"class {chunk.name}:\n    pass\n" if chunk.kind == "class" else f"def {chunk.name}(*args, **kwargs):\n    pass\n"
+                stub = ("" if not chunk.lazy else f"class {chunk.name}:\n    pass\n" if chunk.kind == "class"
+                        else f"def {chunk.name}(*args, **kwargs):\n    pass\n")  # a run: its bindings stand in
                 chunk.module = cst.parse_module(stub)
                 chunk.lines = LineTable(chunk.module, None, {})
                 return
