@@ -424,3 +424,19 @@ def test_a_match_in_a_method_another_of_its_name_replaces_reads_the_class_whole(
     methods = p.methods_with(re.compile(rb"self\._x ="))
     assert [m.name.value for m in methods] == ["x", "x", "other"]  # the whole class's methods, setter included
     assert [m.name.value for m in p.methods_with(re.compile(rb"return self\._x"))] == ["x"]  # the getter, alone
+
+
+def test_one_entry_of_a_table_is_parsed_alone_at_its_file_lines(tmp_path):
+    """A large module-level table read by `ast` (vLLM's environment variables): one entry's expression parsed
+    alone, at its file line, the table itself left unparsed; asked twice, the same node."""
+    import ast as _ast
+
+    index = tree_index(tmp_path, {"pkg/m.py": RUNS + b'J = {\n    "a": 1,\n    "b": lambda: (\n        os.getenv("B", "2")),\n}\n'})
+    info = index.get("vllm.pkg.m")
+    table = info.defs["J"][-1]
+    assert isinstance(table.ast_value, _ast.Dict)
+    body = table.ast_value.values[1].body
+    node = info.expression_alone(body)
+    assert info.code(node) == '(os.getenv("B", "2"))' and info.line_of(node) == 26
+    assert isinstance(node, cst.Call) and info.expression_alone(body) is node
+    assert all(c.module is None for c in info.chunks if c.start == 23)  # the table is not parsed

@@ -66,7 +66,8 @@ def collect_ast(info: ModuleInfo, chunk: Chunk) -> None:
             kind = type(stmt)
             if kind is ast.ClassDef or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 info.defs.setdefault(stmt.name, []).append(Definition(
-                    "class" if kind is ast.ClassDef else "function", stmt.name, info, None, condition, at=(chunk, count)))
+                    "class" if kind is ast.ClassDef else "function", stmt.name, info, None, condition,
+                    at=(chunk, count, stmt)))
                 count += 1
             elif kind is ast.Try:
                 walk(stmt.body, condition)
@@ -91,7 +92,7 @@ def collect_ast(info: ModuleInfo, chunk: Chunk) -> None:
                 for target in (stmt.targets if kind is ast.Assign else [stmt.target]):
                     if type(target) is ast.Name:
                         info.defs.setdefault(target.id, []).append(
-                            Definition("assign", target.id, info, None, condition, at=(chunk, count)))
+                            Definition("assign", target.id, info, None, condition, at=(chunk, count, stmt.value)))
                         count += 1
 
     walk(chunk.statements or [], None)

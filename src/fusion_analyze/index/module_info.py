@@ -21,6 +21,7 @@ SKELETONS = FactTable("skeleton", "class chunk -> that class parsed without the 
 METHODS_ALONE = FactTable("method alone", "(chunk, name) -> the chunk of that method parsed alone")
 LINE_ALIASES = FactTable("aliases", "a node built from this module's code -> the node whose line it reports")
 CODE = FactTable("code", "a node -> its source text")
+EXPRESSIONS = FactTable("expressions alone", "(line, column) of an ast expression -> its chunk parsed alone")
 
 if TYPE_CHECKING:
     from ..ir.conditions import Condition
@@ -49,20 +50,21 @@ class Definition:
 
     def __init__(self, kind: str, name: str, module: "ModuleInfo", node: cst.CSTNode | None = None,
                  condition: "Condition | None" = None, chunk: "Chunk | None" = None,
-                 at: "tuple[Chunk, int] | None" = None):
+                 at: "tuple[Chunk, int, ast.AST] | None" = None):
         self.kind = kind  # "class" | "function" | "assign"
         self.name = name
         self.module = module
         self._node = node
         self.condition = condition
         self._chunk = chunk  # the top-level class or function chunk it is
-        self._at = at  # or the run of statements it stands in, and which of its bindings it is (collect_ast)
+        # or the run of statements it stands in, which of its bindings it is (collect_ast), and its `ast` node
+        self._at = at
 
     @property
     def node(self) -> cst.CSTNode:
         if self._node is None:
             if self._at is not None:
-                self._node = self.module.bound_node(*self._at, self.kind, self.name)
+                self._node = self.module.bound_node(self._at[0], self._at[1], self.kind, self.name)
             else:
                 self._node = self.module.chunk_tree(self._chunk).body[0]
         return self._node
@@ -136,6 +138,13 @@ class Definition:
         return out
 
     @property
+    def ast_value(self):
+        """An assignment's value (a class's or function's statement) as `ast` read it, where its run of
+        statements was read by `ast` (bindings.collect_ast), parsed or not; else None. For readers of a table
+        that need one entry of it parsed (expression_alone), or none."""
+        return self._at[2] if self._at is not None else None
+
+    @property
     def ast_node(self):
         """Its `ast` statement while its libcst node is not parsed (what `ast` can answer: decorators, a
         signature), else None."""
@@ -204,6 +213,25 @@ class ModuleInfo:
                 if kind == "function" else f"{name} = __unreadable__\n")
         found = cst.parse_module(stub).body[0]
         return found.body[0].value if kind == "assign" else found  # type: ignore[union-attr]
+
+    def expression_alone(self, node: ast.expr) -> cst.BaseExpression:
+        """An expression `ast` read in this file, parsed alone (once) at its file lines, in parentheses: one
+        entry of a large module-level table (vLLM's environment variables) without the table."""
+        table = EXPRESSIONS.of(self)
+        key = (node.lineno, node.col_offset)
+        found = table.get(key)
+        if found is None:
+            lines = (self.source or b"").splitlines(keepends=True)[node.lineno - 1:node.end_lineno]
+            lines[-1] = lines[-1][:node.end_col_offset]
+            lines[0] = lines[0][node.col_offset:]
+            text = b"_ = (" + b"".join(lines) + b")\n"
+            found = table[key] = Chunk(node.lineno, text, True)
+            found.kind, found.name = "function", "_"
+            found.statements = skeleton_statements(text, node.lineno)
+            self.chunk_tree(found)
+        stmt = found.module.body[0] if found.module is not None and found.module.body else None
+        small = stmt.body[0] if type(stmt) is cst.SimpleStatementLine and stmt.body else None
+        return small.value if type(small) is cst.Assign else cst.Name("__unreadable__")
 
     def method_alone(self, chunk: Chunk, name: str) -> cst.FunctionDef | None:
         """A method of a class chunk parsed alone, once (see chunks.method_text); its lines are file lines."""

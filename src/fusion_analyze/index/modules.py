@@ -33,6 +33,8 @@ __all__ = [  # what other modules import from here
 ]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a "file" this large is generated data, not model code
+# a folder where each process lists the files it reads, one path a line: what benchmarks/bench.py's floor parses
+READ_LOG = os.environ.get("FUSION_ANALYZE_READ_LOG")
 # CPython refuses more than 200 nested brackets; libcst's native parser crashes (segfault) far deeper,
 # so a file nested beyond what Python accepts is reported instead of parsed.
 MAX_NESTING = 250
@@ -225,6 +227,9 @@ class ModuleIndex:
             if size > MAX_FILE_BYTES:
                 raise ValueError(f"file is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
             source = path.read_bytes()
+            if READ_LOG:
+                with open(os.path.join(READ_LOG, f"{os.getpid()}.txt"), "a", encoding="utf-8") as log:
+                    log.write(f"{path}\n")
             _check_nesting(source)
             chunks, fmt = split_chunks(source)
             info = ModuleInfo(module, path, rel, is_pkg, self, source, chunks, fmt)

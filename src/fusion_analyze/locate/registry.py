@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import libcst as cst
@@ -50,6 +51,17 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     seen: set[str] = set()
     for name, defs in info.defs.items():
         for d in defs:
+            read = d.ast_value if d.kind == "assign" else None
+            if isinstance(read, ast.Dict):  # read by `ast` (bindings.collect_ast): the tables need no libcst parse
+                for key, value in zip(read.keys, read.values):
+                    arch = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+                    if arch is None or not isinstance(value, ast.Tuple) or len(value.elts) < 2:
+                        continue  # (a None key: **other_table spreads entries read from their own table)
+                    stem, cls = (v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
+                                 for v in value.elts[:2])
+                    if stem is not None and cls is not None:
+                        entries.append(RegistryEntry(arch, absolute_module(stem), cls, name, key.lineno))
+                continue
             if d.kind != "assign" or not isinstance(d.node, cst.Dict):
                 continue
             for element in d.node.elements:

@@ -10,6 +10,8 @@ What it does not know stays Unknown, and a test on it UNKNOWN: never a guess.
 
 from __future__ import annotations
 
+import ast
+
 import operator
 import re
 from dataclasses import replace
@@ -685,6 +687,12 @@ class Evaluator:
 
         info = index.get(env["module"])
         table = [d for d in (info.defs.get(env["table"], ()) if info is not None else ()) if d.kind == "assign"]
+        read = table[0].ast_value if len(table) == 1 else None
+        if isinstance(read, ast.Dict):  # read by `ast`: parse the one entry's lambda, not the table
+            for key, value in zip(read.keys, read.values):
+                if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Lambda):
+                    return self.infer(info.expression_alone(value.body), Scope(module=info), depth)
+            return Unknown(f"{name} is not in {env['module']}.{env['table']}")
         node = table[0].node if len(table) == 1 else None
         for el in node.elements if type(node) is cst.Dict else ():
             if type(el) is cst.DictElement and literal(el.key) == Known(name) and type(el.value) is cst.Lambda:
