@@ -581,6 +581,8 @@ class Evaluator:
                 self._hiding += 1
                 try:
                     before = self._name(name, scope, depth) if (name in scope.params or name in scope.defaults) else None
+                    if before is None and name in getattr(scope, "globals_owned", ()):
+                        before = self._initial_global(name, scope, depth)  # `global x` none of whose assignments runs
                     value = self._assigned(values, scope, depth, before)
                 finally:
                     scope.locals[name] = values
@@ -601,6 +603,18 @@ class Evaluator:
             return ConfigRef(_CONFIG_NAMES[name])
         found = self._global(cst.Name(name), scope, depth)
         return found if found is not _NOT_GLOBAL else Unknown(f"`{name}` is not bound statically")
+
+    def _initial_global(self, name: str, scope, depth: int) -> Value | None:
+        """The value a module binds `name` to once (`_aux_stream = None`), for the one function that declares it
+        `global` and assigns it, where none of its assignments runs: while that function alone rebinds it, the
+        binding stands until one of them does. None where the module binds it otherwise."""
+        from .scope import Scope
+
+        module = scope.module
+        found = [d for d in module.defs.get(name, ()) if d.kind == "assign" and d.condition is None]
+        if len(found) != 1 or len(module.defs.get(name, ())) != 1:
+            return None
+        return self.infer(found[0].node, Scope(module=module), depth + 1)
 
     def _global(self, expr: cst.Name | cst.Attribute, scope, depth: int) -> Value:
         """A module-level name assigned once (`_ENABLED = True`), a class's constant (`AttentionType.DECODER`),
@@ -1443,6 +1457,12 @@ class Evaluator:
                       fields=getattr(scope, "fields", None) or {},  # (what a part's runtime objects carry)
                       values=dict(values or {}))
         bind_params(fn, call, scope, inner, skip_self=method)
+        declared = _declared_globals(fn)
+        if declared:  # `global _aux_stream`: the module's binding where the function's own assignments do not run
+            owned = frozenset(n for n in declared if _declares_global(table.module, n) == 1)
+            inner.globals_owned = owned
+            for name in declared - owned:  # another function of the module assigns it too: not known here
+                inner.values[name] = Unknown(f"the global {name} other functions of its module assign")
         for name, value, cond, _pos in table.local_assignments:
             inner.locals.setdefault(name, []).append((value, cond))
         returns = table.returns_decided(_EMPTY, self, inner)
@@ -2094,3 +2114,33 @@ def _deployment_none(deployment, attr: str) -> Value | None:
         return None
     view = d.vllm_config(None)
     return Known(None) if attr in view and view[attr] is None else None
+
+
+def _declared_globals(fn: cst.FunctionDef) -> frozenset:
+    """The names a function's own body (its if-blocks included) declares `global`."""
+    out: set = set()
+
+    def visit(body) -> None:
+        for stmt in body:
+            if type(stmt) is cst.SimpleStatementLine:
+                out.update(n.name.value for small in stmt.body if type(small) is cst.Global for n in small.names)
+            elif type(stmt) is cst.If:
+                visit(stmt.body.body)
+                orelse = stmt.orelse
+                while orelse is not None:
+                    visit(orelse.body.body)
+                    orelse = orelse.orelse if type(orelse) is cst.If else None
+
+    if type(fn.body) is cst.IndentedBlock:
+        visit(fn.body.body)
+    return frozenset(out)
+
+
+def _declares_global(module, name: str) -> int:
+    """How many `global` statements of the module's text name `name` (a statement assigning a module's global
+    from several functions leaves its value to their order)."""
+    source = getattr(module, "source", None)
+    if not isinstance(source, bytes):
+        return 0  # not a module's text to read: not known to be its only one
+    pattern = re.compile(rb"^[ \t]*global[ \t]+[^\n]*\b" + re.escape(name.encode()) + rb"\b", re.M)
+    return len(pattern.findall(source))

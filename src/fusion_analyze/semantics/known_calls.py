@@ -192,8 +192,8 @@ def known_isinstance(value: Value, classes: list) -> Value:
 
 
 def _decision_function(fn: cst.FunctionDef, module) -> bool:
-    """Only ifs, assignments, returns, raises, asserts, imports, a docstring, log calls and pass: running it on
-    known arguments is safe."""
+    """Only ifs, assignments, returns, raises, asserts, imports, `global` declarations, a docstring, log calls and
+    pass: running it on known arguments is safe (a global it declares is read as Evaluator._run_decision says)."""
     return DECISION_FUNCTIONS.get(module, fn, lambda: _only_decisions(fn.body.body))
 
 
@@ -212,7 +212,7 @@ def _only_decisions(body) -> bool:
         elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 if isinstance(small, (cst.Return, cst.Assign, cst.AnnAssign, cst.Pass, cst.ImportFrom, cst.Import,
-                                      cst.Raise, cst.Assert)):
+                                      cst.Raise, cst.Assert, cst.Global)):
                     continue  # (a raise is a path that returns nothing; a failed assert too)
                 if type(small) is cst.Expr and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                     continue

@@ -45,6 +45,9 @@ class Scope:
     # the TypeError the call bound here raises before its body runs (a keyword naming a parameter a positional
     # argument already took: `f(*args, num_experts=n)` where args holds the caller's positionals)
     raises: str | None = None
+    # names the function declares `global` and alone assigns in its module (`global _aux_stream`): where none of
+    # its own assignments runs, the module's binding is the value (Evaluator._name)
+    globals_owned: frozenset = frozenset()
 
 
 def _spread(call: cst.Call, call_scope: Scope) -> list[tuple] | None:

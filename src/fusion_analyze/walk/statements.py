@@ -726,6 +726,8 @@ class Statements(WalkerState):
                 v = _MaybeNone(frame.env.get(a.value.value, []))
             elif literal_argument(a.value):
                 v = _Literal(a.value)  # mode="decode": the callee's tests on it are decided
+            elif _may_be_none(a.value) and _is_known_none(self.ctor.evaluator.infer(a.value, frame.names)):
+                v = _NONE  # `self._sink_stream if n <= limit else None`, the stream None off CUDA: None either way
             elif _self_attr(a.value) and self._submodule(frame, a.value.attr.value) is not None:
                 # a module passed as an argument (maybe_fused_act_quant(self.act_fn, x, ...)): calling the
                 # parameter runs that module
@@ -766,6 +768,10 @@ def _differs(kind: dict, plan: list[dict]) -> dict:
         return kind["differs"]
     shown = say("loop_initial") if kind is plan[0] else say("loop_carried")
     return {**kind["differs"], **{name: shown for name in entry}}
+
+
+def _is_known_none(value) -> bool:
+    return isinstance(value, Known) and value.value is None
 
 
 def _may_be_none(value) -> TypeGuard[cst.IfExp]:
