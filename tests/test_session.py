@@ -126,10 +126,10 @@ def test_the_batch_prefetch_fills_the_parse_cache_with_the_next_models_files_and
     s.resolver = None  # as in the passes' child, forked before the session read the registry
     _prefetch(archs)(s, lambda: False)
     info = s.index.get(module)
-    # every chunk of that file but its classes, and of each class its constructor and forward, parsed alone
-    # (as the walk reads them)
+    # every function of that file, and of each class its constructor and forward, parsed alone (as the walk reads
+    # them); its module-level statements are read by `ast` and parsed only when a binding is asked for
     assert any(c.kind == "class" for c in info.chunks)
-    wanted = {c.key for c in info.chunks if c.kind != "class"}
+    wanted = {c.key for c in info.chunks if c.kind != "class" and c.lazy}
     for c in info.chunks:
         for method in ("__init__", "forward") if c.kind == "class" else ():
             if method in c.lone:

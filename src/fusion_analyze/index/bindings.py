@@ -98,25 +98,6 @@ def collect_ast(info: ModuleInfo, chunk: Chunk) -> None:
     walk(chunk.statements or [], None)
 
 
-def binding_nodes(body) -> list[cst.CSTNode]:
-    """The nodes _collect gives definitions under `body` (a class's or function's node; an assignment's
-    value, once per name it assigns), in its order: collect_ast's definitions are their n-th."""
-    out: list[cst.CSTNode] = []
-    for stmt in body:
-        if type(stmt) is cst.ClassDef or type(stmt) is cst.FunctionDef:
-            out.append(stmt)
-        elif type(stmt) is cst.Try:
-            out += binding_nodes(stmt.body.body)
-            for handler in stmt.handlers:
-                out += binding_nodes(handler.body.body)
-        elif type(stmt) is cst.SimpleStatementLine:
-            for small in stmt.body:
-                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
-                    out += [small.value for t in targets if type(t) is cst.Name]
-    return out
-
-
 def _dotted_name(node) -> str:
     if type(node) is cst.Name:
         return node.value

@@ -121,6 +121,25 @@ def split_chunks(source: bytes) -> tuple[list[Chunk], cst.Module]:
     return chunks, cst.Module(body=[], default_indent=indent or "    ", default_newline=newline)
 
 
+def binding_nodes(body) -> list[cst.CSTNode]:
+    """The nodes _collect gives definitions under `body` (a class's or function's node; an assignment's
+    value, once per name it assigns), in its order: bindings.collect_ast's definitions are their n-th."""
+    out: list[cst.CSTNode] = []
+    for stmt in body:
+        if type(stmt) is cst.ClassDef or type(stmt) is cst.FunctionDef:
+            out.append(stmt)
+        elif type(stmt) is cst.Try:
+            out += binding_nodes(stmt.body.body)
+            for handler in stmt.handlers:
+                out += binding_nodes(handler.body.body)
+        elif type(stmt) is cst.SimpleStatementLine:
+            for small in stmt.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+                    out += [small.value for t in targets if type(t) is cst.Name]
+    return out
+
+
 def tests_names(stmt) -> bool:
     """The top-level statement holds an `if` whose test the module's name index records: bindings._collect reads
     into if-blocks, and into the body and handlers of a `try`."""

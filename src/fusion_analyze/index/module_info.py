@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import libcst as cst
 
 from .facts import FactTable
-from .chunks import Chunk, method_text, skeleton_statements, skeleton_text
+from .chunks import Chunk, binding_nodes, method_text, skeleton_statements, skeleton_text
 
 SKELETONS = FactTable("skeleton", "class chunk -> that class parsed without the methods its body defines")
 METHODS_ALONE = FactTable("method alone", "(chunk, name) -> the chunk of that method parsed alone")
@@ -204,8 +204,6 @@ class ModuleInfo:
         """The n-th binding's node of a run of statements (bindings.collect_ast), the run parsed now. Where libcst
         cannot read a run `ast` read (the file's error is recorded), a stand-in that resolves to nothing."""
         if chunk.bound is None:
-            from .bindings import binding_nodes
-
             chunk.bound = binding_nodes(self.chunk_tree(chunk).body)
         if n < len(chunk.bound):
             return chunk.bound[n]
@@ -215,8 +213,10 @@ class ModuleInfo:
         return found.body[0].value if kind == "assign" else found  # type: ignore[union-attr]
 
     def expression_alone(self, node: ast.expr) -> cst.BaseExpression:
-        """An expression `ast` read in this file, parsed alone (once) at its file lines, in parentheses: one
-        entry of a large module-level table (vLLM's environment variables) without the table."""
+        """An expression `ast` read in this file, parsed alone (once) at its file lines: one entry of a large
+        module-level table (vLLM's environment variables) without the table, one field's default of a large
+        configuration class without the class. In parentheses only where it spans lines outside brackets (its
+        source had them around it)."""
         table = EXPRESSIONS.of(self)
         key = (node.lineno, node.col_offset)
         found = table.get(key)
@@ -224,10 +224,15 @@ class ModuleInfo:
             lines = (self.source or b"").splitlines(keepends=True)[node.lineno - 1:node.end_lineno]
             lines[-1] = lines[-1][:node.end_col_offset]
             lines[0] = lines[0][node.col_offset:]
-            text = b"_ = (" + b"".join(lines) + b")\n"
+            segment = b"".join(lines)
+            text = b"_ = " + segment + b"\n"  # in parentheses only where its lines make no statement alone
+            statements = skeleton_statements(text, node.lineno)
+            if statements is None:
+                text = b"_ = (" + segment + b")\n"
+                statements = skeleton_statements(text, node.lineno)
             found = table[key] = Chunk(node.lineno, text, True)
             found.kind, found.name = "function", "_"
-            found.statements = skeleton_statements(text, node.lineno)
+            found.statements = statements
             self.chunk_tree(found)
         stmt = found.module.body[0] if found.module is not None and found.module.body else None
         small = stmt.body[0] if type(stmt) is cst.SimpleStatementLine and stmt.body else None

@@ -54,9 +54,10 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
             read = d.ast_value if d.kind == "assign" else None
             if isinstance(read, ast.Dict):  # read by `ast` (bindings.collect_ast): the tables need no libcst parse
                 for key, value in zip(read.keys, read.values):
-                    arch = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
-                    if arch is None or not isinstance(value, ast.Tuple) or len(value.elts) < 2:
+                    if not isinstance(key, ast.Constant) or not isinstance(key.value, str) \
+                            or not isinstance(value, ast.Tuple) or len(value.elts) < 2:
                         continue  # (a None key: **other_table spreads entries read from their own table)
+                    arch = key.value
                     stem, cls = (v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
                                  for v in value.elts[:2])
                     if stem is not None and cls is not None:

@@ -702,7 +702,7 @@ class Evaluator:
         info = index.get(env["module"])
         table = [d for d in (info.defs.get(env["table"], ()) if info is not None else ()) if d.kind == "assign"]
         read = table[0].ast_value if len(table) == 1 else None
-        if isinstance(read, ast.Dict):  # read by `ast`: parse the one entry's lambda, not the table
+        if isinstance(read, ast.Dict) and info is not None:  # read by `ast`: parse the one entry's lambda, not the table
             for key, value in zip(read.keys, read.values):
                 if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Lambda):
                     return self.infer(info.expression_alone(value.body), Scope(module=info), depth)
@@ -1459,7 +1459,7 @@ class Evaluator:
         bind_params(fn, call, scope, inner, skip_self=method)
         declared = _declared_globals(fn)
         if declared:  # `global _aux_stream`: the module's binding where the function's own assignments do not run
-            owned = frozenset(n for n in declared if _declares_global(table.module, n) == 1)
+            owned = frozenset(n for n in declared if _global_statements(table.module, n) == 1)
             inner.globals_owned = owned
             for name in declared - owned:  # another function of the module assigns it too: not known here
                 inner.values[name] = Unknown(f"the global {name} other functions of its module assign")
@@ -2136,7 +2136,7 @@ def _declared_globals(fn: cst.FunctionDef) -> frozenset:
     return frozenset(out)
 
 
-def _declares_global(module, name: str) -> int:
+def _global_statements(module, name: str) -> int:
     """How many `global` statements of the module's text name `name` (a statement assigning a module's global
     from several functions leaves its value to their order)."""
     source = getattr(module, "source", None)

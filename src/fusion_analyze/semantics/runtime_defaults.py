@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import re
 from typing import NamedTuple
 
@@ -239,6 +241,10 @@ def _declared(cls) -> dict:
     """name -> the value the class body gives it (`x: int = 1`, `x = 1`; the last wins), read once per class."""
     key = cls.identity
     found = DECLARED_DEFAULTS.of(cls.module).get(key)
+    if found is None and cls.kind == "class" and isinstance(cls.ast_node, ast.ClassDef):
+        # the class is not parsed: its body's fields from `ast`, each value parsed alone when read (a
+        # configuration class is read for a few of its fields: EngineArgs declares hundreds)
+        found = DECLARED_DEFAULTS.of(cls.module)[key] = _Fields(cls.module, _ast_fields(cls.ast_node))
     if found is None:
         found = DECLARED_DEFAULTS.of(cls.module)[key] = {}
         node = cls.skeleton
@@ -249,6 +255,45 @@ def _declared(cls) -> dict:
                 elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
                     found[small.targets[0].target.value] = small.value
     return found
+
+
+def _ast_fields(node: ast.ClassDef) -> dict:
+    """_declared's names from a class's `ast` statement: name -> the value's ast expression (None for a bare
+    annotation), the last wins, the same statements _declared reads from libcst."""
+    out: dict = {}
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            out.pop(stmt.target.id, None)
+            out[stmt.target.id] = stmt.value
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            out.pop(stmt.targets[0].id, None)
+            out[stmt.targets[0].id] = stmt.value
+    return out
+
+
+class _Fields(dict):
+    """_declared's mapping for a class not parsed: each value an `ast` expression until read, then the libcst
+    node of that expression parsed alone at its file lines (ModuleInfo.expression_alone)."""
+
+    def __init__(self, module, fields: dict):
+        super().__init__(fields)
+        self._module = module
+
+    def __getitem__(self, name):
+        value = dict.__getitem__(self, name)
+        if isinstance(value, ast.AST):
+            value = self._module.expression_alone(value)
+            dict.__setitem__(self, name, value)
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def items(self):  # type: ignore[override]
+        return [(name, self[name]) for name in self.keys()]
+
+    def values(self):  # type: ignore[override]
+        return [self[name] for name in self.keys()]
 
 
 def _declared_default(defaults, name: str, infer) -> Value:
