@@ -625,3 +625,14 @@ def test_the_cut_gives_what_the_whole_parse_gives_over_the_real_trees(real_tree)
     finally:
         gc.enable()
     assert checked > 3000 and whole < 10, (checked, whole)
+
+
+def test_a_parsed_class_is_read_by_ast_only_when_a_line_of_it_is_asked_for(tmp_path):
+    """libcst parses a class for its nodes; `ast` reads it (Chunk._read) only when a line is first asked for,
+    which pairs the two trees: with a parse cache that holds the lines, never."""
+    info = _index(tmp_path, SOURCE).get("vllm.m")
+    a = info.defs["A"][-1]
+    chunk = info.chunks[4]
+    call = a.node.body.body[1].body.body[0].body[0].value  # torch.relu(x)
+    assert chunk.module is not None and chunk._pending
+    assert info.line_of(call) == 13 and not chunk._pending
