@@ -457,7 +457,8 @@ def _facts(chunk) -> tuple:
     methods, the names it assigns, and each method it keeps alone (its lines, and which of the class body's
     statements it is: the very node, which readers compare with them)."""
     body = chunk.statements[0].body if chunk.lone else []
-    lone = {k: (first, last, [i for i, s in enumerate(body) if s is node]) for k, (first, last, node) in chunk.lone.items()}
+    lone = {k: (first, last, [i for i, s in enumerate(body) if s is node])
+            for k, (first, last, node) in chunk.lone.items()}
     assert all(len(at) == 1 for _f, _l, at in lone.values())
     return (chunk.start, chunk.text, chunk.lazy, chunk.tested, chunk.name, chunk.kind, chunk.def_line,
             chunk.statements is None, sorted(chunk.methods), sorted(chunk.assigned), lone)
