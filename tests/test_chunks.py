@@ -5,9 +5,11 @@ on it: the same nodes' code, the same lines, the same names."""
 from __future__ import annotations
 
 import ast
+import pickle
 
 import libcst as cst
 
+from fusion_analyze.index.chunks import _split_cut, _split_whole
 from fusion_analyze.index.modules import ModuleIndex, split_chunks
 from fusion_analyze.analysis.pipeline import analyze, render
 
@@ -440,3 +442,198 @@ def test_one_entry_of_a_table_is_parsed_alone_at_its_file_lines(tmp_path):
     assert info.code(node) == 'os.getenv("B", "2")' and info.line_of(node) == 26
     assert isinstance(node, cst.Call) and info.expression_alone(body) is node
     assert all(c.module is None for c in info.chunks if c.start == 23)  # the table is not parsed
+
+
+# -- the cut: `ast` reads a file's top-level classes and functions without their bodies ----------------------------
+
+def _equal(a, b) -> bool:
+    """The same `ast` nodes, positions included: pickle writes every field and attribute of each node (as
+    ast.dump with its attributes would, at a fraction of its cost)."""
+    return pickle.dumps(a) == pickle.dumps(b)
+
+
+def _facts(chunk) -> tuple:
+    """What a reader can ask a chunk besides its `ast` statements: its lines, text and kind, and of a class its
+    methods, the names it assigns, and each method it keeps alone (its lines, and which of the class body's
+    statements it is: the very node, which readers compare with them)."""
+    body = chunk.statements[0].body if chunk.lone else []
+    lone = {k: (first, last, [i for i, s in enumerate(body) if s is node])
+            for k, (first, last, node) in chunk.lone.items()}
+    assert all(len(at) == 1 for _f, _l, at in lone.values())
+    return (chunk.start, chunk.text, chunk.lazy, chunk.tested, chunk.name, chunk.kind, chunk.def_line,
+            chunk.statements is None, sorted(chunk.methods), sorted(chunk.assigned), lone)
+
+
+def _same(source: bytes) -> bool:
+    """The split gives what the parse of the whole file gives: the same chunks, and of each its text, lines and
+    names, its `ast` statements and a class's bases (positions included). True where the cut was used, not the
+    whole parse."""
+    (new, new_fmt), (old, old_fmt) = split_chunks(source), _split_whole(source)
+    assert (new_fmt.default_indent, new_fmt.default_newline) == (old_fmt.default_indent, old_fmt.default_newline)
+    assert [_facts(c) for c in new] == [_facts(c) for c in old]
+    for n, o in zip(new, old):
+        assert _equal(n.statements, o.statements) and _equal(n._bases, o._bases)
+    return _split_cut(source) is not None
+
+
+CUT = b'''"""Module doc.
+def not_code():
+class NotCode:
+"""
+import os
+
+
+@decorate(
+    1,
+)
+# between
+@other(
+  2)
+def f(
+    x,
+    y="(",
+) -> int:
+    s = """
+class InString:
+    pass
+"""
+    return {
+        x: y
+}
+    # a trailing comment, indented
+
+# and one at the margin
+
+
+class C(
+    Base,
+    metaclass=Meta,
+):
+    """Doc."""
+    @property
+    def p(self):
+        return 1
+
+    @p.setter
+    def p(self, v):
+        pass
+
+    if FLAG:
+        def q(self):
+            pass
+        z = 2
+    x: int = 1
+    y = x # comment
+async def g(): pass
+class A: pass
+class B(A): x = 1; y = 2
+def h(a,
+      b): return a
+X = 1; Y = 2
+
+
+if __name__ == "__main__":
+    f(1, 2)
+'''
+
+
+def test_the_cut_gives_what_the_whole_parse_gives():
+    assert _same(CUT)
+    chunks, _ = split_chunks(CUT)
+    assert [(c.start, c.lazy, c.name) for c in chunks] == [
+        (1, False, ""), (5, False, ""), (8, True, "f"), (30, True, "C"), (49, True, "g"), (50, True, "A"),
+        (51, True, "B"), (52, True, "h"), (54, False, ""), (57, False, "")]
+    f = chunks[2]
+    assert f.text.endswith(b"        x: y\n}\n") and f.def_line == 14 and f._pending  # its body not read yet
+    assert f.statements[0].body[1].end_lineno == 24 and not f._pending
+    c = chunks[3]
+    assert c.def_line == 30 and [ast.unparse(b) for b in c._bases] == ["Base"] and c._pending  # bases from the cut
+    assert c.methods == {"p", "q"} and c.assigned == {"z", "x", "y"} and c.lone["p"][:2] == (35, 37)  # the getter
+    assert chunks[9].tested and chunks[8].text == b"X = 1; Y = 2\n" and len(chunks[8].statements) == 2
+
+
+def test_the_cut_reads_the_forms_a_file_may_take():
+    sources = [
+        b"",
+        b"import os\nX = 1\n",  # statements only
+        b"class A: pass",  # one line, no line end
+        b"class A: pass\n\n\n# end\n",
+        b"async def f():\n    await g()\n",
+        b"def f():\n    pass\n\n\nif __name__ == \"__main__\":\n    f()\n",
+        b"class A:\r\n    def f(self):\r\n        return 1\r\n\r\nX = 2\r\n",  # Windows line ends
+        b"class A:\n    @property\n    def f(self):\n        return 1\n",  # the indent from a decorated first statement
+        b"class A:\n\t@property\n\tdef f(self):\n\t\treturn 1\n",
+        b"X = '''\ndef f():\n    pass\n'''\ndef g():\n    pass\n",  # a def at the margin in a module-level string
+        b"def f():\n    x = '''\n    # not a comment'''\n\n# a comment\n",  # a string's last line looks like one
+        b"def f():\n    s = \"\\\nx\"\n    return s\n",  # a short string continued to the margin
+        b"def f():\n    s = '\"\"\"'\n    t = \"\"\"\nimport os\n\"\"\"\nY = 1\n",  # a triple quote in a short string
+        b"def f(): return (\n    1)\nclass K(\n    A): x = 1\n",
+        b"@a\n\n# c\n@b\nclass A:\n    pass\n",
+        b"x = [\n1, 2,\n]\ndef f():\n    return x\n",
+        b"if X:\n    def f():\n        pass\nelse:\n    class A:\n        pass\n",
+        b"# -*- coding: utf-8 -*-\ndef f():\n    return '\xc3\xa9'\n",
+    ]
+    assert all([_same(s) for s in sources])
+
+
+def test_what_the_cut_is_not_sure_of_is_parsed_whole():
+    sources = [
+        b"def f():\n    return 1 + \\\n2\n",  # a backslash continues the body to the margin
+        b"def f():\n    x = (1,\n2)\n    return x\n",  # a bracket's line at the margin
+        b"X = (a\n@ b)\n",  # an operator at the margin
+        b"@decorate\nX = 1\n",
+        b"def f():\n    pass\n\f\ndef g():\n    pass\n",  # a form feed
+        b"class A:\r    pass\r",  # old Mac line ends
+        b"def f():\n    return '\xe9'\n",  # not UTF-8
+        b"# -*- coding: latin-1 -*-\ndef f():\n    return '\xe9'\n",
+        b"\xef\xbb\xbfclass A:\n    pass\n",
+        b"def f(:\n    pass\n",  # a header `ast` cannot read: the whole file is one chunk, as before
+        b"class BrokenMLP(nn.Module)\n    def forward(self, x):\n        return x\n",
+        b"def f():\n    x = 1\nx = \"\"\"\n",
+        b"def f(x=\"\"\"\n\"\"\"):\n    pass\n",  # a header's string spans lines
+    ]
+    for source in sources:
+        assert not _same(source), source
+    chunks, _ = split_chunks(b"def f(:\n    pass\n")
+    assert len(chunks) == 1 and not chunks[0].lazy and chunks[0].statements is None
+
+
+def test_a_body_ast_cannot_read_is_found_when_asked_for():
+    """The one thing the cut does not see: a syntax error inside the body of a top-level class or function
+    whose header `ast` reads. The rest of the file is read as before; that class or function has no `ast`
+    statements, methods or bases, and libcst reports the file when it is parsed."""
+    source = b"import os\n\n\nclass A(Base):\n    def f(self):\n        return (\n\n\ndef g():\n    pass\n"
+    chunks, _ = split_chunks(source)
+    assert [(c.lazy, c.name) for c in chunks] == [(False, ""), (True, "A"), (True, "g")]
+    a = chunks[1]
+    assert a.statements is None and a.methods == frozenset() and a.lone == {} and a.def_line == 4
+    assert _split_whole(source)[0][0].text == source  # the whole parse: one chunk
+    assert [c.statements is not None for c in chunks] == [True, False, True]
+
+
+def test_the_cut_gives_what_the_whole_parse_gives_over_the_real_trees(real_tree):
+    """Every Python file of the 0.30 pair's vllm and vllm_ascend packages: the same chunks, nodes, lines,
+    methods and names whether `ast` reads the file whole or cut, and the cut used for nearly every file."""
+    import gc
+
+    checked = whole = 0
+    gc.disable()  # millions of `ast` nodes, none of them in a cycle
+    try:
+        for spec, folder in (("vllm==0.30.0", "vllm"), ("vllm-ascend==0.30.0rc2", "vllm_ascend")):
+            for path in sorted((real_tree(spec) / folder).rglob("*.py")):
+                whole += not _same(path.read_bytes())
+                checked += 1
+    finally:
+        gc.enable()
+    assert checked > 3000 and whole < 10, (checked, whole)
+
+
+def test_a_parsed_class_is_read_by_ast_only_when_a_line_of_it_is_asked_for(tmp_path):
+    """libcst parses a class for its nodes; `ast` reads it (Chunk._read) only when a line is first asked for,
+    which pairs the two trees: with a parse cache that holds the lines, never."""
+    info = _index(tmp_path, SOURCE).get("vllm.m")
+    a = info.defs["A"][-1]
+    chunk = info.chunks[4]
+    call = a.node.body.body[1].body.body[0].body[0].value  # torch.relu(x)
+    assert chunk.module is not None and chunk._pending
+    assert info.line_of(call) == 13 and not chunk._pending

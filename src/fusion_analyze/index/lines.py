@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Callable
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -41,10 +42,11 @@ if hasattr(cst, "TryStar") and hasattr(ast, "TryStar"):
 
 class LineTable:
     def __init__(self, tree: cst.Module, source: bytes | None, lines: dict | None = None,
-                 statements: list | None = None, offset: int = 0):
+                 statements: list | Callable[[], list | None] | None = None, offset: int = 0):
         self.tree = tree
         self.source = source
-        self._statements = statements  # the ast statements of `source`, if already parsed ...
+        # the ast statements of `source`, if already parsed, or what gives them when first needed (None: parse it) ...
+        self._statements = statements
         self._offset = offset  # ... with their lines `offset` more than the source's own
         self.lines: dict = lines if lines is not None else {}
         self._ast_of: dict = {}  # libcst statement -> its ast node
@@ -82,8 +84,9 @@ class LineTable:
     def _pair_statements(self) -> None:
         if self._paired:
             return
-        if self._statements is not None:
-            module = ast.Module(body=self._statements, type_ignores=[])
+        statements = self._statements() if callable(self._statements) else self._statements
+        if statements is not None:
+            module = ast.Module(body=statements, type_ignores=[])
         elif self.source is None:
             raise _Mismatch("no source")
         else:

@@ -274,7 +274,8 @@ class ModuleIndex:
                 chunk.lines = LineTable(chunk.module, None, {})
                 return
             self.parse_count += 1
-        chunk.lines = LineTable(chunk.module, chunk.text, lines, chunk.statements, chunk.start - 1)
+        # the ast statements asked for when a line first is: a class's body is read by `ast` only then (Chunk._read)
+        chunk.lines = LineTable(chunk.module, chunk.text, lines, lambda: chunk.statements, chunk.start - 1)
         chunk.stored = hit is not None
         if hit is None:
             self._unsaved.append((info, chunk))
