@@ -207,9 +207,10 @@ def binding_nodes(body) -> list[cst.CSTNode]:
                 out += binding_nodes(handler.body.body)
         elif type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
-                    out += [small.value for t in targets if type(t) is cst.Name]
+                if isinstance(small, cst.Assign):
+                    out += [small.value for t in small.targets if type(t.target) is cst.Name]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None and type(small.target) is cst.Name:
+                    out.append(small.value)
     return out
 
 
