@@ -100,7 +100,7 @@ class Chunk:
         before it cost the parser next to nothing, and no pass over the tree to move its lines): the same
         nodes a parse of the whole file gives it. A text `ast` cannot read has no statements."""
         self._pending = False
-        tree = _parse(b"\n" * (self.start - 1) + self.text)
+        tree = parse_or_none(b"\n" * (self.start - 1) + self.text)
         if tree is not None and len(tree.body) == 1:
             _describe(self, tree.body[0])
 
@@ -139,7 +139,7 @@ def _newline(source: bytes) -> str:
     return "\r\n" if b"\r\n" in source[: source.find(b"\n") + 1] else "\r" if b"\n" not in source and b"\r" in source else "\n"
 
 
-def _parse(source: bytes) -> ast.Module | None:
+def parse_or_none(source: bytes) -> ast.Module | None:
     """`ast.parse`, or None where it fails; invalid escapes etc. are the file's business, not ours."""
     try:
         with warnings.catch_warnings():
@@ -274,7 +274,7 @@ def _split_cut(source: bytes) -> tuple[list[Chunk], cst.Module] | None:
         pieces += [source[at:b.keep], b.filler, b"\n" * source.count(b"\n", b.keep, b.stop)]
         at = b.stop
     pieces.append(source[at:])
-    tree = _parse(b"".join(pieces))
+    tree = parse_or_none(b"".join(pieces))
     return _cut_chunks(source, tree.body, blocks) if tree is not None else None
 
 

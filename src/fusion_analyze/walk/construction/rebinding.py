@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from types import SimpleNamespace
 
 from ...index.bindings import _absolute
+from ...index.chunks import parse_or_none as _parse
 from ...index.facts import FactTable
 from ...ir.conditions import Truth
 
@@ -330,15 +330,6 @@ def _top_functions(stmts) -> list:
             for h in s.handlers:
                 out += _top_functions(h.body)
     return out
-
-
-def _parse(source: bytes):
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 def _package_imports(index, stmts, where, root: str, tests: tuple) -> list:
